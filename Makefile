@@ -1,0 +1,37 @@
+# Each target bootstraps .venv itself. torch is installed first from the pinned CPU build
+# so that no later requirement can pull a multi-GB CUDA wheel.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TORCH_SPEC ?= torch==2.13.0
+ATTNKIT_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
+export ATTNKIT_DATA
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/.base: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.base
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+demo: $(VENV)/.base
+	$(PY) -m attnkit.demo
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+test: lint
+	$(VENV)/bin/pytest
+
+bench: $(VENV)/.base
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,135 @@
+"""Plots people would rather look at than read: positional encodings, attention heatmaps,
+learning curves. Everything renders off-screen (Agg) and is written atomically to a PNG.
+
+Korean labels need a font with Hangul glyphs; the NanumGothic font shipped by the
+``koreanize-matplotlib`` package is used when installed, else any installed CJK font.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib import font_manager  # noqa: E402
+
+from attnkit.layers import sinusoidal_encoding  # noqa: E402
+
+__all__ = ["plot_attention", "plot_curves", "plot_positional_encoding", "save_figure"]
+
+_HANGUL_FONTS = ("NanumGothic", "Noto Sans CJK KR", "Noto Sans KR", "Malgun Gothic", "AppleGothic")
+_font_ready = False
+
+
+def _use_hangul_font() -> None:
+    """Put a Hangul-capable font first in matplotlib's fallback list (once)."""
+    global _font_ready
+    if _font_ready:
+        return
+    _font_ready = True
+    try:
+        from importlib.resources import files
+
+        font_dir = files("koreanize_matplotlib") / "fonts"
+        font_manager.fontManager.addfont(str(font_dir / "NanumGothic.ttf"))
+    except (ImportError, FileNotFoundError, OSError):
+        pass
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    chosen = [name for name in _HANGUL_FONTS if name in installed]
+    if chosen:
+        plt.rcParams["font.family"] = [*chosen, "DejaVu Sans"]
+    plt.rcParams["axes.unicode_minus"] = False
+
+
+def save_figure(fig: plt.Figure, path: str | os.PathLike) -> Path:
+    """Write ``fig`` to ``path`` via a temporary file + rename, then close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fmt = path.suffix.lstrip(".") or "png"
+    try:
+        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def plot_positional_encoding(
+    max_len: int = 50, d_model: int = 128, path: str | os.PathLike = "pe.png"
+) -> Path:
+    """The course's figure: the (max_len x d_model) sinusoidal encoding as a heatmap."""
+    if max_len < 1 or d_model < 2:
+        raise ValueError("need max_len >= 1 and d_model >= 2")
+    pe = sinusoidal_encoding(max_len, d_model).numpy()
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    mesh = ax.pcolormesh(pe, cmap="RdBu", vmin=-1, vmax=1)
+    ax.set_xlabel("depth (embedding dimension i)")
+    ax.set_ylabel("position (pos)")
+    ax.set_xlim(0, d_model)
+    ax.set_ylim(max_len, 0)
+    ax.set_title(f"Sinusoidal positional encoding, max_len={max_len}, d_model={d_model}")
+    fig.colorbar(mesh, ax=ax)
+    return save_figure(fig, path)
+
+
+def plot_attention(
+    weights: np.ndarray | Sequence,
+    x_labels: Sequence[str],
+    y_labels: Sequence[str],
+    path: str | os.PathLike = "attention.png",
+    title: str | None = None,
+    x_title: str = "keys",
+    y_title: str = "queries",
+) -> Path:
+    """Heatmap of one (Tq, Tk) attention matrix: rows = queries (y_labels), columns = keys."""
+    _use_hangul_font()
+    w = np.asarray(weights, dtype=np.float32)
+    if w.ndim != 2 or w.shape != (len(y_labels), len(x_labels)):
+        raise ValueError(
+            f"weights {w.shape} do not match labels ({len(y_labels)}, {len(x_labels)})"
+        )
+    size = (max(4.0, 0.45 * len(x_labels) + 2), max(3.0, 0.4 * len(y_labels) + 1.5))
+    fig, ax = plt.subplots(figsize=size)
+    im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(float(w.max()), 1e-9), aspect="auto")
+    ax.set_xticks(range(len(x_labels)), labels=list(x_labels), rotation=90)
+    ax.set_yticks(range(len(y_labels)), labels=list(y_labels))
+    ax.set_xlabel(x_title)
+    ax.set_ylabel(y_title)
+    if title:
+        ax.set_title(title)
+    fig.colorbar(im, ax=ax)
+    return save_figure(fig, path)
+
+
+def plot_curves(rows: Sequence[dict], path: str | os.PathLike = "curves.png") -> Path:
+    """Learning curves from metrics.jsonl rows: every numeric key except ``step``/``epoch``
+    against ``step``; losses on the left panel, other metrics on the right."""
+    losses: dict[str, list[tuple[float, float]]] = {}
+    metrics: dict[str, list[tuple[float, float]]] = {}
+    skip = {"step", "epoch", "lr", "tokens_per_s", "elapsed_s"}
+    for row in rows:
+        step = row.get("step")
+        if step is None:
+            continue
+        for key, value in row.items():
+            if key in skip or not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue
+            (losses if "loss" in key else metrics).setdefault(key, []).append((step, value))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, series, ylabel in ((axes[0], losses, "loss"), (axes[1], metrics, "metric")):
+        for key, points in sorted(series.items()):
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, label=key)
+        ax.set_xlabel("step")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if series:
+            ax.legend()
+    return save_figure(fig, path)
