@@ -24,8 +24,8 @@ demo: $(VENV)/.base
 	$(PY) -m attnkit.demo
 
 lint: $(VENV)/.dev
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test: lint
 	$(VENV)/bin/pytest
