@@ -1,1 +1,24 @@
+"""attnkit: attention and the Transformer family, from first principles to working tools."""
+
 __version__ = "0.1.0"
+
+
+def load(run_dir):
+    """Load a trained run for prediction: ``attnkit.load("runs/nsmc").predict([...])``."""
+    from attnkit.api import load as _load
+
+    return _load(run_dir)
+
+
+def train(*args, **kwargs):
+    """Train from a recipe; see :func:`attnkit.api.train`."""
+    from attnkit.api import train as _train
+
+    return _train(*args, **kwargs)
+
+
+def evaluate(*args, **kwargs):
+    """Evaluate a run on a split; see :func:`attnkit.api.evaluate`."""
+    from attnkit.api import evaluate as _evaluate
+
+    return _evaluate(*args, **kwargs)

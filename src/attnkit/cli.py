@@ -6,6 +6,7 @@ Every user error ends in one line on stderr, ``attnkit: error: ...``, and exit c
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -79,8 +80,196 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
     curves.set_defaults(func=_cmd_plot_curves)
 
 
+# ----------------------------------------------------------------------------- data
+def _cmd_data_list(args: argparse.Namespace) -> int:
+    from attnkit.data.catalogue import list_datasets
+    from attnkit.data.fetch import is_present
+    from attnkit.data.paths import resolve_data_dir
+
+    root = resolve_data_dir(args.data_dir)
+    print(f"data directory: {root}")
+    for info in list_datasets():
+        have = all(is_present(f, root) for f in info.files)
+        mark = "yes" if have else "no "
+        print(f"  [{mark}] {info.name:16s} {info.language:6s} {info.task:22s} {info.description}")
+    return 0
+
+
+def _cmd_data_fetch(args: argparse.Namespace) -> int:
+    from attnkit.data.fetch import fetch
+
+    for path in fetch(args.name, args.data_dir, base_url=args.mirror, force=args.force):
+        print(f"ok {path}")
+    return 0
+
+
+def _add_data(sub: argparse._SubParsersAction) -> None:
+    data = sub.add_parser("data", help="list and download datasets")
+    actions = data.add_subparsers(
+        dest="action", required=True, metavar="ACTION", parser_class=_Parser
+    )
+    lst = actions.add_parser("list", help="the dataset catalogue and what is present locally")
+    lst.add_argument("--data-dir", help="data folder (default: $ATTNKIT_DATA, ~/.cache/attnkit)")
+    lst.set_defaults(func=_cmd_data_list)
+    fetch = actions.add_parser("fetch", help="download a dataset (sha256-verified)")
+    fetch.add_argument("name")
+    fetch.add_argument("--data-dir", help="data folder (default: $ATTNKIT_DATA, ~/.cache/attnkit)")
+    fetch.add_argument("--mirror", help="base URL or folder to download from instead of upstream")
+    fetch.add_argument("--force", action="store_true", help="download even if present")
+    fetch.set_defaults(func=_cmd_data_fetch)
+
+
+# ----------------------------------------------------------------------------- train / evaluate
+def _cmd_train(args: argparse.Namespace) -> int:
+    from attnkit.api import train
+
+    if args.config is None and not args.resume:
+        raise UsageError("give a recipe (e.g. configs/nsmc-quick.yaml) or --resume --out RUN")
+    overrides = list(args.set or [])
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    if args.resume and overrides:
+        raise UsageError("--resume continues a run with its saved config; --set is not allowed")
+    out = args.out
+    if args.resume and out is None:
+        out = args.config  # `attnkit train --resume runs/NAME` is accepted too
+    result = train(
+        args.config if not args.resume else None, out, overrides, args.resume, args.force
+    )
+    best = "n/a" if result.best_metric is None else f"{result.best_metric:.4f}"
+    print(
+        f"done: {result.step} steps in {result.train_seconds / 60:.1f} min, best validation "
+        f"metric {best} (step {result.best_step}); run in {result.run_dir}"
+    )
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    import json
+
+    from attnkit.api import evaluate
+    from attnkit.metrics import format_confusion_matrix
+
+    report = evaluate(args.run, args.split, args.data_dir)
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+        return 0
+    print(f"{args.run} on {report['split']} ({report['num_examples']:,} examples)")
+    print(f"accuracy  {report['accuracy']:.4f}")
+    print(f"macro-F1  {report['macro_f1']:.4f}")
+    print(f"loss      {report['loss']:.4f}")
+    print("confusion matrix (rows = true, columns = predicted):")
+    print(format_confusion_matrix(report["confusion_matrix"], report["labels"]))
+    return 0
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    train = sub.add_parser("train", help="train a model from a YAML recipe")
+    train.add_argument("config", nargs="?", help="recipe, e.g. configs/nsmc-transformer.yaml")
+    train.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a recipe value, e.g. --set training.lr=3e-4 (repeatable)",
+    )
+    train.add_argument("--out", help="run directory (default: runs/<recipe name>)")
+    train.add_argument("--resume", action="store_true", help="continue the run in --out from last/")
+    train.add_argument("--force", action="store_true", help="overwrite an existing run directory")
+    train.add_argument("--data-dir", help="data folder (default: $ATTNKIT_DATA, ~/.cache/attnkit)")
+    train.set_defaults(func=_cmd_train)
+    ev = sub.add_parser("evaluate", help="accuracy, macro-F1 and confusion matrix of a run")
+    ev.add_argument("run")
+    ev.add_argument("--split", default="test")
+    ev.add_argument("--data-dir")
+    ev.add_argument("--json", action="store_true", help="machine-readable output")
+    ev.set_defaults(func=_cmd_evaluate)
+
+
+# ----------------------------------------------------------------------------- predict
+def _read_inputs(args: argparse.Namespace) -> list[str]:
+    texts: list[str] = []
+    sources = list(args.text)
+    if args.file:
+        sources.append("@" + args.file)
+    for item in sources:
+        if item == "-" or item.startswith("@"):
+            raw = sys.stdin.buffer.read() if item == "-" else _read_file_bytes(item[1:])
+            where = "stdin" if item == "-" else item[1:]
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                line = raw[: exc.start].count(b"\n") + 1
+                raise UsageError(f"{where} is not valid UTF-8 (line {line})") from None
+            texts.extend(line for line in text.splitlines() if line.strip())
+        else:
+            texts.append(item)
+    if not texts:
+        raise UsageError("no input text (give TEXT..., - for stdin, or --file)")
+    for i, text in enumerate(texts, 1):
+        if not text.strip():
+            raise UsageError(f"input {i} is empty or whitespace only")
+    return texts
+
+
+def _read_file_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    import warnings
+
+    from attnkit.api import load
+
+    texts = _read_inputs(args)
+    predictor = load(args.run)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        predictions = predictor.predict(texts)
+    for w in caught:
+        print(f"attnkit: warning: {w.message}", file=sys.stderr)
+    if args.json:
+        print(predictor.to_json(predictions))
+    else:
+        for p in predictions:
+            print(f"{p.label}\t{p.probability:.4f}\t{p.text}")
+    if args.explain:
+        path = predictor.explain(texts[0], args.explain, layer=args.layer, head=args.head)
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _add_predict(sub: argparse._SubParsersAction) -> None:
+    pr = sub.add_parser("predict", help="label texts with a trained classifier")
+    pr.add_argument("run", help="run directory")
+    pr.add_argument("text", nargs="*", help="texts; '-' reads lines from stdin")
+    pr.add_argument("--file", help="read one text per line from a UTF-8 file")
+    pr.add_argument("--json", action="store_true", help="one JSON object per line")
+    pr.add_argument("--explain", metavar="PNG", help="save the attention heatmap of the first text")
+    pr.add_argument("--layer", type=int, default=-1, help="layer for --explain (default: last)")
+    pr.add_argument("--head", type=int, default=None, help="head for --explain (default: mean)")
+    pr.set_defaults(func=_cmd_predict)
+
+
 # ----------------------------------------------------------------------------- main
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [_add_plot]
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_data,
+    _add_train,
+    _add_predict,
+    _add_plot,
+]
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """Exceptions that mean "bad input", reported as one line with exit code 2."""
+    from attnkit.api import RunError
+    from attnkit.config import ConfigError
+    from attnkit.data.paths import DataError
+
+    return (ConfigError, DataError, RunError, FileNotFoundError, ValueError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,8 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except UsageError as exc:
-        print(f"attnkit: error: {exc}", file=sys.stderr)
+    except (UsageError, *_user_errors()) as exc:
+        if os.environ.get("ATTNKIT_DEBUG"):
+            raise
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"attnkit: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("attnkit: interrupted", file=sys.stderr)

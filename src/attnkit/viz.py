@@ -7,6 +7,7 @@ Korean labels need a font with Hangul glyphs; the NanumGothic font shipped by th
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,13 +33,12 @@ def _use_hangul_font() -> None:
     if _font_ready:
         return
     _font_ready = True
-    try:
-        from importlib.resources import files
-
-        font_dir = files("koreanize_matplotlib") / "fonts"
-        font_manager.fontManager.addfont(str(font_dir / "NanumGothic.ttf"))
-    except (ImportError, FileNotFoundError, OSError):
-        pass
+    # locate the package's font without importing it (its import changes global rcParams)
+    spec = importlib.util.find_spec("koreanize_matplotlib")
+    if spec is not None and spec.submodule_search_locations:
+        font = Path(list(spec.submodule_search_locations)[0]) / "fonts" / "NanumGothic.ttf"
+        if font.is_file():
+            font_manager.fontManager.addfont(str(font))
     installed = {f.name for f in font_manager.fontManager.ttflist}
     chosen = [name for name in _HANGUL_FONTS if name in installed]
     if chosen:

@@ -1,0 +1,252 @@
+"""Run configuration: YAML recipes -> typed, validated dataclasses.
+
+A recipe has four sections, ``data``, ``tokenizer``, ``model`` and ``training``, plus the
+``task`` name. Every key is checked: a typo is an error that names the key and suggests the
+closest valid one. ``--set training.lr=3e-4`` style overrides are applied before validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "ConfigError",
+    "DataConfig",
+    "ModelConfig",
+    "RunConfig",
+    "TokenizerConfig",
+    "TrainingConfig",
+    "apply_overrides",
+    "load_config",
+]
+
+
+class ConfigError(ValueError):
+    """A bad recipe: unknown key, wrong type, impossible value (one-line message)."""
+
+
+@dataclass
+class DataConfig:
+    name: str = "nsmc"  # catalogue name ("nsmc", "imdb") or "file" for user files
+    train: str | None = None  # user file paths (CSV / TSV / JSONL), when name == "file"
+    validation: str | None = None
+    test: str | None = None
+    text_column: str = "text"
+    label_column: str = "label"
+    val_fraction: float = 0.05  # held out from train when there is no validation file
+    max_len: int = 128  # tokens per example (longer ones are truncated)
+    limit: int | None = None  # use only the first N training examples (quick runs, tests)
+    data_dir: str | None = None
+
+
+@dataclass
+class TokenizerConfig:
+    kind: str = "wordpiece"  # wordpiece | bpe
+    vocab_size: int = 16000
+    min_frequency: int = 2
+    lowercase: bool = False
+    path: str | None = None  # an existing tokenizer.json instead of training one
+    extra_texts: int = 0  # also train on the first N unlabelled texts of the dataset
+
+
+@dataclass
+class ModelConfig:
+    arch: str = "transformer"  # transformer | rnn | lstm | gru
+    d_model: int = 256
+    num_heads: int = 4
+    d_ff: int = 1024
+    num_layers: int = 2
+    dropout: float = 0.1
+    pooling: str = "mean"  # mean | max | cls (| last for recurrent models)
+    positional: str = "sinusoidal"  # sinusoidal | learned
+    norm_first: bool = False
+    activation: str = "gelu"
+    hidden_size: int = 256  # recurrent models
+    bidirectional: bool = True  # recurrent models
+
+
+@dataclass
+class TrainingConfig:
+    epochs: int = 3
+    max_steps: int | None = None  # stop after this many optimizer steps (overrides epochs)
+    batch_size: int = 64
+    max_tokens: int | None = None  # token-budget batching instead of batch_size
+    lr: float = 5e-4
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.98)
+    schedule: str = "linear"  # constant | linear | cosine | noam
+    warmup_steps: int | None = None
+    warmup_ratio: float = 0.05
+    clip_grad_norm: float | None = 1.0
+    grad_accum: int = 1
+    label_smoothing: float = 0.0
+    bf16: bool = False  # bf16 autocast (CPU: needs hardware bf16 to be faster)
+    eval_every: int | None = None  # optimizer steps between evaluations (None: every epoch)
+    save_every: int | None = None  # steps between resumable checkpoints (None: at each eval)
+    patience: int | None = None  # early stopping: evaluations without improvement
+    log_every: int = 50
+    seed: int = 0
+    num_threads: int | None = None
+    progress: bool = True
+
+
+@dataclass
+class RunConfig:
+    task: str = "classify"
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RunConfig:
+        return _build(cls, raw, "")
+
+    def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> None:
+        from attnkit.checkpoint import atomic_write_text
+
+        payload = {**self.to_dict(), **(extra or {})}
+        atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+TASKS = ("classify",)
+
+
+def _suggest(key: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(key, valid, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else f" (valid: {', '.join(valid)})"
+
+
+def _coerce(value: Any, annotation: str, where: str) -> Any:
+    """Check/convert a YAML value against the dataclass field's annotation string."""
+    optional = "None" in annotation
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(f"{where} must not be null")
+    base = annotation.replace(" | None", "").strip()
+    try:
+        if base == "bool":
+            if not isinstance(value, bool):
+                raise TypeError
+            return value
+        if base == "int":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise TypeError
+            return int(value)
+        if base == "float":
+            if isinstance(value, bool):
+                raise TypeError
+            return float(value)
+        if base == "str":
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        if base.startswith("tuple"):
+            return tuple(float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where} must be {base}, got {value!r}") from None
+    return value
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"{prefix.rstrip('.') or 'config'} must be a mapping, got {type(raw).__name__}"
+        )
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in raw.items():
+        where = f"{prefix}{key}"
+        if key not in fields:
+            raise ConfigError(f"unknown config key {where!r}{_suggest(str(key), list(fields))}")
+        f = fields[key]
+        factory = f.default_factory
+        if factory is not dataclasses.MISSING and dataclasses.is_dataclass(factory):
+            kwargs[key] = _build(factory, value, f"{where}.")
+        else:
+            kwargs[key] = _coerce(value, str(f.type), where)
+    cfg = cls(**kwargs)
+    if cls is RunConfig:
+        _validate(cfg)
+    return cfg
+
+
+def _validate(cfg: RunConfig) -> None:
+    if cfg.task not in TASKS:
+        raise ConfigError(f"unknown task {cfg.task!r} (valid: {', '.join(TASKS)})")
+    t, m, d = cfg.training, cfg.model, cfg.data
+    checks = [
+        (
+            t.schedule in ("constant", "linear", "cosine", "noam"),
+            "training.schedule must be constant|linear|cosine|noam",
+        ),
+        (
+            m.arch in ("transformer", "rnn", "lstm", "gru"),
+            "model.arch must be transformer|rnn|lstm|gru",
+        ),
+        (m.pooling in ("mean", "max", "cls", "last"), "model.pooling must be mean|max|cls|last"),
+        (cfg.tokenizer.kind in ("wordpiece", "bpe"), "tokenizer.kind must be wordpiece|bpe"),
+        (t.lr > 0, "training.lr must be > 0"),
+        (
+            t.batch_size > 0 and t.grad_accum > 0 and t.epochs > 0,
+            "training.batch_size, grad_accum and epochs must be > 0",
+        ),
+        (d.max_len > 1, "data.max_len must be > 1"),
+        (0.0 <= d.val_fraction < 1.0, "data.val_fraction must be in [0, 1)"),
+        (
+            m.arch != "transformer" or m.d_model % m.num_heads == 0,
+            "model.d_model must be divisible by model.num_heads",
+        ),
+        (0.0 <= m.dropout < 1.0, "model.dropout must be in [0, 1)"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``section.key=value`` strings (values parsed as YAML) to a raw config dict."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        dotted, text = item.split("=", 1)
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        node = raw
+        parts = dotted.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {dotted}: {part!r} is not a section")
+        node[parts[-1]] = value
+    return raw
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Read a YAML (or JSON) recipe, apply overrides, validate."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"cannot parse {path}: {first}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path} must contain a mapping of sections")
+    return RunConfig.from_dict(apply_overrides(raw, overrides or []))

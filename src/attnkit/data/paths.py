@@ -1,0 +1,50 @@
+"""Where datasets live on disk, and the errors raised when they are missing or malformed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["DataError", "DatasetNotFoundError", "resolve_data_dir"]
+
+ENV_DATA_DIR = "ATTNKIT_DATA"
+
+
+class DataError(ValueError):
+    """A problem with input data, described in one user-facing line (no traceback needed)."""
+
+
+class DatasetNotFoundError(DataError):
+    """A catalogued dataset is not on disk.
+
+    The message names the dataset, every path that was tried and how to get the data.
+    """
+
+    def __init__(self, name: str, looked_at: Iterable[str | Path], split: str | None = None):
+        self.name = name
+        self.split = split
+        self.looked_at = [Path(p) for p in looked_at]
+        what = f"dataset '{name}'" + (f" (split '{split}')" if split else "")
+        tried = ", ".join(str(p) for p in self.looked_at) or "nowhere"
+        super().__init__(
+            f"{what} not found; looked at: {tried}; get it with `attnkit data fetch {name}`, "
+            f"or point --data-dir / {ENV_DATA_DIR} at a folder that has it"
+        )
+
+
+def resolve_data_dir(data_dir: str | Path | None = None) -> Path:
+    """Return the data directory to use.
+
+    Order: the explicit ``data_dir`` argument, then the ``ATTNKIT_DATA`` environment variable,
+    then ``$XDG_CACHE_HOME/attnkit`` (``~/.cache/attnkit`` when ``XDG_CACHE_HOME`` is unset).
+    ``~`` is expanded; the directory is not created.
+    """
+    if data_dir is not None and str(data_dir) != "":
+        return Path(data_dir).expanduser()
+    env = os.environ.get(ENV_DATA_DIR)
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    cache = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return cache / "attnkit"

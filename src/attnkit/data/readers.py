@@ -1,0 +1,351 @@
+"""Readers for text classification data: the catalogued NSMC and IMDB, and user CSV/TSV/JSONL.
+
+Every reader returns :class:`Examples`, a list of :class:`Example` that also records how many
+rows were dropped (empty texts). Problems with the input raise :class:`DataError` with a
+one-line message naming the file, and the line when there is one.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+import random
+import re
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, NamedTuple, TypeVar
+
+from attnkit.data.catalogue import dataset_path, get_dataset
+from attnkit.data.paths import DataError
+
+__all__ = [
+    "Example",
+    "Examples",
+    "load_text_classification",
+    "read_imdb",
+    "read_nsmc",
+    "read_table",
+    "train_val_split",
+]
+
+T = TypeVar("T")
+
+
+class Example(NamedTuple):
+    """One text classification example. ``label`` is ``None`` for unlabelled text."""
+
+    text: str
+    label: str | int | None = None
+
+
+class Examples(list[Example]):
+    """A list of :class:`Example` that remembers where it came from.
+
+    Attributes:
+        source: the file that was read.
+        dropped: rows skipped because their text was empty.
+    """
+
+    def __init__(self, items: Sequence[Example] = (), source: str = "", dropped: int = 0):
+        super().__init__(items)
+        self.source = source
+        self.dropped = dropped
+
+
+def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` (line ending kept; lines end at ``\n`` only).
+
+    A gzip file (``.gz``) is decompressed and a UTF-8 byte-order mark is removed. Bytes that are
+    not UTF-8 raise :class:`DataError` naming the file and the line.
+    """
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="\n") as fh:
+            yield from enumerate(fh, start=1)
+    except UnicodeDecodeError:
+        raise _decode_error(path, opener) from None
+    except (OSError, EOFError, zlib.error) as err:
+        raise DataError(f"cannot read {path}: {err}") from None
+
+
+def _decode_error(path: Path, opener: Callable[..., IO[bytes]]) -> DataError:
+    """Find the first line of ``path`` that is not UTF-8 and describe it."""
+    with opener(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                return DataError(
+                    f"{path}: line {lineno}: not valid UTF-8 ({err.reason} at byte {err.start} "
+                    "of the line); save the file as UTF-8"
+                )
+    return DataError(f"{path}: not valid UTF-8; save the file as UTF-8")
+
+
+def read_nsmc(split: str, data_dir: str | Path | None = None) -> Examples:
+    """Read an NSMC split (``train`` or ``test``) with integer labels 0/1.
+
+    Accepts ``ratings_{split}.txt.gz`` or the upstream plain ``.txt``. Fields are split on tabs
+    with no quote processing, like upstream's ``pd.read_csv(..., sep="\\t", quoting=3)``, so
+    documents with ``"`` keep their CSV quoting. Empty documents (5 in train, 3 in test) are
+    dropped and counted in ``Examples.dropped``.
+    """
+    path = dataset_path("nsmc", split, data_dir)
+    lines = _iter_lines(path)
+    first = next(lines, None)
+    if first is None or first[1].rstrip("\r\n") != "id\tdocument\tlabel":
+        raise DataError(f"{path}: expected the header 'id<TAB>document<TAB>label'")
+    examples: list[Example] = []
+    dropped = 0
+    for lineno, line in lines:
+        fields = line.rstrip("\r\n").split("\t")
+        if len(fields) != 3:
+            raise DataError(f"{path}: line {lineno}: expected 3 tab-separated fields")
+        _, document, label = fields
+        if label not in ("0", "1"):
+            raise DataError(f"{path}: line {lineno}: label must be 0 or 1, got '{label}'")
+        if not document.strip():
+            dropped += 1
+            continue
+        examples.append(Example(document, int(label)))
+    return Examples(examples, source=str(path), dropped=dropped)
+
+
+_BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
+
+
+def read_imdb(split: str, data_dir: str | Path | None = None, keep_html: bool = False) -> Examples:
+    """Read an IMDB split (``train`` or ``test``) with integer labels (0 negative, 1 positive).
+
+    The HTML line breaks ``<br />`` in the reviews become newlines unless ``keep_html``.
+    """
+    path = dataset_path("imdb", split, data_dir)
+    examples: list[Example] = []
+    dropped = 0
+    for lineno, line in _iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            text, label = row["text"], int(row["label"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+            raise DataError(f"{path}: line {lineno}: not an IMDB record ({err})") from None
+        if not keep_html:
+            text = _BR.sub("\n", text)
+        if not text.strip():
+            dropped += 1
+            continue
+        examples.append(Example(text, label))
+    return Examples(examples, source=str(path), dropped=dropped)
+
+
+_FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+def _infer_format(path: Path) -> str:
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        name = name[: -len(".gz")]
+    suffix = os.path.splitext(name)[1]
+    if suffix in _FORMATS:
+        return _FORMATS[suffix]
+    raise DataError(
+        f"{path}: cannot tell the format from the extension '{suffix}'; use .csv, .tsv or "
+        ".jsonl (optionally .gz), or pass fmt='csv' | 'tsv' | 'jsonl'"
+    )
+
+
+def _rows(path: Path, fmt: str) -> Iterator[tuple[int, list[str] | dict]]:
+    """Yield ``(line_number, row)``: a list of fields (CSV/TSV) or a dict (JSONL)."""
+    lines = _iter_lines(path)
+    if fmt == "jsonl":
+        for lineno, line in lines:
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}: line {lineno}: invalid JSON ({err.msg})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{path}: line {lineno}: expected a JSON object per line")
+            yield lineno, row
+        return
+    current = [0]
+
+    def tracked() -> Iterator[str]:
+        for lineno, line in lines:
+            current[0] = lineno
+            yield line
+
+    if fmt == "tsv":
+        reader = csv.reader(tracked(), delimiter="\t", quoting=csv.QUOTE_NONE)
+    else:
+        reader = csv.reader(tracked())
+    try:
+        for fields in reader:
+            if fields:
+                yield current[0], fields
+    except csv.Error as err:
+        raise DataError(f"{path}: line {current[0]}: {err}") from None
+
+
+def read_table(
+    path: str | Path,
+    text_column: str = "text",
+    label_column: str | None = "label",
+    fmt: str | None = None,
+) -> Examples:
+    """Read a user CSV, TSV or JSON Lines file (optionally gzipped) into :class:`Examples`.
+
+    CSV uses standard quoting; TSV has no quote processing (like NSMC). The first row of a
+    CSV/TSV is the header. Labels stay strings, stripped of surrounding whitespace
+    (``"2   "`` -> ``"2"``); ``label_column=None`` reads unlabelled text. Rows with empty text
+    are dropped and counted in ``Examples.dropped``.
+
+    Raises:
+        DataError: unknown format, empty file, missing column, undecodable bytes (with the line
+            number), a row with the wrong number of fields, or an empty label.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DataError(f"file not found: {path}")
+    fmt = (fmt or _infer_format(path)).lower()
+    if fmt not in ("csv", "tsv", "jsonl"):
+        raise DataError(f"unknown format '{fmt}'; use 'csv', 'tsv' or 'jsonl'")
+    rows = _rows(path, fmt)
+    first = next(rows, None)
+    if first is None:
+        raise DataError(f"{path} is empty")
+    wanted = [text_column] + ([label_column] if label_column is not None else [])
+    if fmt == "jsonl":
+        columns = list(first[1])
+        body: Iterator[tuple[int, list[str] | dict]] = _chain(first, rows)
+    else:
+        columns = [str(c).strip() for c in first[1]]
+        body = rows
+    for column in wanted:
+        if column not in columns:
+            raise DataError(
+                f"{path}: no column '{column}'; columns are: {', '.join(map(str, columns))}"
+            )
+    get = _getter(path, fmt, columns)
+    examples: list[Example] = []
+    dropped = 0
+    for lineno, row in body:
+        text = get(row, text_column, lineno)
+        label: str | None = None
+        if label_column is not None:
+            label = get(row, label_column, lineno).strip()
+            if not label:
+                raise DataError(f"{path}: line {lineno}: empty label in column '{label_column}'")
+        if not text.strip():
+            dropped += 1
+            continue
+        examples.append(Example(text, label))
+    if not examples:
+        what = "has a header but no rows" if not dropped else "has only empty texts"
+        raise DataError(f"{path} {what}")
+    return Examples(examples, source=str(path), dropped=dropped)
+
+
+def _chain(first: T, rest: Iterator[T]) -> Iterator[T]:
+    yield first
+    yield from rest
+
+
+def _getter(path: Path, fmt: str, columns: list[str]) -> Callable[[object, str, int], str]:
+    """Return ``get(row, column, lineno) -> str`` for the format."""
+    if fmt == "jsonl":
+
+        def get_json(row: object, column: str, lineno: int) -> str:
+            assert isinstance(row, dict)
+            if column not in row:
+                raise DataError(f"{path}: line {lineno}: no key '{column}'")
+            value = row[column]
+            return "" if value is None else str(value)
+
+        return get_json
+    index = {name: i for i, name in enumerate(columns)}
+
+    def get_field(row: object, column: str, lineno: int) -> str:
+        assert isinstance(row, list)
+        if len(row) != len(columns):
+            raise DataError(
+                f"{path}: line {lineno}: {len(row)} fields, but the header has {len(columns)}"
+            )
+        return row[index[column]]
+
+    return get_field
+
+
+_READERS: dict[str, Callable[[str, str | Path | None], Examples]] = {
+    "nsmc": read_nsmc,
+    "imdb": read_imdb,
+}
+
+
+def load_text_classification(
+    name_or_path: str | os.PathLike[str] | Mapping[str, str],
+    split: str,
+    data_dir: str | Path | None = None,
+    text_column: str = "text",
+    label_column: str | None = "label",
+    fmt: str | None = None,
+) -> Examples:
+    """Load one split of a text classification dataset.
+
+    ``name_or_path`` is one of:
+
+    * a catalogued name (``"nsmc"``, ``"imdb"``): read from the data directory;
+    * a mapping from split to file, as written in a config (``{"train": "a.csv", ...}``);
+    * a path, which may contain ``{split}`` (``"data/{split}.tsv"``); a path without it is read
+      whatever the split.
+
+    Raises:
+        DataError: unknown name or missing file, or any problem reading it.
+    """
+    if isinstance(name_or_path, Mapping):
+        if split not in name_or_path:
+            raise DataError(f"no file for split '{split}'; splits given: {', '.join(name_or_path)}")
+        name_or_path = name_or_path[split]
+    spec = os.fspath(name_or_path)
+    reader = _READERS.get(spec.lower())
+    if reader is not None:
+        return reader(split, data_dir)
+    if "{split}" in spec:
+        spec = spec.replace("{split}", split)
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        try:
+            info = get_dataset(spec)
+        except DataError:
+            known = ", ".join(_READERS)
+            raise DataError(
+                f"'{spec}' is neither a text classification dataset ({known}) nor an existing file"
+            ) from None
+        raise DataError(f"dataset '{info.name}' is for {info.task}, not text classification")
+    return read_table(path, text_column=text_column, label_column=label_column, fmt=fmt)
+
+
+def train_val_split(
+    examples: Sequence[T], val_fraction: float, seed: int = 0
+) -> tuple[list[T], list[T]]:
+    """Split ``examples`` into (train, validation) deterministically for a given ``seed``.
+
+    ``round(len * val_fraction)`` examples (at least 1, leaving at least 1 for training) go to
+    validation. Both parts keep the original order.
+    """
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be between 0 and 1, got {val_fraction}")
+    n = len(examples)
+    if n < 2:
+        raise DataError(f"cannot split {n} example(s) into train and validation")
+    n_val = min(max(1, round(n * val_fraction)), n - 1)
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    val_idx = sorted(order[:n_val])
+    train_idx = sorted(order[n_val:])
+    return [examples[i] for i in train_idx], [examples[i] for i in val_idx]

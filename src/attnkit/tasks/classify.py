@@ -1,0 +1,329 @@
+"""Text classification (sentiment analysis): data -> token ids, loss, metrics, predictions.
+
+The task owns everything that depends on data: reading the dataset, training or loading the
+tokenizer, mapping labels to class ids, batching, the loss and the metrics. The model only
+sees tensors.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnkit.config import RunConfig
+from attnkit.data.batching import pad_batch
+from attnkit.data.readers import Examples, load_text_classification, train_val_split
+from attnkit.metrics import classification_report
+from attnkit.models.classifier import build_classifier
+from attnkit.tokenization import Tokenizer, train_tokenizer
+
+__all__ = [
+    "ClassificationTask",
+    "ClassifierPredictor",
+    "Prediction",
+    "PreparedData",
+    "build_model",
+    "prepare_data",
+]
+
+# Human-readable names for the catalogued datasets' integer labels.
+KNOWN_LABELS = {"nsmc": ["negative", "positive"], "imdb": ["negative", "positive"]}
+
+Item = tuple[list[int], int]  # (token ids, class id)
+
+
+def _sort_labels(values: Iterable[Any]) -> list[str]:
+    labels = {str(v).strip() for v in values}
+    if all(v.lstrip("-").isdigit() for v in labels):
+        return sorted(labels, key=int)
+    return sorted(labels)
+
+
+@dataclass
+class PreparedData:
+    tokenizer: Tokenizer
+    labels: list[str]
+    train: list[Item]
+    validation: list[Item]
+    test: list[Item] | None
+    truncated: int  # training examples cut to max_len
+
+
+def _read_split(cfg: RunConfig, split: str) -> Examples:
+    d = cfg.data
+    if d.name == "file":
+        files = {
+            k: v
+            for k, v in (("train", d.train), ("validation", d.validation), ("test", d.test))
+            if v
+        }
+        return load_text_classification(
+            files, split, text_column=d.text_column, label_column=d.label_column
+        )
+    return load_text_classification(d.name, split, data_dir=d.data_dir)
+
+
+def _encode(
+    tokenizer: Tokenizer, texts: list[str], max_len: int, add_cls: bool
+) -> tuple[list[list[int]], list[bool]]:
+    return tokenizer.encode_batch(texts, max_len=max_len, add_cls=add_cls, return_truncated=True)
+
+
+def _has_split(cfg: RunConfig, split: str) -> bool:
+    d = cfg.data
+    if d.name == "file":
+        return bool(getattr(d, split))
+    return split in ("train", "test")
+
+
+def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None = None, log=print) -> PreparedData:
+    """Read the dataset, split off validation, train (or load) the tokenizer, encode once."""
+    d = cfg.data
+    train_ex = list(_read_split(cfg, "train"))
+    if d.limit:
+        train_ex = train_ex[: d.limit]
+    if _has_split(cfg, "validation"):
+        val_ex = list(_read_split(cfg, "validation"))
+    else:
+        train_ex, val_ex = train_val_split(train_ex, d.val_fraction or 0.05, seed=cfg.training.seed)
+    test_ex = list(_read_split(cfg, "test")) if _has_split(cfg, "test") else None
+
+    if d.name in KNOWN_LABELS:
+        labels = KNOWN_LABELS[d.name]
+        to_id = {str(i): i for i in range(len(labels))}
+    else:
+        labels = _sort_labels(ex.label for ex in train_ex)
+        to_id = {name: i for i, name in enumerate(labels)}
+
+    def ids_of(examples: list, split: str) -> list[int]:
+        out = []
+        for ex in examples:
+            key = str(ex.label).strip()
+            if key not in to_id:
+                from attnkit.data.paths import DataError
+
+                raise DataError(f"{split} label {key!r} never appears in the training data")
+            out.append(to_id[key])
+        return out
+
+    tk = cfg.tokenizer
+    if tokenizer is None:
+        if tk.path:
+            tokenizer = Tokenizer.load(tk.path)
+        else:
+            log(
+                f"training a {tk.kind} tokenizer (vocab {tk.vocab_size}) on {len(train_ex):,} texts"
+            )
+            tokenizer = train_tokenizer(
+                (ex.text for ex in train_ex),
+                kind=tk.kind,
+                vocab_size=tk.vocab_size,
+                min_frequency=tk.min_frequency,
+                lowercase=tk.lowercase,
+            )
+    add_cls = cfg.model.pooling == "cls"
+
+    def encode(examples: list, split: str) -> tuple[list[Item], int]:
+        ids, cut = _encode(tokenizer, [ex.text for ex in examples], d.max_len, add_cls)
+        return list(zip(ids, ids_of(examples, split), strict=True)), sum(cut)
+
+    train, truncated = encode(train_ex, "train")
+    validation, _ = encode(val_ex, "validation")
+    test = encode(test_ex, "test")[0] if test_ex is not None else None
+    return PreparedData(tokenizer, labels, train, validation, test, truncated)
+
+
+def build_model(cfg: RunConfig, vocab_size: int, num_classes: int, pad_id: int) -> nn.Module:
+    """The classifier named by ``cfg.model`` (only the hyperparameters its arch uses)."""
+    m = cfg.model
+    if m.arch == "transformer":
+        hp = dict(
+            d_model=m.d_model,
+            num_heads=m.num_heads,
+            d_ff=m.d_ff,
+            num_layers=m.num_layers,
+            dropout=m.dropout,
+            max_len=cfg.data.max_len,
+            pooling=m.pooling,
+            positional=m.positional,
+            norm_first=m.norm_first,
+            activation=m.activation,
+        )
+    else:
+        hp = dict(
+            d_model=m.d_model,
+            hidden_size=m.hidden_size,
+            num_layers=m.num_layers,
+            bidirectional=m.bidirectional,
+            dropout=m.dropout,
+            pooling=m.pooling,
+        )
+    return build_classifier(m.arch, vocab_size, num_classes, pad_id, **hp)
+
+
+class ClassificationTask:
+    """Cross-entropy over classes; model selection by validation accuracy."""
+
+    metric = "accuracy"
+    greater_is_better = True
+
+    def __init__(self, labels: Sequence[str], pad_id: int, label_smoothing: float = 0.0) -> None:
+        self.labels = list(labels)
+        self.pad_id = pad_id
+        self.label_smoothing = label_smoothing
+
+    def collate(self, items: Sequence[Item]) -> dict[str, Tensor]:
+        ids, mask = pad_batch([ids for ids, _ in items], self.pad_id)
+        return {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "labels": torch.tensor([y for _, y in items]),
+        }
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
+        logits, _ = model(batch["input_ids"], batch["attention_mask"])
+        loss = F.cross_entropy(
+            logits.float(), batch["labels"], label_smoothing=self.label_smoothing
+        )
+        return loss, int(batch["attention_mask"].sum())
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, Any]:
+        total_loss, n, y_true, y_pred = 0.0, 0, [], []
+        for batch in batches:
+            logits, _ = model(batch["input_ids"], batch["attention_mask"])
+            logits = logits.float()
+            total_loss += F.cross_entropy(logits, batch["labels"], reduction="sum").item()
+            n += len(batch["labels"])
+            y_true += batch["labels"].tolist()
+            y_pred += logits.argmax(-1).tolist()
+        report = classification_report(y_true, y_pred, self.labels)
+        report["loss"] = total_loss / max(n, 1)
+        return report
+
+
+# --------------------------------------------------------------------------------------
+# Prediction
+# --------------------------------------------------------------------------------------
+@dataclass
+class Prediction:
+    text: str
+    label: str
+    probability: float
+    probabilities: dict[str, float]
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "label": self.label,
+            "probability": self.probability,
+            "probabilities": self.probabilities,
+            "truncated": self.truncated,
+        }
+
+
+class ClassifierPredictor:
+    """What ``attnkit.load(run)`` returns for a classification run."""
+
+    task = "classify"
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        config: RunConfig,
+        labels: Sequence[str],
+        run_dir: Path | None = None,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.config = config
+        self.labels = list(labels)
+        self.run_dir = run_dir
+
+    def _encode(self, texts: Sequence[str]) -> tuple[list[list[int]], list[bool]]:
+        for i, text in enumerate(texts):
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"input {i + 1} is empty or whitespace only")
+        ids, cut = _encode(
+            self.tokenizer,
+            list(texts),
+            self.config.data.max_len,
+            self.config.model.pooling == "cls",
+        )
+        for i, was_cut in enumerate(cut):
+            if was_cut:
+                warnings.warn(
+                    f"input {i + 1} is longer than max_len={self.config.data.max_len} tokens; "
+                    "it was truncated",
+                    stacklevel=3,
+                )
+        return ids, cut
+
+    @torch.no_grad()
+    def predict(self, texts: Sequence[str] | str, batch_size: int = 64) -> list[Prediction]:
+        """Label and probabilities for each text (a single string is accepted too)."""
+        if isinstance(texts, str):
+            texts = [texts]
+        ids, cut = self._encode(texts)
+        out: list[Prediction] = []
+        for start in range(0, len(ids), batch_size):
+            chunk = ids[start : start + batch_size]
+            input_ids, mask = pad_batch(chunk, self.tokenizer.pad_id)
+            probs = self.model(input_ids, mask)[0].float().softmax(-1)
+            for j, p in enumerate(probs.tolist()):
+                k = max(range(len(p)), key=p.__getitem__)
+                i = start + j
+                out.append(
+                    Prediction(
+                        texts[i],
+                        self.labels[k],
+                        p[k],
+                        dict(zip(self.labels, p, strict=True)),
+                        cut[i],
+                    )
+                )
+        return out
+
+    @torch.no_grad()
+    def attention(self, text: str) -> tuple[list[str], list[Tensor]]:
+        """(tokens, per-layer self-attention weights (H, T, T)) for one text."""
+        if not hasattr(self.model, "encoder"):
+            raise ValueError("attention maps exist only for Transformer models (arch: transformer)")
+        ids, _ = self._encode([text])
+        input_ids, mask = pad_batch(ids, self.tokenizer.pad_id)
+        _, weights = self.model(input_ids, mask, need_weights=True)
+        tokens = [self.tokenizer.id_to_token(i) or "?" for i in ids[0]]
+        return tokens, [w[0] for w in weights]
+
+    def explain(
+        self, text: str, path: str | Path, layer: int = -1, head: int | None = None
+    ) -> Path:
+        """Save the self-attention heatmap of ``layer`` (``head`` or the mean over heads)."""
+        from attnkit.viz import plot_attention
+
+        tokens, weights = self.attention(text)
+        n_layers = len(weights)
+        if not -n_layers <= layer < n_layers:
+            raise ValueError(f"layer must be in [0, {n_layers - 1}] (or negative), got {layer}")
+        w = weights[layer]
+        n_heads = w.size(0)
+        if head is not None and not 0 <= head < n_heads:
+            raise ValueError(f"head must be in [0, {n_heads - 1}], got {head}")
+        matrix = w[head] if head is not None else w.mean(0)
+        pred = self.predict([text])[0]
+        which = f"head {head}" if head is not None else f"mean of {n_heads} heads"
+        title = f"layer {layer % n_layers}, {which} -> {pred.label} ({pred.probability:.2f})"
+        return plot_attention(matrix.numpy(), tokens, tokens, path, title=title)
+
+    def to_json(self, predictions: Sequence[Prediction]) -> str:
+        return "\n".join(json.dumps(p.to_dict(), ensure_ascii=False) for p in predictions)

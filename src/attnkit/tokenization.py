@@ -1,0 +1,356 @@
+"""Subword tokenizers: train and load Hugging Face ``tokenizers`` models behind one small API.
+
+Two kinds are trained here, both with NFKC normalisation (plus lowercasing if asked):
+
+* ``"wordpiece"`` (BERT-style): splits on whitespace and punctuation, ``##`` marks a word
+  continuation, and a word with a character never seen in training becomes ``[UNK]``.
+  Decoding joins words with single spaces and removes the space before ``. , ! ?``, so
+  ``decode(encode(x))`` equals the normalised ``x`` up to whitespace (exactly, for text with
+  single spaces whose only punctuation is a word-final ``. , ! ?``; ``don't`` comes back as
+  ``don ' t``).
+* ``"bpe"`` (GPT-2-style byte-level BPE): every string is representable (no ``[UNK]``) and
+  ``decode(encode(x))`` equals the normalised ``x`` exactly.
+
+Every trained tokenizer has :data:`SPECIAL_TOKENS` at ids 0-6 in that order. Special tokens
+are only added where asked (``add_cls`` etc.), never implicitly.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal, overload
+
+import tokenizers
+from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+__all__ = ["SPECIAL_TOKENS", "Tokenizer", "train_tokenizer"]
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[BOS]", "[EOS]"]
+TokenizerKind = Literal["wordpiece", "bpe"]
+TOKENIZER_FILE = "tokenizer.json"
+
+
+class Tokenizer:
+    """A trained subword tokenizer (wraps a ``tokenizers.Tokenizer``)."""
+
+    def __init__(self, backend: tokenizers.Tokenizer) -> None:
+        self._tk = backend
+        self._special = {tok: backend.token_to_id(tok) for tok in SPECIAL_TOKENS}
+        # ids that decode(skip_special=True) drops; [UNK] is kept so lost text stays visible
+        self._skip = {i for tok, i in self._special.items() if i is not None and tok != "[UNK]"}
+        self._encode_batch = getattr(backend, "encode_batch_fast", backend.encode_batch)
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def backend(self) -> tokenizers.Tokenizer:
+        """The underlying ``tokenizers.Tokenizer``."""
+        return self._tk
+
+    @property
+    def kind(self) -> str:
+        """``"wordpiece"``, ``"bpe"`` or the lower-cased model class name."""
+        return type(self._tk.model).__name__.lower()
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, special tokens included."""
+        return self._tk.get_vocab_size(with_added_tokens=True)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def _special_id(self, token: str) -> int:
+        token_id = self._special[token]
+        if token_id is None:
+            raise ValueError(f"this tokenizer has no {token} token")
+        return token_id
+
+    @property
+    def pad_id(self) -> int:
+        """Id of ``[PAD]``."""
+        return self._special_id("[PAD]")
+
+    @property
+    def unk_id(self) -> int:
+        """Id of ``[UNK]``."""
+        return self._special_id("[UNK]")
+
+    @property
+    def cls_id(self) -> int:
+        """Id of ``[CLS]``."""
+        return self._special_id("[CLS]")
+
+    @property
+    def sep_id(self) -> int:
+        """Id of ``[SEP]``."""
+        return self._special_id("[SEP]")
+
+    @property
+    def mask_id(self) -> int:
+        """Id of ``[MASK]``."""
+        return self._special_id("[MASK]")
+
+    @property
+    def bos_id(self) -> int:
+        """Id of ``[BOS]``."""
+        return self._special_id("[BOS]")
+
+    @property
+    def eos_id(self) -> int:
+        """Id of ``[EOS]``."""
+        return self._special_id("[EOS]")
+
+    def id_to_token(self, token_id: int) -> str | None:
+        """The token for ``token_id``, or ``None`` if out of range."""
+        return self._tk.id_to_token(int(token_id))
+
+    def token_to_id(self, token: str) -> int | None:
+        """The id of ``token``, or ``None`` if it is not in the vocabulary."""
+        return self._tk.token_to_id(token)
+
+    # ----------------------------------------------------------------- encoding
+    def normalize(self, text: str) -> str:
+        """``text`` after the tokenizer's normalizer (what a perfect round trip gives back)."""
+        normalizer = self._tk.normalizer
+        return normalizer.normalize_str(text) if normalizer is not None else text
+
+    def tokenize(self, text: str) -> list[str]:
+        """The subword strings of ``text`` (no special tokens added)."""
+        return self._tk.encode(text, add_special_tokens=False).tokens
+
+    def _wrap(
+        self,
+        ids: list[int],
+        max_len: int | None,
+        prefix: list[int],
+        suffix: list[int],
+    ) -> tuple[list[int], bool]:
+        truncated = False
+        if max_len is not None:
+            budget = max_len - len(prefix) - len(suffix)
+            if budget < 0:
+                raise ValueError(f"max_len={max_len} leaves no room for the special tokens")
+            if len(ids) > budget:
+                ids, truncated = ids[:budget], True
+        return prefix + ids + suffix, truncated
+
+    def _affixes(
+        self, add_cls: bool, add_sep: bool, add_bos: bool, add_eos: bool
+    ) -> tuple[list[int], list[int]]:
+        prefix = ([self.cls_id] if add_cls else []) + ([self.bos_id] if add_bos else [])
+        suffix = ([self.sep_id] if add_sep else []) + ([self.eos_id] if add_eos else [])
+        return prefix, suffix
+
+    @overload
+    def encode(
+        self,
+        text: str,
+        max_len: int | None = ...,
+        add_cls: bool = ...,
+        add_sep: bool = ...,
+        add_bos: bool = ...,
+        add_eos: bool = ...,
+        return_truncated: Literal[False] = ...,
+    ) -> list[int]: ...
+
+    @overload
+    def encode(
+        self,
+        text: str,
+        max_len: int | None = ...,
+        add_cls: bool = ...,
+        add_sep: bool = ...,
+        add_bos: bool = ...,
+        add_eos: bool = ...,
+        *,
+        return_truncated: Literal[True],
+    ) -> tuple[list[int], bool]: ...
+
+    def encode(
+        self,
+        text: str,
+        max_len: int | None = None,
+        add_cls: bool = False,
+        add_sep: bool = False,
+        add_bos: bool = False,
+        add_eos: bool = False,
+        return_truncated: bool = False,
+    ) -> list[int] | tuple[list[int], bool]:
+        """Token ids of ``text``, as ``[CLS] [BOS] text [SEP] [EOS]`` for the flags given.
+
+        ``max_len`` counts the special tokens too; the text is cut from the right to fit. With
+        ``return_truncated=True`` the result is ``(ids, truncated)``.
+        """
+        prefix, suffix = self._affixes(add_cls, add_sep, add_bos, add_eos)
+        ids = self._tk.encode(text, add_special_tokens=False).ids
+        out, truncated = self._wrap(ids, max_len, prefix, suffix)
+        return (out, truncated) if return_truncated else out
+
+    @overload
+    def encode_batch(
+        self,
+        texts: Iterable[str],
+        max_len: int | None = ...,
+        add_cls: bool = ...,
+        add_sep: bool = ...,
+        add_bos: bool = ...,
+        add_eos: bool = ...,
+        return_truncated: Literal[False] = ...,
+    ) -> list[list[int]]: ...
+
+    @overload
+    def encode_batch(
+        self,
+        texts: Iterable[str],
+        max_len: int | None = ...,
+        add_cls: bool = ...,
+        add_sep: bool = ...,
+        add_bos: bool = ...,
+        add_eos: bool = ...,
+        *,
+        return_truncated: Literal[True],
+    ) -> tuple[list[list[int]], list[bool]]: ...
+
+    def encode_batch(
+        self,
+        texts: Iterable[str],
+        max_len: int | None = None,
+        add_cls: bool = False,
+        add_sep: bool = False,
+        add_bos: bool = False,
+        add_eos: bool = False,
+        return_truncated: bool = False,
+    ) -> list[list[int]] | tuple[list[list[int]], list[bool]]:
+        """Encode many texts at once (parallel, in Rust); same options as :meth:`encode`.
+
+        With ``return_truncated=True`` the result is ``(ids_per_text, truncated_per_text)``.
+        """
+        prefix, suffix = self._affixes(add_cls, add_sep, add_bos, add_eos)
+        texts = texts if isinstance(texts, list) else list(texts)
+        encodings = self._encode_batch(texts, add_special_tokens=False)
+        out: list[list[int]] = []
+        flags: list[bool] = []
+        for encoding in encodings:
+            ids, truncated = self._wrap(encoding.ids, max_len, prefix, suffix)
+            out.append(ids)
+            flags.append(truncated)
+        return (out, flags) if return_truncated else out
+
+    # ----------------------------------------------------------------- decoding
+    def _clean(self, ids: Iterable[int], skip_special: bool) -> list[int]:
+        ids = [int(i) for i in ids]
+        return [i for i in ids if i not in self._skip] if skip_special else ids
+
+    def decode(self, ids: Iterable[int], skip_special: bool = True) -> str:
+        """Text of ``ids``. ``skip_special`` drops ``[PAD] [CLS] [SEP] [MASK] [BOS] [EOS]``
+        (``[UNK]`` is always shown)."""
+        return self._tk.decode(self._clean(ids, skip_special), skip_special_tokens=False)
+
+    def decode_batch(self, batch: Sequence[Iterable[int]], skip_special: bool = True) -> list[str]:
+        """:meth:`decode` for many sequences."""
+        cleaned = [self._clean(ids, skip_special) for ids in batch]
+        return self._tk.decode_batch(cleaned, skip_special_tokens=False)
+
+    # ----------------------------------------------------------------- files
+    def save(self, path: str | Path) -> Path:
+        """Write ``tokenizer.json`` atomically and return its path.
+
+        ``path`` is either a ``.json`` file name or a directory (created if needed) that will
+        hold ``tokenizer.json``.
+        """
+        path = Path(path)
+        target = path if path.suffix == ".json" else path / TOKENIZER_FILE
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(self._tk.to_str(pretty=True))
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600
+            os.replace(tmp, target)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        return target
+
+    @classmethod
+    def load(cls, path: str | Path) -> Tokenizer:
+        """Load a ``tokenizer.json`` file, or the one inside directory ``path``.
+
+        Raises:
+            FileNotFoundError: no such file (the message says what was expected).
+            ValueError: the file is not a valid ``tokenizers`` JSON file.
+        """
+        path = Path(path).expanduser()
+        file = path / TOKENIZER_FILE if path.is_dir() else path
+        if not file.is_file():
+            raise FileNotFoundError(
+                f"no tokenizer at {path}: expected a tokenizer.json file or a directory with one"
+            )
+        try:
+            backend = tokenizers.Tokenizer.from_file(str(file))
+        except Exception as err:  # the Rust side raises plain Exception
+            raise ValueError(f"{file} is not a valid tokenizer.json: {err}") from None
+        return cls(backend)
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(kind={self.kind!r}, vocab_size={self.vocab_size})"
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    kind: TokenizerKind = "wordpiece",
+    vocab_size: int = 8000,
+    min_frequency: int = 2,
+    lowercase: bool = False,
+    show_progress: bool = False,
+) -> Tokenizer:
+    """Train a WordPiece or byte-level BPE tokenizer on ``texts``.
+
+    Args:
+        texts: training texts (any iterable; it is consumed once).
+        kind: ``"wordpiece"`` (BERT-style) or ``"bpe"`` (byte-level, GPT-2-style).
+        vocab_size: target vocabulary size, special tokens included.
+        min_frequency: minimum count for a merge / subword to enter the vocabulary.
+        lowercase: lowercase after NFKC normalisation.
+        show_progress: show the trainer's progress bar.
+    """
+    steps = [normalizers.NFKC()] + ([normalizers.Lowercase()] if lowercase else [])
+    trainer: trainers.Trainer
+    if kind == "wordpiece":
+        backend = tokenizers.Tokenizer(
+            models.WordPiece(unk_token="[UNK]", continuing_subword_prefix="##")
+        )
+        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        backend.decoder = decoders.WordPiece(prefix="##", cleanup=True)
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=SPECIAL_TOKENS,
+            continuing_subword_prefix="##",
+            show_progress=show_progress,
+        )
+    elif kind == "bpe":
+        backend = tokenizers.Tokenizer(models.BPE())
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        backend.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=SPECIAL_TOKENS,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=show_progress,
+        )
+    else:
+        raise ValueError(f"unknown tokenizer kind '{kind}'; use 'wordpiece' or 'bpe'")
+    backend.normalizer = normalizers.Sequence(steps)
+    backend.train_from_iterator(texts, trainer=trainer)
+    if kind == "wordpiece":  # lets transformers' BertTokenizerFast read the file as BERT's
+        backend.post_processor = processors.BertProcessing(
+            ("[SEP]", backend.token_to_id("[SEP]")), ("[CLS]", backend.token_to_id("[CLS]"))
+        )
+    ids = [backend.token_to_id(tok) for tok in SPECIAL_TOKENS]
+    if ids != list(range(len(SPECIAL_TOKENS))):  # pragma: no cover - a tokenizers regression
+        raise RuntimeError(f"special tokens got ids {ids}, expected 0..{len(SPECIAL_TOKENS) - 1}")
+    return Tokenizer(backend)

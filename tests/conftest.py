@@ -1,0 +1,82 @@
+"""Shared fixtures: a tiny synthetic sentiment dataset (English + Korean) and a tiny recipe,
+so that training tests run in seconds and never need the shared datasets."""
+
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+
+POS = ["great", "wonderful", "loved", "excellent", "최고", "재미있어요", "감동"]
+NEG = ["awful", "boring", "hated", "terrible", "최악", "지루해요", "실망"]
+FILLER = ["the", "movie", "was", "really", "film", "story", "이", "영화", "정말", "배우"]
+
+
+def make_sentiment_rows(n: int, seed: int) -> list[dict[str, str]]:
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        label = rng.choice(["pos", "neg"])
+        words = rng.choices(FILLER, k=rng.randint(3, 8))
+        words.insert(rng.randrange(len(words) + 1), rng.choice(POS if label == "pos" else NEG))
+        rows.append({"text": " ".join(words), "label": label})
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict[str, str]], columns=("text", "label")) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(columns))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({c: row[c] for c in columns})
+    return path
+
+
+def tiny_recipe(data_dir: Path, **training) -> dict:
+    return {
+        "task": "classify",
+        "data": {
+            "name": "file",
+            "train": str(data_dir / "train.csv"),
+            "test": str(data_dir / "test.csv"),
+            "val_fraction": 0.1,
+            "max_len": 16,
+        },
+        "tokenizer": {"kind": "wordpiece", "vocab_size": 120, "min_frequency": 1},
+        "model": {
+            "arch": "transformer",
+            "d_model": 32,
+            "num_heads": 2,
+            "d_ff": 64,
+            "num_layers": 1,
+            "dropout": 0.1,
+        },
+        "training": {
+            "epochs": 2,
+            "batch_size": 16,
+            "lr": 3e-3,
+            "log_every": 1,
+            "progress": False,
+            "num_threads": 1,
+            **training,
+        },
+    }
+
+
+@pytest.fixture
+def tiny_data(tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    d.mkdir()
+    write_csv(d / "train.csv", make_sentiment_rows(320, seed=0))
+    write_csv(d / "test.csv", make_sentiment_rows(80, seed=1))
+    return d
+
+
+@pytest.fixture
+def tiny_config(tmp_path: Path, tiny_data: Path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(tiny_recipe(tiny_data)), encoding="utf-8")
+    return path

@@ -1,0 +1,188 @@
+"""The Trainer: exact resume after SIGKILL, early stopping, atomic checkpoints, schedules."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from attnkit import checkpoint as ckpt
+from attnkit.api import RunError, load, train
+from attnkit.config import RunConfig
+from attnkit.tokenization import train_tokenizer
+from attnkit.training import lr_multiplier
+from conftest import tiny_recipe
+
+KILL_AT_STEP = 7
+
+# Runs `attnkit train` in a child process that SIGKILLs itself while logging step 7
+# (after the checkpoint of step 6, before the one of step 9): a hard crash mid-run.
+KILLER = """
+import os, signal, sys
+import attnkit.training as T
+original = T.Trainer._log
+def _log(self, row):
+    original(self, row)
+    if row.get("step") == {step} and "train_loss" in row:
+        os.kill(os.getpid(), signal.SIGKILL)
+T.Trainer._log = _log
+from attnkit.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _cli(*args, killer=False):
+    code = (
+        KILLER.replace("{step}", str(KILL_AT_STEP))
+        if killer
+        else ("import sys; from attnkit.cli import main; sys.exit(main(sys.argv[1:]))")
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def _rows(run):
+    lines = (Path(run) / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(x) for x in lines]
+
+
+def test_resume_after_sigkill_reproduces_the_uninterrupted_run(tmp_path, tiny_data):
+    # WordPiece training in `tokenizers` breaks ties differently in each process, so both
+    # runs share one tokenizer file; everything after that must be bit-for-bit reproducible.
+    texts = [line.split(",")[0] for line in (tiny_data / "train.csv").read_text().splitlines()]
+    train_tokenizer(texts, vocab_size=120, min_frequency=1).save(tmp_path / "tok.json")
+    recipe_dict = tiny_recipe(tiny_data, save_every=3, epochs=2)
+    recipe_dict["tokenizer"]["path"] = str(tmp_path / "tok.json")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(recipe_dict))
+    full = _cli("train", str(recipe), "--out", str(tmp_path / "full"))
+    assert full.returncode == 0, full.stderr
+
+    crashed = _cli("train", str(recipe), "--out", str(tmp_path / "crash"), killer=True)
+    assert crashed.returncode == -9  # really killed
+    state = json.loads((tmp_path / "crash/last/state.json").read_text())
+    assert state["step"] == 6
+    resumed = _cli("train", "--resume", "--out", str(tmp_path / "crash"))
+    assert resumed.returncode == 0, resumed.stderr
+
+    a, b = _rows(tmp_path / "full"), _rows(tmp_path / "crash")
+    strip = [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")} for r in a]
+    strip_b = [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")} for r in b]
+    assert strip == strip_b  # same losses at every step, same evaluations, no duplicates
+    wa = load_file(str(tmp_path / "full/last/model.safetensors"))
+    wb = load_file(str(tmp_path / "crash/last/model.safetensors"))
+    for name in wa:
+        torch.testing.assert_close(wa[name], wb[name], rtol=0, atol=0)
+
+
+def test_early_stopping_and_best_checkpoint(tmp_path, tiny_data):
+    # lr so small nothing changes: the first evaluation stays the best, patience 2 stops it.
+    cfg = RunConfig.from_dict(
+        tiny_recipe(
+            tiny_data,
+            lr=1e-12,
+            schedule="constant",
+            warmup_steps=0,
+            eval_every=2,
+            patience=2,
+            epochs=5,
+        )
+    )
+    result = train(cfg, out=tmp_path / "run", log=lambda *_: None)
+    assert result.stopped_early
+    assert result.step == 6 and result.best_step == 2
+    evals = [r for r in _rows(tmp_path / "run") if "val_accuracy" in r]
+    assert [r["step"] for r in evals] == [2, 4, 6]
+    assert (tmp_path / "run/curves.png").is_file()
+    assert load(tmp_path / "run").predict(["the movie was great"])[0].label in ("neg", "pos")
+
+
+def test_training_learns_the_tiny_task(tmp_path, tiny_data):
+    cfg = RunConfig.from_dict(tiny_recipe(tiny_data, epochs=6))
+    result = train(cfg, out=tmp_path / "run", log=lambda *_: None)
+    assert result.best_metric >= 0.9
+    rows = [r for r in _rows(tmp_path / "run") if "train_loss" in r]
+    assert rows[-1]["train_loss"] < rows[0]["train_loss"]
+
+
+def test_grad_accumulation_counts_optimizer_steps(tmp_path, tiny_data):
+    """288 examples / batch 16 = 18 micro-batches; accumulating 4 gives ceil(18/4) = 5
+    optimizer steps per epoch (the last group has 2 micro-batches)."""
+    cfg = RunConfig.from_dict(tiny_recipe(tiny_data, epochs=2, grad_accum=4))
+    result = train(cfg, out=tmp_path / "run", log=lambda *_: None)
+    assert result.step == 10
+    evals = [r for r in _rows(tmp_path / "run") if "val_accuracy" in r]
+    assert [(r["step"], r["epoch"]) for r in evals] == [(5, 0), (10, 1)]
+
+
+def test_existing_run_is_not_overwritten(tmp_path, tiny_data):
+    cfg = RunConfig.from_dict(tiny_recipe(tiny_data, max_steps=2))
+    train(cfg, out=tmp_path / "run", log=lambda *_: None)
+    before = (tmp_path / "run/model.safetensors").read_bytes()
+    with pytest.raises(RunError, match="already holds files"):
+        train(cfg, out=tmp_path / "run", log=lambda *_: None)
+    assert (tmp_path / "run/model.safetensors").read_bytes() == before
+    with pytest.raises(RunError, match="no resumable checkpoint"):
+        train(None, out=tmp_path / "nothing", resume=True)
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.randn(4, 3)).sum().backward()
+    opt.step()
+    ckpt.save_training_state(tmp_path, model, opt, {"step": 1})
+    good = (tmp_path / "last/model.safetensors").read_bytes()
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ckpt, "save_file", broken)
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    with pytest.raises(OSError, match="disk full"):
+        ckpt.save_training_state(tmp_path, model, opt, {"step": 2})
+    assert (tmp_path / "last/model.safetensors").read_bytes() == good
+    assert json.loads((tmp_path / "last/state.json").read_text())["step"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last"]  # no temp leftovers
+    monkeypatch.undo()
+    fresh = torch.nn.Linear(3, 2)
+    fresh_opt = torch.optim.AdamW(fresh.parameters())
+    state = ckpt.load_training_state(tmp_path, fresh, fresh_opt)
+    assert state["step"] == 1
+    torch.testing.assert_close(
+        fresh_opt.state_dict()["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"]
+    )
+
+
+def test_no_pickle_in_run_directory(tmp_path, tiny_data):
+    cfg = RunConfig.from_dict(tiny_recipe(tiny_data, max_steps=2))
+    train(cfg, out=tmp_path / "run", log=lambda *_: None)
+    suffixes = {p.suffix for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    assert suffixes <= {".json", ".jsonl", ".safetensors", ".png"}
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine", "constant"])
+def test_warmup_then_decay(schedule):
+    lrs = [lr_multiplier(schedule, s, warmup=10, total=100) for s in range(1, 101)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert max(lrs) == pytest.approx(1.0)
+    if schedule == "constant":
+        assert lrs[-1] == pytest.approx(1.0)
+    else:
+        assert lrs[-1] == pytest.approx(0.0, abs=1e-9)
+        assert all(a >= b for a, b in zip(lrs[9:], lrs[10:], strict=False))
+
+
+def test_noam_schedule_formula():
+    d, w = 512, 4000
+    for step in (1, 100, 4000, 20000):
+        expected = d**-0.5 * min(step**-0.5, step * w**-1.5)
+        assert lr_multiplier("noam", step, w, 10**6, d_model=d) == pytest.approx(expected)
+    peak = max(range(1, 10000, 10), key=lambda s: lr_multiplier("noam", s, w, 10**6, d))
+    assert abs(peak - w) <= 10
