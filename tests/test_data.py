@@ -8,6 +8,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import tarfile
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -35,7 +36,9 @@ from attnkit.data import (
     train_val_split,
 )
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(
+    os.environ.get("ATTNKIT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="offline data copy not present")
 
 

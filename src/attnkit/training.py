@@ -17,6 +17,7 @@ import json
 import math
 import random
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,13 +101,16 @@ def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]
     ]
 
 
-def bf16_autocast_available() -> bool:
+def cpu_has_native_bf16() -> bool:
+    """True if the CPU advertises bf16 matrix instructions (AVX512-BF16 or AMX-BF16).
+
+    Without them bf16 autocast on the CPU still works but is emulated, and slower than fp32.
+    """
     try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            torch.ones(2, 2) @ torch.ones(2, 2)
-        return True
-    except RuntimeError:  # pragma: no cover
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
         return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 class Trainer:
@@ -157,6 +161,12 @@ class Trainer:
             else int(config.warmup_ratio * self.total_steps)
         )
         self.metrics_path = self.run_dir / "metrics.jsonl"
+        if config.bf16 and not cpu_has_native_bf16():
+            warnings.warn(
+                "training.bf16 is on but this CPU has no native bf16 (avx512_bf16/amx_bf16): "
+                "autocast is emulated and usually slower than fp32",
+                stacklevel=2,
+            )
 
     # ------------------------------------------------------------------ helpers
     def _autocast(self):

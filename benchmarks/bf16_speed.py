@@ -1,0 +1,73 @@
+"""Training throughput with bf16 autocast off and on, same recipe, same batches.
+
+    python benchmarks/bf16_speed.py configs/nsmc-transformer.yaml --steps 200
+
+Trains ``--steps`` optimizer steps twice (fp32, then bf16 autocast), reads the tokens/s the
+Trainer logged (median over log windows, first window dropped as warm-up), and stores
+benchmarks/results/speed-<recipe>.json; docs/results.md is rebuilt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from attnkit.api import train
+from attnkit.training import cpu_has_native_bf16
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sentiment import RESULTS, ROOT, write_results_md  # noqa: E402
+
+
+def measure(config: str, steps: int, bf16: bool) -> float:
+    out = ROOT / "runs" / f"speed-{Path(config).stem}-{'bf16' if bf16 else 'fp32'}"
+    overrides = [
+        f"training.max_steps={steps}",
+        f"training.bf16={str(bf16).lower()}",
+        "training.log_every=25",
+        "training.progress=false",
+        "data.val_fraction=0.01",
+    ]
+    train(config, out=out, overrides=overrides, force=True, log=lambda *_: None)
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    speeds = [r["tokens_per_s"] for r in rows if "tokens_per_s" in r][1:]
+    return statistics.median(speeds)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config")
+    parser.add_argument("--steps", type=int, default=200)
+    args = parser.parse_args()
+    fp32 = measure(args.config, args.steps, bf16=False)
+    bf16 = measure(args.config, args.steps, bf16=True)
+    record = {
+        "kind": "speed",
+        "name": f"speed-{Path(args.config).stem}",
+        "recipe": args.config,
+        "steps": args.steps,
+        "fp32_tokens_per_s": round(fp32),
+        "bf16_tokens_per_s": round(bf16),
+        "bf16_speedup": round(bf16 / fp32, 3),
+        "cpu_native_bf16": cpu_has_native_bf16(),
+        "threads": torch.get_num_threads(),
+        "command": "python benchmarks/bf16_speed.py "
+        + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{record['name']}.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record, indent=2))
+    print(f"wrote {write_results_md()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

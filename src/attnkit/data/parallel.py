@@ -1,0 +1,105 @@
+"""Readers for sequence-to-sequence data: source/target sentence pairs.
+
+- Multi30k (de <-> en): aligned line by line, splits train / val / test (test_2016_flickr).
+- Korean chatbot pairs (ChatbotData.csv, Q -> A): one file; attnkit defines the held-out
+  split (see ``read_chatbot``).
+- Your own data: two aligned text files, or one TSV file with two columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import random
+from pathlib import Path
+from typing import NamedTuple
+
+from attnkit.data.catalogue import dataset_path
+from attnkit.data.paths import DataError
+
+__all__ = ["Pair", "read_chatbot", "read_multi30k", "read_parallel_files", "read_parallel_tsv"]
+
+
+class Pair(NamedTuple):
+    src: str
+    tgt: str
+
+
+def _read_lines(path: Path) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DataError(f"{path} is not valid UTF-8 (line {line})") from None
+    return text.splitlines()
+
+
+def read_parallel_files(src_path: str | Path, tgt_path: str | Path) -> list[Pair]:
+    """Two files aligned line by line (``.gz`` allowed). Different line counts -> DataError."""
+    src, tgt = _read_lines(Path(src_path)), _read_lines(Path(tgt_path))
+    if len(src) != len(tgt):
+        raise DataError(
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: not aligned"
+        )
+    return [Pair(s.strip(), t.strip()) for s, t in zip(src, tgt, strict=True)]
+
+
+def read_parallel_tsv(path: str | Path) -> list[Pair]:
+    """A TSV file with source and target in the first two columns (no header)."""
+    pairs = []
+    for lineno, line in enumerate(_read_lines(Path(path)), 1):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) < 2:
+            raise DataError(f"{path} line {lineno}: expected source<TAB>target")
+        pairs.append(Pair(cols[0].strip(), cols[1].strip()))
+    return pairs
+
+
+def read_multi30k(
+    split: str, src_lang: str = "de", tgt_lang: str = "en", data_dir: str | Path | None = None
+) -> list[Pair]:
+    """Multi30k task 1: split "train" (29,000), "val" (1,014) or "test" (1,000, 2016 Flickr)."""
+    if {src_lang, tgt_lang} != {"de", "en"}:
+        raise DataError(f"multi30k has de and en, got {src_lang}->{tgt_lang}")
+    return read_parallel_files(
+        dataset_path("multi30k", split, data_dir, lang=src_lang),
+        dataset_path("multi30k", split, data_dir, lang=tgt_lang),
+    )
+
+
+CHATBOT_HELD_OUT = 0.05  # fraction of distinct questions in validation, and again in test
+
+
+def read_chatbot(split: str, data_dir: str | Path | None = None, seed: int = 0) -> list[Pair]:
+    """Korean chatbot Q -> A pairs with attnkit's fixed held-out split.
+
+    The file has no official split. Distinct questions (after stripping whitespace) are
+    shuffled with ``random.Random(seed)``; the first 5% go to "test", the next 5% to
+    "validation", the rest to "train". Splitting by question keeps a repeated question out
+    of two splits at once. With the default seed the split is the same everywhere.
+    """
+    if split not in ("train", "validation", "test"):
+        raise DataError(f"chatbot-ko splits are train, validation, test; got '{split}'")
+    path = dataset_path("chatbot-ko", "train", data_dir)
+    text = "\n".join(_read_lines(path))
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows or not {"Q", "A"} <= set(rows[0]):
+        raise DataError(f"{path}: expected a CSV header with Q and A columns")
+    questions = sorted({r["Q"].strip() for r in rows})
+    random.Random(seed).shuffle(questions)
+    n = round(len(questions) * CHATBOT_HELD_OUT)
+    chosen = {
+        "test": set(questions[:n]),
+        "validation": set(questions[n : 2 * n]),
+        "train": set(questions[2 * n :]),
+    }[split]
+    return [Pair(r["Q"].strip(), r["A"].strip()) for r in rows if r["Q"].strip() in chosen]

@@ -1,0 +1,195 @@
+"""Decoding for every decoder: greedy, beam search, sampling (temperature, top-k, top-p).
+
+Models plug in through a tiny protocol, so the search code never knows what a model is:
+
+    class Stepper(Protocol):
+        def step(self, tokens: Tensor) -> Tensor:   # (N,) last token of each row -> (N, V) logits
+        def reorder(self, index: Tensor) -> None:   # keep rows ``index`` (N',), in that order
+
+A Transformer decoder implements ``step`` with its KV cache (one new position per call) and
+``reorder`` with ``KVCache.reorder``; an LSTM decoder with its hidden state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+__all__ = ["BeamResult", "Stepper", "beam_search", "greedy", "sample", "top_k_top_p_filter"]
+
+
+class Stepper(Protocol):
+    def step(self, tokens: Tensor) -> Tensor: ...
+
+    def reorder(self, index: Tensor) -> None: ...
+
+
+# on_step(t, tokens_so_far (B, t+1), probs (B, V)): for step-by-step traces
+StepCallback = Callable[[int, Tensor, Tensor], None]
+
+
+def _finish(out: Tensor, eos_id: int | None, pad_id: int) -> Tensor:
+    """Replace everything after the first EOS of each row by ``pad_id``."""
+    if eos_id is None:
+        return out
+    after = (out == eos_id).int().cumsum(1) - (out == eos_id).int() > 0
+    return out.masked_fill(after, pad_id)
+
+
+@torch.no_grad()
+def greedy(
+    model: Stepper,
+    start: Tensor,
+    max_new_tokens: int,
+    eos_id: int | None = None,
+    pad_id: int = 0,
+    on_step: StepCallback | None = None,
+) -> Tensor:
+    """Pick the most probable token at each step. start (B,) -> tokens (B, <= max_new_tokens)
+    (without the start token); rows that produced EOS are padded with ``pad_id`` after it."""
+    return sample(model, start, max_new_tokens, eos_id, pad_id, temperature=0.0, on_step=on_step)
+
+
+def top_k_top_p_filter(logits: Tensor, top_k: int = 0, top_p: float = 1.0) -> Tensor:
+    """Set logits outside the top-k and outside the nucleus (smallest set of tokens whose
+    probability adds up to ``top_p``) to -inf. logits (N, V) -> (N, V)."""
+    if top_k and top_k < logits.size(-1):
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cum = sorted_logits.softmax(-1).cumsum(-1)
+        drop = cum - sorted_logits.softmax(-1) >= top_p  # keep the token that crosses top_p
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return logits
+
+
+@torch.no_grad()
+def sample(
+    model: Stepper,
+    start: Tensor,
+    max_new_tokens: int,
+    eos_id: int | None = None,
+    pad_id: int = 0,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+    on_step: StepCallback | None = None,
+) -> Tensor:
+    """Sample from softmax(logits / temperature) after top-k / top-p filtering;
+    ``temperature=0`` is greedy. start (B,) -> tokens (B, <= max_new_tokens)."""
+    tokens = start
+    out: list[Tensor] = []
+    done = torch.zeros(start.size(0), dtype=torch.bool, device=start.device)
+    for t in range(max_new_tokens):
+        logits = model.step(tokens).float()
+        if temperature == 0.0:
+            probs = logits.softmax(-1)
+            tokens = logits.argmax(-1)
+        else:
+            filtered = top_k_top_p_filter(logits / temperature, top_k, top_p)
+            probs = filtered.softmax(-1)
+            tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        out.append(tokens)
+        if on_step is not None:
+            on_step(t, torch.stack(out, 1), probs)
+        if eos_id is not None:
+            done |= tokens == eos_id
+            if bool(done.all()):
+                break
+    return _finish(torch.stack(out, 1), eos_id, pad_id)
+
+
+@dataclass
+class BeamResult:
+    tokens: list[list[int]]  # best hypothesis per input (EOS excluded)
+    scores: list[float]  # its length-normalized log-probability
+
+
+@torch.no_grad()
+def beam_search(
+    model: Stepper,
+    start: Tensor,
+    beam_size: int,
+    max_new_tokens: int,
+    eos_id: int,
+    length_penalty: float = 1.0,
+) -> BeamResult:
+    """Batched beam search. Each input keeps ``beam_size`` live hypotheses; a hypothesis that
+    emits EOS is finished with score log P / len^length_penalty (len counts EOS). An input is
+    done when it has ``beam_size`` finished hypotheses and no live one can still beat the
+    worst of them; at ``max_new_tokens`` live hypotheses are finished as they are.
+    """
+    b, k = start.size(0), beam_size
+    device = start.device
+    model.reorder(torch.arange(b, device=device).repeat_interleave(k))  # (B*K) rows
+    tokens = start.repeat_interleave(k)
+    scores = torch.full((b, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start identical: expand only the first
+    history = torch.empty(b * k, 0, dtype=torch.long, device=device)
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
+    done = [False] * b
+
+    def norm(score: float, length: int) -> float:
+        return score / (max(length, 1) ** length_penalty)
+
+    for t in range(max_new_tokens):
+        logp = model.step(tokens).float().log_softmax(-1)  # (B*K, V)
+        vocab = logp.size(-1)
+        cand = (scores.view(-1, 1) + logp).view(b, k * vocab)  # (B, K*V)
+        top_scores, top_idx = cand.topk(2 * k, dim=-1)  # enough to refill after EOS
+        next_rows, next_tokens, next_scores = [], [], []
+        for i in range(b):
+            picked = 0
+            for s, idx in zip(top_scores[i].tolist(), top_idx[i].tolist(), strict=True):
+                if picked == k:
+                    break
+                beam, tok = divmod(idx, vocab)
+                row = i * k + beam
+                if done[i] or s == float("-inf"):
+                    next_rows.append(row)
+                    next_tokens.append(tok)
+                    next_scores.append(float("-inf"))
+                    picked += 1
+                    continue
+                if tok == eos_id:
+                    finished[i].append((norm(s, t + 1), history[row].tolist()))
+                    continue
+                next_rows.append(row)
+                next_tokens.append(tok)
+                next_scores.append(s)
+                picked += 1
+            while picked < k:  # fewer than k live candidates: pad with dead beams
+                next_rows.append(i * k)
+                next_tokens.append(eos_id)
+                next_scores.append(float("-inf"))
+                picked += 1
+            best_live = max(next_scores[-k:])
+            if len(finished[i]) >= k:
+                worst = sorted(h[0] for h in finished[i])[-k]
+                # a live beam's normalized score can only improve if length_penalty > 0 and
+                # its log-prob stays; bound it optimistically by the final length
+                bound = norm(best_live, max_new_tokens if length_penalty > 0 else t + 1)
+                if best_live == float("-inf") or bound <= worst:
+                    done[i] = True
+        if all(done):
+            break
+        index = torch.tensor(next_rows, device=device)
+        model.reorder(index)
+        tokens = torch.tensor(next_tokens, device=device)
+        history = torch.cat([history[index], tokens[:, None]], dim=1)
+        scores = torch.tensor(next_scores, device=device).view(b, k)
+    for i in range(b):  # unfinished inputs: live beams count as finished
+        if not done[i]:
+            for j in range(k):
+                s = scores[i, j].item()
+                if s != float("-inf"):
+                    finished[i].append((norm(s, history.size(1)), history[i * k + j].tolist()))
+    best = [max(hyps, key=lambda h: h[0]) if hyps else (float("-inf"), []) for hyps in finished]
+    return BeamResult(tokens=[h[1] for h in best], scores=[h[0] for h in best])
