@@ -186,3 +186,22 @@ def test_noam_schedule_formula():
         assert lr_multiplier("noam", step, w, 10**6, d_model=d) == pytest.approx(expected)
     peak = max(range(1, 10000, 10), key=lambda s: lr_multiplier("noam", s, w, 10**6, d))
     assert abs(peak - w) <= 10
+
+
+def test_limit_takes_a_seeded_subset_not_the_head(tmp_path):
+    """IMDB's files are sorted by label: `data.limit` must not keep only the first class."""
+    from attnkit.tasks.classify import prepare_data
+    from conftest import make_sentiment_rows, write_csv
+
+    rows = sorted(make_sentiment_rows(400, seed=3), key=lambda r: r["label"])
+    write_csv(tmp_path / "train.csv", rows)
+    write_csv(tmp_path / "test.csv", rows[:10])
+    recipe = tiny_recipe(tmp_path)
+    recipe["data"]["limit"] = 60
+    cfg = RunConfig.from_dict(recipe)
+    data = prepare_data(cfg, log=lambda *_: None)
+    labels = {y for _, y in data.train} | {y for _, y in data.validation}
+    assert labels == {0, 1}
+    assert len(data.train) + len(data.validation) == 60
+    again = prepare_data(cfg, tokenizer=data.tokenizer, log=lambda *_: None)
+    assert again.train == data.train  # same seed, same subset

@@ -3,6 +3,11 @@
 run = attnkit.train("configs/nsmc-quick.yaml", out="runs/nsmc-quick")
 clf = attnkit.load("runs/nsmc-quick")
 clf.predict(["정말 재미있어요", "최악의 영화"])
+
+mt = attnkit.load("runs/multi30k-transformer")      # task: translate
+mt.translate(["Ein Mann fährt Fahrrad."], beam=5)
+bot = attnkit.load("runs/chatbot-ko")                # task: chat
+bot.chat("오늘 날씨 어때?", temperature=0.7)
 """
 
 from __future__ import annotations
@@ -17,13 +22,17 @@ import torch
 
 from attnkit import __version__
 from attnkit.checkpoint import load_model_weights
-from attnkit.config import ConfigError, RunConfig, load_config
+from attnkit.config import SEQ2SEQ_TASKS, ConfigError, RunConfig, load_config
 from attnkit.tasks.classify import (
     ClassificationTask,
     ClassifierPredictor,
     build_model,
+    encode_examples,
+    label_ids,
     prepare_data,
+    read_split,
 )
+from attnkit.tasks.seq2seq import Seq2SeqPredictor
 from attnkit.tokenization import Tokenizer
 from attnkit.training import Trainer, TrainResult
 
@@ -80,6 +89,8 @@ def train(
             shutil.rmtree(run_dir)
         tokenizer = None
 
+    if cfg.task in SEQ2SEQ_TASKS:
+        return _train_seq2seq(cfg, run_dir, tokenizer, resume, log)
     torch.manual_seed(cfg.training.seed)
     start = time.perf_counter()
     data = prepare_data(cfg, tokenizer, log=log)
@@ -126,8 +137,74 @@ def train(
     return trainer.fit(resume=resume)
 
 
-def load(run_dir: str | Path) -> ClassifierPredictor:
-    """A predictor for a finished (or in-progress, best-so-far) run."""
+def _train_seq2seq(
+    cfg: RunConfig, run_dir: Path, tokenizer: Tokenizer | None, resume: bool, log
+) -> TrainResult:
+    """``train`` for task translate / chat (same run format, same Trainer)."""
+    from attnkit.tasks import seq2seq
+
+    torch.manual_seed(cfg.training.seed)
+    start = time.perf_counter()
+    data = seq2seq.prepare_data(cfg, tokenizer, log=log)
+    tok = data.tokenizer
+    notes = []
+    if data.truncated:
+        notes.append(f"{data.truncated:,} truncated to max_len={cfg.data.max_len}")
+    if data.dropped:
+        notes.append(f"{data.dropped:,} with an empty side skipped")
+    log(
+        f"data: {len(data.train):,} train / {len(data.validation):,} validation pairs, "
+        f"joint vocab {tok.vocab_size:,}"
+        + "".join(f", {n}" for n in notes)
+        + f" ({time.perf_counter() - start:.1f}s)"
+    )
+    torch.manual_seed(cfg.training.seed)
+    model = seq2seq.build_model(cfg, tok.vocab_size, tok.pad_id)
+    n_params = sum(p.numel() for p in model.parameters())
+    m = cfg.model
+    variant = (
+        f"transformer {m.num_layers}+{m.num_decoder_layers or m.num_layers} layers"
+        if m.arch == "transformer"
+        else f"lstm, attention: {m.attention or 'none'}"
+    )
+    log(f"model: {variant}, {n_params:,} parameters")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        tok.save(run_dir / "tokenizer.json")
+        cfg.save(
+            run_dir / "config.json",
+            extra={
+                "vocab_size": tok.vocab_size,
+                "num_parameters": n_params,
+                "attnkit_version": __version__,
+            },
+        )
+    task = seq2seq.Seq2SeqTask(
+        cfg.task,
+        tok,
+        cfg.data.max_len,
+        label_smoothing=cfg.training.label_smoothing,
+        teacher_forcing_ratio=cfg.training.teacher_forcing_ratio,
+        references=data.val_references,
+    )
+    trainer = Trainer(
+        model,
+        task,
+        data.train,
+        [seq2seq.item_length(it) for it in data.train],
+        data.validation,
+        [seq2seq.item_length(it) for it in data.validation],
+        cfg.training,
+        run_dir,
+        d_model=m.d_model if m.arch == "transformer" else m.hidden_size,
+    )
+    return trainer.fit(resume=resume)
+
+
+def load(run_dir: str | Path) -> ClassifierPredictor | Seq2SeqPredictor:
+    """A predictor for a finished (or in-progress, best-so-far) run: ``ClassifierPredictor``
+    (``.predict``) for classify runs, ``Seq2SeqPredictor`` (``.translate``, ``.chat``,
+    ``.alignment``, ``.trace``) for translate / chat runs."""
     run_dir = Path(run_dir)
     if not _is_run(run_dir):
         raise RunError(f"{run_dir} is not a run directory (no config.json)")
@@ -138,6 +215,12 @@ def load(run_dir: str | Path) -> ClassifierPredictor:
         {k: saved[k] for k in ("task", "data", "tokenizer", "model", "training")}
     )
     tokenizer = Tokenizer.load(run_dir / "tokenizer.json")
+    if cfg.task in SEQ2SEQ_TASKS:
+        from attnkit.tasks.seq2seq import build_model as build_seq2seq
+
+        model = build_seq2seq(cfg, saved["vocab_size"], tokenizer.pad_id)
+        load_model_weights(model, run_dir / "model.safetensors")
+        return Seq2SeqPredictor(model, tokenizer, cfg, run_dir)
     labels = saved["labels"]
     model = build_model(cfg, saved["vocab_size"], len(labels), tokenizer.pad_id)
     load_model_weights(model, run_dir / "model.safetensors")
@@ -145,32 +228,64 @@ def load(run_dir: str | Path) -> ClassifierPredictor:
 
 
 def evaluate(
-    run_dir: str | Path, split: str = "test", data_dir: str | None = None, batch_size: int = 128
+    run_dir: str | Path,
+    split: str = "test",
+    data_dir: str | None = None,
+    batch_size: int = 128,
+    beam: int = 1,
 ) -> dict[str, Any]:
-    """Accuracy, macro-F1 and the confusion matrix of a run on a dataset split."""
+    """A run's metrics on a dataset split: accuracy, macro-F1 and the confusion matrix
+    (classify); loss, perplexity and sacreBLEU with its signature (translate, decoding
+    greedy or with ``beam``); loss and perplexity (chat)."""
     from attnkit.data.batching import BucketBatchSampler
-    from attnkit.tasks.classify import _read_split
 
     predictor = load(run_dir)
+    if isinstance(predictor, Seq2SeqPredictor):
+        return _evaluate_seq2seq(predictor, split, data_dir, batch_size, beam)
     cfg = predictor.config
     if data_dir:
         cfg.data.data_dir = data_dir
-    examples = list(_read_split(cfg, split))
-    label_ids = {name: i for i, name in enumerate(predictor.labels)}
-    if cfg.data.name in ("nsmc", "imdb"):
-        targets = [int(ex.label) for ex in examples]
-    else:
-        unknown = {str(ex.label).strip() for ex in examples} - set(label_ids)
-        if unknown:
-            raise RunError(f"{split} has labels the model never saw: {', '.join(sorted(unknown))}")
-        targets = [label_ids[str(ex.label).strip()] for ex in examples]
-    ids = predictor.tokenizer.encode_batch(
-        [ex.text for ex in examples], max_len=cfg.data.max_len, add_cls=cfg.model.pooling == "cls"
-    )
-    items = list(zip(ids, targets, strict=True))
+    examples = read_split(cfg, split)
+    to_id = label_ids(cfg, predictor.labels)
+    items, _ = encode_examples(examples, predictor.tokenizer, cfg, to_id, split)
+    ids = [x for x, _ in items]
     task = ClassificationTask(predictor.labels, predictor.tokenizer.pad_id)
     sampler = BucketBatchSampler([len(x) for x in ids], batch_size=batch_size, shuffle=False)
     batches = (task.collate([items[i] for i in b]) for b in sampler)
     report = task.evaluate(predictor.model, batches)
     report["split"] = split
+    return report
+
+
+def _evaluate_seq2seq(
+    predictor: Seq2SeqPredictor, split: str, data_dir: str | None, batch_size: int, beam: int
+) -> dict[str, Any]:
+    from attnkit.data.batching import BucketBatchSampler
+    from attnkit.tasks import seq2seq
+
+    if beam < 1:
+        raise ValueError(f"beam must be >= 1, got {beam}")
+    cfg = predictor.config
+    if data_dir:
+        cfg.data.data_dir = data_dir
+    pairs = seq2seq.read_split(cfg, split)
+    if not pairs:
+        raise RunError(f"the {split} split is empty")
+    items, truncated = seq2seq.encode_pairs(pairs, predictor.tokenizer, cfg.data.max_len)
+    task = seq2seq.Seq2SeqTask(
+        cfg.task,
+        predictor.tokenizer,
+        cfg.data.max_len,
+        references=[p.tgt for p in pairs],
+        beam=beam,
+    )
+    sampler = BucketBatchSampler(
+        [seq2seq.item_length(it) for it in items], batch_size=batch_size, shuffle=False
+    )
+    batches = (task.collate([items[i] for i in b]) for b in sampler)
+    with torch.no_grad():
+        report = task.evaluate(predictor.model.eval(), batches)
+    report["split"] = split
+    report["task"] = cfg.task
+    report["truncated"] = truncated
     return report

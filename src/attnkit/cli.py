@@ -150,9 +150,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from attnkit.api import evaluate
     from attnkit.metrics import format_confusion_matrix
 
-    report = evaluate(args.run, args.split, args.data_dir)
+    report = evaluate(args.run, args.split, args.data_dir, beam=args.beam)
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
+        return 0
+    if "confusion_matrix" not in report:  # translate / chat
+        print(
+            f"{args.run} on {report['split']} ({report['num_examples']:,} pairs, "
+            f"{report['num_tokens']:,} target tokens)"
+        )
+        print(f"loss        {report['loss']:.4f}")
+        print(f"perplexity  {report['perplexity']:.2f}")
+        if "bleu" in report:
+            print(f"BLEU        {report['bleu']:.2f}  ({report['decoding']} decoding)")
+            print(f"signature   {report['bleu_signature']}")
         return 0
     print(f"{args.run} on {report['split']} ({report['num_examples']:,} examples)")
     print(f"accuracy  {report['accuracy']:.4f}")
@@ -177,10 +188,17 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--force", action="store_true", help="overwrite an existing run directory")
     train.add_argument("--data-dir", help="data folder (default: $ATTNKIT_DATA, ~/.cache/attnkit)")
     train.set_defaults(func=_cmd_train)
-    ev = sub.add_parser("evaluate", help="accuracy, macro-F1 and confusion matrix of a run")
+    ev = sub.add_parser(
+        "evaluate",
+        help="a run's metrics on a split: accuracy/F1/confusion (classify), BLEU (translate), "
+        "loss/perplexity (chat)",
+    )
     ev.add_argument("run")
     ev.add_argument("--split", default="test")
     ev.add_argument("--data-dir")
+    ev.add_argument(
+        "--beam", type=_positive_int, default=1, help="translate: beam size (1 = greedy)"
+    )
     ev.add_argument("--json", action="store_true", help="machine-readable output")
     ev.set_defaults(func=_cmd_evaluate)
 
@@ -226,6 +244,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
     texts = _read_inputs(args)
     predictor = load(args.run)
+    if predictor.task != "classify":
+        raise UsageError(
+            f"{args.run} is a {predictor.task} run; use `attnkit translate` or `attnkit chat`"
+        )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         predictions = predictor.predict(texts)
@@ -254,11 +276,181 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     pr.set_defaults(func=_cmd_predict)
 
 
+# ----------------------------------------------------------------------------- translate / chat
+def _read_lines_kept(args: argparse.Namespace) -> list[str]:
+    """TEXT arguments and stdin lines ('-'), empty lines kept (one line in -> one line out)."""
+    texts: list[str] = []
+    for item in args.text:
+        if item == "-":
+            raw = sys.stdin.buffer.read()
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                line = raw[: exc.start].count(b"\n") + 1
+                raise UsageError(f"stdin is not valid UTF-8 (line {line})") from None
+            texts.extend(text.splitlines())
+        else:
+            texts.append(item)
+    return texts
+
+
+def _load_seq2seq(run: str):
+    from attnkit.api import load
+
+    predictor = load(run)
+    if predictor.task not in ("translate", "chat"):
+        raise UsageError(f"{run} is a {predictor.task} run; use `attnkit predict`")
+    return predictor
+
+
+def _print_warnings(caught) -> None:
+    for w in caught:
+        print(f"attnkit: warning: {w.message}", file=sys.stderr)
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    import json
+    import warnings
+
+    from attnkit.tasks.seq2seq import format_trace
+
+    if not args.text:
+        raise UsageError("no input text (give TEXT... or - for stdin)")
+    if args.trace and args.beam > 1:
+        raise UsageError("--trace shows greedy decoding step by step; leave out --beam")
+    texts = _read_lines_kept(args)
+    predictor = _load_seq2seq(args.run)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if args.trace:
+            for text in texts:
+                if not text.strip():
+                    print("")
+                    continue
+                output, steps = predictor.trace(text, max_len=args.max_len)
+                if args.json:
+                    row = {
+                        "source": text,
+                        "translation": output,
+                        "trace": [s.to_dict() for s in steps],
+                    }
+                    print(json.dumps(row, ensure_ascii=False))
+                else:
+                    print(format_trace(steps))
+                    print(output)
+        else:
+            outputs = predictor.translate(texts, beam=args.beam, max_len=args.max_len)
+            if args.json:
+                if texts:
+                    print(predictor.to_json(texts, outputs))
+            else:
+                for line in outputs:
+                    print(line)
+        sys.stdout.flush()
+        if args.show_attention:
+            first = next((t for t in texts if t.strip()), None)
+            if first is None:
+                raise UsageError("--show-attention needs a non-empty input")
+            path = predictor.show_attention(first, args.show_attention, beam=args.beam)
+            print(f"wrote {path}", file=sys.stderr)
+    _print_warnings(caught)
+    return 0
+
+
+def _sampling_args(args: argparse.Namespace) -> None:
+    if args.temperature < 0:
+        raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
+    if args.top_k < 0:
+        raise UsageError(f"--top-k must be >= 0, got {args.top_k}")
+    if not 0.0 < args.top_p <= 1.0:
+        raise UsageError(f"--top-p must be in (0, 1], got {args.top_p}")
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    import warnings
+
+    _sampling_args(args)
+    predictor = _load_seq2seq(args.run)
+    turn = 0
+
+    def answer(text: str) -> str:
+        nonlocal turn
+        turn += 1
+        if not text.strip():
+            return ""
+        seed = None if args.seed is None else args.seed + turn - 1
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = predictor.chat(
+                text,
+                temperature=args.temperature,
+                top_k=args.top_k,
+                top_p=args.top_p,
+                seed=seed,
+                max_len=args.max_len,
+            )
+        _print_warnings(caught)
+        return out
+
+    if args.text:  # one-shot: answer the given texts and exit
+        for text in args.text:
+            print(answer(text))
+        return 0
+    interactive = sys.stdin.isatty()
+    if interactive:
+        print(f"chatting with {args.run} (Ctrl-D or Ctrl-C to quit)", file=sys.stderr)
+    try:
+        while True:
+            if interactive:
+                print("> ", end="", file=sys.stderr, flush=True)
+            line = sys.stdin.readline()
+            if not line:  # EOF
+                break
+            print(answer(line.rstrip("\r\n")), flush=True)
+    except KeyboardInterrupt:
+        pass
+    if interactive:
+        print(file=sys.stderr)
+    return 0
+
+
+def _add_seq2seq(sub: argparse._SubParsersAction) -> None:
+    tr = sub.add_parser("translate", help="translate with a trained seq2seq run")
+    tr.add_argument("run", help="run directory (task translate or chat)")
+    tr.add_argument("text", nargs="*", help="sentences; '-' reads one sentence per stdin line")
+    tr.add_argument("--beam", type=_positive_int, default=1, help="beam size (1 = greedy)")
+    tr.add_argument("--max-len", type=_positive_int, help="most output tokens (default: the run's)")
+    tr.add_argument(
+        "--show-attention",
+        metavar="PNG",
+        help="save the cross-attention alignment of the first sentence",
+    )
+    tr.add_argument(
+        "--trace",
+        action="store_true",
+        help="print each greedy step: the tokens so far and the top-5 candidates",
+    )
+    tr.add_argument("--json", action="store_true", help="one JSON object per line")
+    tr.set_defaults(func=_cmd_translate)
+    ch = sub.add_parser("chat", help="talk to a trained chatbot run (reads lines from stdin)")
+    ch.add_argument("run", help="run directory (task chat or translate)")
+    ch.add_argument("text", nargs="*", help="answer these and exit instead of the prompt loop")
+    ch.add_argument(
+        "--temperature", type=float, default=0.7, help="sampling temperature (0 = greedy)"
+    )
+    ch.add_argument("--top-k", type=int, default=0, help="sample from the k best (0 = all)")
+    ch.add_argument("--top-p", type=float, default=0.9, help="nucleus sampling mass (1 = off)")
+    ch.add_argument("--seed", type=int, help="random seed (reproducible answers)")
+    ch.add_argument("--max-len", type=_positive_int, help="most answer tokens (default: the run's)")
+    ch.set_defaults(func=_cmd_chat)
+
+
 # ----------------------------------------------------------------------------- main
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_data,
     _add_train,
     _add_predict,
+    _add_seq2seq,
     _add_plot,
 ]
 

@@ -1,7 +1,7 @@
 """Run configuration: YAML recipes -> typed, validated dataclasses.
 
 A recipe has four sections, ``data``, ``tokenizer``, ``model`` and ``training``, plus the
-``task`` name. Every key is checked: a typo is an error that names the key and suggests the
+``task`` name (``classify``, ``translate`` or ``chat``). Every key is checked: a typo is an error that names the key and suggests the
 closest valid one. ``--set training.lr=3e-4`` style overrides are applied before validation.
 """
 
@@ -34,7 +34,7 @@ class ConfigError(ValueError):
 
 @dataclass
 class DataConfig:
-    name: str = "nsmc"  # catalogue name ("nsmc", "imdb") or "file" for user files
+    name: str = "nsmc"  # catalogue name ("nsmc", "imdb", "multi30k", "chatbot-ko") or "file"
     train: str | None = None  # user file paths (CSV / TSV / JSONL), when name == "file"
     validation: str | None = None
     test: str | None = None
@@ -44,6 +44,8 @@ class DataConfig:
     max_len: int = 128  # tokens per example (longer ones are truncated)
     limit: int | None = None  # use only the first N training examples (quick runs, tests)
     data_dir: str | None = None
+    src_lang: str = "de"  # multi30k direction (translate)
+    tgt_lang: str = "en"
 
 
 @dataclass
@@ -53,7 +55,6 @@ class TokenizerConfig:
     min_frequency: int = 2
     lowercase: bool = False
     path: str | None = None  # an existing tokenizer.json instead of training one
-    extra_texts: int = 0  # also train on the first N unlabelled texts of the dataset
 
 
 @dataclass
@@ -70,6 +71,13 @@ class ModelConfig:
     activation: str = "gelu"
     hidden_size: int = 256  # recurrent models
     bidirectional: bool = True  # recurrent models
+    # sequence to sequence (task: translate | chat)
+    preset: str | None = None  # small | base: d_model/num_heads/d_ff/num_layers (Transformer)
+    num_decoder_layers: int | None = None  # None: same as num_layers
+    share_embeddings: bool = False  # one embedding for source and target (joint vocabulary)
+    tie_output: bool = True  # output projection = target embedding (Transformer)
+    attention: str | None = None  # LSTM: None | dot | scaled_dot | general | concat | location
+    emb_dim: int = 256  # LSTM embedding size
 
 
 @dataclass
@@ -87,6 +95,7 @@ class TrainingConfig:
     clip_grad_norm: float | None = 1.0
     grad_accum: int = 1
     label_smoothing: float = 0.0
+    teacher_forcing_ratio: float = 1.0  # seq2seq LSTM: probability of feeding the gold token
     bf16: bool = False  # bf16 autocast (CPU: needs hardware bf16 to be faster)
     eval_every: int | None = None  # optimizer steps between evaluations (None: every epoch)
     save_every: int | None = None  # steps between resumable checkpoints (None: at each eval)
@@ -119,7 +128,12 @@ class RunConfig:
         atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
 
 
-TASKS = ("classify",)
+TASKS = ("classify", "translate", "chat")
+SEQ2SEQ_TASKS = ("translate", "chat")
+SEQ2SEQ_DATA = ("multi30k", "chatbot-ko", "file")
+PRESET_NAMES = ("small", "base")
+# attnkit.attention.SCORE_NAMES, repeated here so that reading a config never imports torch
+ATTENTION_SCORES = ("dot", "scaled_dot", "general", "concat", "location")
 
 
 def _suggest(key: str, valid: list[str]) -> str:
@@ -176,10 +190,32 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
             kwargs[key] = _build(factory, value, f"{where}.")
         else:
             kwargs[key] = _coerce(value, str(f.type), where)
+    if cls is ModelConfig and kwargs.get("preset") is not None:
+        _fill_preset(kwargs)
     cfg = cls(**kwargs)
     if cls is RunConfig:
         _validate(cfg)
     return cfg
+
+
+def _fill_preset(kwargs: dict[str, Any]) -> None:
+    """``model.preset``: the preset's sizes for every size key the recipe does not set
+    (an explicit ``d_model`` etc. wins). The saved config holds the filled values."""
+    name = kwargs["preset"]
+    if name not in PRESET_NAMES:
+        raise ConfigError(f"model.preset must be null or one of {', '.join(PRESET_NAMES)}")
+    from attnkit.models.transformer import PRESETS
+
+    preset = PRESETS[name]
+    sizes = {
+        "d_model": preset["d_model"],
+        "num_heads": preset["num_heads"],
+        "d_ff": preset["d_ff"],
+        "num_layers": preset["num_encoder_layers"],
+        "num_decoder_layers": preset["num_decoder_layers"],
+    }
+    for key, value in sizes.items():
+        kwargs.setdefault(key, value)
 
 
 def _validate(cfg: RunConfig) -> None:
@@ -210,9 +246,57 @@ def _validate(cfg: RunConfig) -> None:
         ),
         (0.0 <= m.dropout < 1.0, "model.dropout must be in [0, 1)"),
     ]
+    if cfg.task in SEQ2SEQ_TASKS:
+        checks += _seq2seq_checks(cfg)
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+
+
+def _seq2seq_checks(cfg: RunConfig) -> list[tuple[bool, str]]:
+    t, m, d = cfg.training, cfg.model, cfg.data
+    return [
+        (
+            m.arch in ("transformer", "lstm"),
+            f"task {cfg.task} needs model.arch transformer or lstm, got {m.arch!r}",
+        ),
+        (
+            d.name in SEQ2SEQ_DATA,
+            f"task {cfg.task} reads data.name {' | '.join(SEQ2SEQ_DATA)}, got {d.name!r}",
+        ),
+        (d.name != "file" or bool(d.train), "data.name: file needs data.train (a TSV file)"),
+        (
+            d.name != "multi30k" or {d.src_lang, d.tgt_lang} == {"de", "en"},
+            "multi30k has de and en: data.src_lang / tgt_lang must be de->en or en->de",
+        ),
+        (
+            m.attention is None or m.attention in ATTENTION_SCORES,
+            f"model.attention must be null or one of {', '.join(ATTENTION_SCORES)}",
+        ),
+        (
+            m.attention is None or m.arch == "lstm",
+            "model.attention selects the LSTM's attention score (the Transformer always attends)",
+        ),
+        (
+            m.preset is None or m.arch == "transformer",
+            "model.preset sizes a Transformer; set emb_dim / hidden_size for an LSTM",
+        ),
+        (
+            m.num_decoder_layers is None or m.num_decoder_layers > 0,
+            "model.num_decoder_layers must be > 0",
+        ),
+        (
+            m.num_layers > 0 and m.emb_dim > 0 and m.hidden_size > 0,
+            "model sizes must be > 0",
+        ),
+        (
+            m.arch != "lstm" or not m.bidirectional or m.hidden_size % 2 == 0,
+            "model.hidden_size must be even for a bidirectional LSTM encoder",
+        ),
+        (0.0 <= t.teacher_forcing_ratio <= 1.0, "training.teacher_forcing_ratio must be in [0, 1]"),
+        (0.0 <= t.label_smoothing < 1.0, "training.label_smoothing must be in [0, 1)"),
+        (d.max_len > 2, "data.max_len must be > 2 for a sequence-to-sequence task"),
+    ]
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

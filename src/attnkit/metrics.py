@@ -19,12 +19,15 @@ from __future__ import annotations
 import math
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 __all__ = [
+    "BleuScore",
     "accuracy",
+    "bleu",
     "classification_report",
     "confusion_matrix",
     "format_confusion_matrix",
@@ -201,3 +204,34 @@ def perplexity(mean_nll: float) -> float:
         return math.exp(mean_nll)
     except OverflowError:
         return math.inf
+
+
+# --------------------------------------------------------------------------------------
+# Translation
+# --------------------------------------------------------------------------------------
+@dataclass
+class BleuScore:
+    score: float  # corpus BLEU, 0-100
+    signature: str  # sacreBLEU's signature, e.g. "nrefs:1|case:mixed|eff:no|tok:13a|..."
+    text: str  # sacreBLEU's one-line summary (n-gram precisions, brevity penalty)
+
+
+def bleu(
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    lowercase: bool = False,
+    tokenize: str = "13a",
+) -> BleuScore:
+    """Corpus BLEU with sacreBLEU on detokenized text (one reference per hypothesis).
+
+    The defaults are sacreBLEU's standard (cased, 13a tokenization); report the signature
+    with the score. ``lowercase=True`` gives the case-insensitive figure."""
+    from sacrebleu.metrics import BLEU
+
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    metric = BLEU(lowercase=lowercase, tokenize=tokenize)
+    if not hypotheses:
+        return BleuScore(0.0, str(metric.get_signature()), "BLEU = 0.00 (no sentences)")
+    result = metric.corpus_score(list(hypotheses), [list(references)])
+    return BleuScore(float(result.score), str(metric.get_signature()), str(result))

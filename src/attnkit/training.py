@@ -16,6 +16,7 @@ import contextlib
 import json
 import math
 import random
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -273,6 +274,7 @@ class Trainer:
             self._plot()
             return bool(cfg.patience) and bad_evals >= cfg.patience
 
+        interactive = sys.stderr.isatty()
         bar = tqdm(
             total=self.total_steps,
             initial=step,
@@ -280,6 +282,7 @@ class Trainer:
             unit="step",
             dynamic_ncols=True,
             desc="train",
+            mininterval=0.1 if interactive else 30.0,  # a log file gets a line every 30 s
         )
         self.model.train()
         start = time.perf_counter()

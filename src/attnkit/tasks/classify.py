@@ -8,6 +8,7 @@ sees tensors.
 from __future__ import annotations
 
 import json
+import random
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,10 +21,12 @@ from torch import Tensor, nn
 
 from attnkit.config import RunConfig
 from attnkit.data.batching import pad_batch
+from attnkit.data.paths import DataError
 from attnkit.data.readers import Examples, load_text_classification, train_val_split
 from attnkit.metrics import classification_report
 from attnkit.models.classifier import build_classifier
-from attnkit.tokenization import Tokenizer, train_tokenizer
+from attnkit.tasks import get_tokenizer
+from attnkit.tokenization import Tokenizer
 
 __all__ = [
     "ClassificationTask",
@@ -53,11 +56,11 @@ class PreparedData:
     labels: list[str]
     train: list[Item]
     validation: list[Item]
-    test: list[Item] | None
     truncated: int  # training examples cut to max_len
 
 
-def _read_split(cfg: RunConfig, split: str) -> Examples:
+def read_split(cfg: RunConfig, split: str) -> Examples:
+    """Read one split (train / validation / test) of the recipe's dataset."""
     d = cfg.data
     if d.name == "file":
         files = {
@@ -79,66 +82,56 @@ def _encode(
 
 def _has_split(cfg: RunConfig, split: str) -> bool:
     d = cfg.data
-    if d.name == "file":
-        return bool(getattr(d, split))
-    return split in ("train", "test")
+    return bool(getattr(d, split)) if d.name == "file" else split in ("train", "test")
 
 
 def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None = None, log=print) -> PreparedData:
     """Read the dataset, split off validation, train (or load) the tokenizer, encode once."""
     d = cfg.data
-    train_ex = list(_read_split(cfg, "train"))
-    if d.limit:
-        train_ex = train_ex[: d.limit]
+    train_ex = list(read_split(cfg, "train"))
+    if d.limit and d.limit < len(train_ex):
+        # a seeded random subset, in file order (files may be sorted by label, e.g. IMDB)
+        keep = sorted(random.Random(cfg.training.seed).sample(range(len(train_ex)), d.limit))
+        train_ex = [train_ex[i] for i in keep]
     if _has_split(cfg, "validation"):
-        val_ex = list(_read_split(cfg, "validation"))
-    else:
-        train_ex, val_ex = train_val_split(train_ex, d.val_fraction or 0.05, seed=cfg.training.seed)
-    test_ex = list(_read_split(cfg, "test")) if _has_split(cfg, "test") else None
+        val_ex = list(read_split(cfg, "validation"))
+    elif d.val_fraction > 0:
+        train_ex, val_ex = train_val_split(train_ex, d.val_fraction, seed=cfg.training.seed)
+    else:  # no validation: the last weights are kept
+        val_ex = []
 
-    if d.name in KNOWN_LABELS:
-        labels = KNOWN_LABELS[d.name]
-        to_id = {str(i): i for i in range(len(labels))}
-    else:
-        labels = _sort_labels(ex.label for ex in train_ex)
-        to_id = {name: i for i, name in enumerate(labels)}
-
-    def ids_of(examples: list, split: str) -> list[int]:
-        out = []
-        for ex in examples:
-            key = str(ex.label).strip()
-            if key not in to_id:
-                from attnkit.data.paths import DataError
-
-                raise DataError(f"{split} label {key!r} never appears in the training data")
-            out.append(to_id[key])
-        return out
-
-    tk = cfg.tokenizer
+    labels = KNOWN_LABELS.get(d.name) or _sort_labels(ex.label for ex in train_ex)
+    to_id = label_ids(cfg, labels)
     if tokenizer is None:
-        if tk.path:
-            tokenizer = Tokenizer.load(tk.path)
-        else:
-            log(
-                f"training a {tk.kind} tokenizer (vocab {tk.vocab_size}) on {len(train_ex):,} texts"
-            )
-            tokenizer = train_tokenizer(
-                (ex.text for ex in train_ex),
-                kind=tk.kind,
-                vocab_size=tk.vocab_size,
-                min_frequency=tk.min_frequency,
-                lowercase=tk.lowercase,
-            )
-    add_cls = cfg.model.pooling == "cls"
+        tokenizer = get_tokenizer(
+            cfg.tokenizer, (ex.text for ex in train_ex), f"{len(train_ex):,} texts", log
+        )
+    train, truncated = encode_examples(train_ex, tokenizer, cfg, to_id, "train")
+    validation, _ = encode_examples(val_ex, tokenizer, cfg, to_id, "validation")
+    return PreparedData(tokenizer, labels, train, validation, truncated)
 
-    def encode(examples: list, split: str) -> tuple[list[Item], int]:
-        ids, cut = _encode(tokenizer, [ex.text for ex in examples], d.max_len, add_cls)
-        return list(zip(ids, ids_of(examples, split), strict=True)), sum(cut)
 
-    train, truncated = encode(train_ex, "train")
-    validation, _ = encode(val_ex, "validation")
-    test = encode(test_ex, "test")[0] if test_ex is not None else None
-    return PreparedData(tokenizer, labels, train, validation, test, truncated)
+def label_ids(cfg: RunConfig, labels: Sequence[str]) -> dict[str, int]:
+    """How a label as read from the data maps to a class id."""
+    if cfg.data.name in KNOWN_LABELS:  # integer labels in the file, names for people
+        return {str(i): i for i in range(len(labels))}
+    return {name: i for i, name in enumerate(labels)}
+
+
+def encode_examples(
+    examples: Sequence, tokenizer: Tokenizer, cfg: RunConfig, to_id: dict[str, int], split: str
+) -> tuple[list[Item], int]:
+    """Examples -> (token ids, class id) items, and how many texts were truncated."""
+    targets = []
+    for ex in examples:
+        key = str(ex.label).strip()
+        if key not in to_id:
+            raise DataError(f"{split} label {key!r} never appears in the training data")
+        targets.append(to_id[key])
+    ids, cut = _encode(
+        tokenizer, [ex.text for ex in examples], cfg.data.max_len, cfg.model.pooling == "cls"
+    )
+    return list(zip(ids, targets, strict=True)), sum(cut)
 
 
 def build_model(cfg: RunConfig, vocab_size: int, num_classes: int, pad_id: int) -> nn.Module:

@@ -1,0 +1,620 @@
+"""Sequence to sequence (translation, chatbot): data -> token ids, loss, metrics, decoding.
+
+The task owns what depends on data: reading source/target pairs, one joint subword
+tokenizer trained on sources and targets (so embeddings can be shared), the teacher-forcing
+batch layout, the loss and the metrics. Models (``models.transformer.Transformer``,
+``models.rnn.Seq2SeqLSTM``) see only tensors; decoding is ``attnkit.generation`` over the
+model's ``stepper()``.
+
+Batch layout for a pair (x, y)::
+
+    src     x_1 .. x_S                   (padded with pad_id; src_mask True = real token)
+    tgt_in  [BOS] y_1 .. y_T             what the decoder reads (teacher forcing)
+    tgt_out y_1 .. y_T [EOS]             what it must predict (tgt_mask True = real token)
+
+``translate`` selects the best checkpoint by validation BLEU (sacreBLEU on detokenized
+greedy output), ``chat`` by validation loss (perplexity is reported too).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnkit.config import RunConfig
+from attnkit.data.batching import pad_batch
+from attnkit.data.parallel import (
+    Pair,
+    read_chatbot,
+    read_multi30k,
+    read_parallel_tsv,
+)
+from attnkit.data.paths import DataError
+from attnkit.generation import beam_search, greedy, sample
+from attnkit.metrics import bleu, perplexity
+from attnkit.models.rnn import Seq2SeqLSTM
+from attnkit.models.transformer import Transformer
+from attnkit.tasks import get_tokenizer
+from attnkit.tokenization import Tokenizer
+
+__all__ = [
+    "Alignment",
+    "PreparedPairs",
+    "Seq2SeqPredictor",
+    "Seq2SeqTask",
+    "TraceStep",
+    "build_model",
+    "decode",
+    "encode_pairs",
+    "format_trace",
+    "prepare_data",
+    "read_split",
+]
+
+Item = tuple[list[int], list[int], int]  # (source ids, target ids, index of the pair in its split)
+SPLITS = ("train", "validation", "test")
+
+
+# --------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------
+def _split_name(split: str) -> str:
+    split = {"val": "validation", "valid": "validation", "dev": "validation"}.get(split, split)
+    if split not in SPLITS:
+        raise DataError(f"unknown split {split!r}; use train, validation or test")
+    return split
+
+
+def read_split(cfg: RunConfig, split: str) -> list[Pair]:
+    """Source/target pairs of one split (train / validation / test) of the recipe's data."""
+    d = cfg.data
+    split = _split_name(split)
+    if d.name == "multi30k":
+        return read_multi30k(
+            {"validation": "val"}.get(split, split), d.src_lang, d.tgt_lang, d.data_dir
+        )
+    if d.name == "chatbot-ko":  # attnkit's fixed, documented held-out split (seed 0)
+        return read_chatbot(split, d.data_dir)
+    if d.name == "file":
+        path = getattr(d, split)
+        if not path:
+            raise DataError(f"no data.{split} file in this recipe")
+        return read_parallel_tsv(path)
+    raise DataError(f"unknown sequence-to-sequence dataset {d.name!r}")
+
+
+def _has_split(cfg: RunConfig, split: str) -> bool:
+    return cfg.data.name != "file" or bool(getattr(cfg.data, split))
+
+
+@dataclass
+class PreparedPairs:
+    tokenizer: Tokenizer
+    train: list[Item]
+    validation: list[Item]
+    val_references: list[str]  # raw target text of each validation pair (for BLEU)
+    truncated: int  # training pairs with a side cut to max_len
+    dropped: int  # training pairs with an empty side (skipped)
+
+
+def encode_pairs(
+    pairs: Sequence[Pair], tokenizer: Tokenizer, max_len: int
+) -> tuple[list[Item], int]:
+    """Pairs -> (src ids, tgt ids, index) items and how many pairs were truncated.
+
+    The source keeps at most ``max_len`` tokens, the target ``max_len - 1`` (the decoder
+    reads [BOS] + target and predicts target + [EOS], both ``max_len`` long at most).
+    """
+    src, src_cut = tokenizer.encode_batch(
+        [p.src for p in pairs], max_len=max_len, return_truncated=True
+    )
+    tgt, tgt_cut = tokenizer.encode_batch(
+        [p.tgt for p in pairs], max_len=max_len - 1, return_truncated=True
+    )
+    items = [(s, t, i) for i, (s, t) in enumerate(zip(src, tgt, strict=True))]
+    return items, sum(a or b for a, b in zip(src_cut, tgt_cut, strict=True))
+
+
+def item_length(item: Item) -> int:
+    """Padded length an item needs (for length-bucketed batching)."""
+    return max(len(item[0]), len(item[1]) + 1)
+
+
+def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None = None, log=print) -> PreparedPairs:
+    """Read the pairs, split off validation, train (or load) the joint tokenizer, encode."""
+    d = cfg.data
+    train_pairs = read_split(cfg, "train")
+    if d.limit:
+        train_pairs = train_pairs[: d.limit]
+    if _has_split(cfg, "validation"):
+        val_pairs = read_split(cfg, "validation")
+    elif d.val_fraction > 0:
+        rng = random.Random(cfg.training.seed)
+        order = list(range(len(train_pairs)))
+        rng.shuffle(order)
+        n_val = min(max(1, round(len(order) * d.val_fraction)), len(order) - 1)
+        held = set(order[:n_val])
+        val_pairs = [p for i, p in enumerate(train_pairs) if i in held]
+        train_pairs = [p for i, p in enumerate(train_pairs) if i not in held]
+    else:
+        val_pairs = []
+    kept = [p for p in train_pairs if p.src.strip() and p.tgt.strip()]
+    dropped = len(train_pairs) - len(kept)
+    if not kept:
+        raise DataError("no training pairs with both a source and a target")
+    if tokenizer is None:
+        tokenizer = get_tokenizer(
+            cfg.tokenizer,
+            (text for p in kept for text in (p.src, p.tgt)),
+            f"{len(kept):,} sources + targets (joint vocabulary)",
+            log,
+        )
+    train, truncated = encode_pairs(kept, tokenizer, d.max_len)
+    validation, _ = encode_pairs(val_pairs, tokenizer, d.max_len)
+    return PreparedPairs(
+        tokenizer, train, validation, [p.tgt for p in val_pairs], truncated, dropped
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Model
+# --------------------------------------------------------------------------------------
+def build_model(cfg: RunConfig, vocab_size: int, pad_id: int) -> nn.Module:
+    """The encoder-decoder named by ``cfg.model`` over one joint vocabulary."""
+    m = cfg.model
+    if m.arch == "transformer":
+        return Transformer(
+            vocab_size,
+            vocab_size,
+            d_model=m.d_model,
+            num_heads=m.num_heads,
+            d_ff=m.d_ff,
+            num_encoder_layers=m.num_layers,
+            num_decoder_layers=m.num_decoder_layers or m.num_layers,
+            dropout=m.dropout,
+            max_len=cfg.data.max_len,
+            pad_id=pad_id,
+            share_embeddings=m.share_embeddings,
+            tie_output=m.tie_output,
+            norm_first=m.norm_first,
+            activation=m.activation,
+            positional=m.positional,
+        )
+    if m.arch == "lstm":
+        model = Seq2SeqLSTM(
+            vocab_size,
+            vocab_size,
+            emb_dim=m.emb_dim,
+            hid_dim=m.hidden_size,
+            n_layers=m.num_layers,
+            dropout=m.dropout,
+            bidirectional=m.bidirectional,
+            attention=m.attention,
+            max_src_len=cfg.data.max_len,
+            pad_id=pad_id,
+        )
+        if m.share_embeddings:
+            model.tgt_embed = model.src_embed
+        return model
+    raise ValueError(f"sequence-to-sequence models are transformer or lstm, got {m.arch!r}")
+
+
+def _forward(model: nn.Module, batch: dict[str, Tensor], teacher_forcing_ratio: float) -> Tensor:
+    """Teacher-forced logits (B, T, V) for any seq2seq model."""
+    if isinstance(model, Seq2SeqLSTM):
+        ratio = teacher_forcing_ratio if model.training else 1.0
+        return model(batch["src"], batch["tgt_in"], batch["src_mask"], teacher_forcing_ratio=ratio)
+    return model(batch["src"], batch["tgt_in"], batch["src_mask"], batch["tgt_mask"])
+
+
+def decode(
+    model: nn.Module,
+    src: Tensor,
+    src_mask: Tensor,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    max_new_tokens: int,
+    beam: int = 1,
+    length_penalty: float = 1.0,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+    on_step: Callable[[int, Tensor, Tensor], None] | None = None,
+) -> list[list[int]]:
+    """Output token ids per source row (without [BOS] / [EOS] / padding), by beam search
+    (``beam > 1``), greedy (``temperature == 0``) or sampling; KV cache / LSTM state via the
+    model's ``stepper()``."""
+    stepper = model.stepper(src, src_mask)
+    start = torch.full((src.size(0),), bos_id, dtype=torch.long, device=src.device)
+    if beam > 1:
+        return beam_search(
+            stepper, start, beam, max_new_tokens, eos_id, length_penalty=length_penalty
+        ).tokens
+    if temperature == 0.0:
+        out = greedy(stepper, start, max_new_tokens, eos_id, pad_id, on_step=on_step)
+    else:
+        out = sample(
+            stepper,
+            start,
+            max_new_tokens,
+            eos_id,
+            pad_id,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            generator=generator,
+            on_step=on_step,
+        )
+    rows = []
+    for row in out.tolist():
+        cut = row.index(eos_id) if eos_id in row else len(row)
+        rows.append([t for t in row[:cut] if t != pad_id])
+    return rows
+
+
+# --------------------------------------------------------------------------------------
+# Task (what the Trainer needs)
+# --------------------------------------------------------------------------------------
+class Seq2SeqTask:
+    """Label-smoothed cross-entropy over real target tokens; BLEU (translate) or loss (chat)
+    for model selection.
+
+    ``references``: raw target text of the split being evaluated, indexed by the items'
+    third field; BLEU is computed only when they are given (``kind == "translate"``).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        tokenizer: Tokenizer,
+        max_len: int,
+        label_smoothing: float = 0.0,
+        teacher_forcing_ratio: float = 1.0,
+        references: Sequence[str] | None = None,
+        beam: int = 1,
+        length_penalty: float = 1.0,
+    ) -> None:
+        if kind not in ("translate", "chat"):
+            raise ValueError(f"kind must be translate or chat, got {kind!r}")
+        self.kind = kind
+        self.tokenizer = tokenizer
+        self.pad_id, self.bos_id, self.eos_id = tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id
+        self.max_len = max_len
+        self.label_smoothing = label_smoothing
+        self.teacher_forcing_ratio = teacher_forcing_ratio
+        self.references = list(references) if references is not None else None
+        self.beam = beam
+        self.length_penalty = length_penalty
+        self.metric = "bleu" if kind == "translate" else "loss"
+        self.greater_is_better = kind == "translate"
+
+    def collate(self, items: Sequence[Item]) -> dict[str, Tensor]:
+        src, src_mask = pad_batch([it[0] for it in items], self.pad_id)
+        tgt_in, _ = pad_batch([[self.bos_id, *it[1]] for it in items], self.pad_id)
+        tgt_out, tgt_mask = pad_batch([[*it[1], self.eos_id] for it in items], self.pad_id)
+        return {
+            "src": src,
+            "src_mask": src_mask,
+            "tgt_in": tgt_in,
+            "tgt_out": tgt_out,
+            "tgt_mask": tgt_mask,
+            "index": torch.tensor([it[2] for it in items]),
+        }
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
+        logits = _forward(model, batch, self.teacher_forcing_ratio).float()
+        loss = F.cross_entropy(
+            logits.flatten(0, 1),
+            batch["tgt_out"].flatten(),
+            ignore_index=self.pad_id,
+            label_smoothing=self.label_smoothing,
+        )
+        return loss, int(batch["tgt_mask"].sum())
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, Any]:
+        """loss (mean NLL per target token, no smoothing), perplexity, and for translate BLEU
+        of the decoded outputs against ``references``."""
+        total, n_tokens, n_examples = 0.0, 0, 0
+        hypotheses: dict[int, str] = {}
+        want_bleu = self.kind == "translate" and self.references is not None
+        for batch in batches:
+            logits = _forward(model, batch, 1.0).float()
+            total += F.cross_entropy(
+                logits.flatten(0, 1),
+                batch["tgt_out"].flatten(),
+                ignore_index=self.pad_id,
+                reduction="sum",
+            ).item()
+            n_tokens += int(batch["tgt_mask"].sum())
+            n_examples += batch["src"].size(0)
+            if want_bleu:
+                outputs = decode(
+                    model,
+                    batch["src"],
+                    batch["src_mask"],
+                    self.bos_id,
+                    self.eos_id,
+                    self.pad_id,
+                    self.max_len,
+                    beam=self.beam,
+                    length_penalty=self.length_penalty,
+                )
+                texts = self.tokenizer.decode_batch(outputs)
+                for i, text in zip(batch["index"].tolist(), texts, strict=True):
+                    hypotheses[i] = text
+        loss = total / max(n_tokens, 1)
+        report: dict[str, Any] = {
+            "loss": loss,
+            "perplexity": perplexity(loss),
+            "num_examples": n_examples,
+            "num_tokens": n_tokens,
+        }
+        if want_bleu:
+            order = sorted(hypotheses)
+            score = bleu([hypotheses[i] for i in order], [self.references[i] for i in order])
+            report.update(
+                bleu=score.score,
+                bleu_signature=score.signature,
+                decoding=f"beam {self.beam}" if self.beam > 1 else "greedy",
+            )
+        return report
+
+
+# --------------------------------------------------------------------------------------
+# Prediction
+# --------------------------------------------------------------------------------------
+@dataclass
+class TraceStep:
+    """One decoding step: the decoder's input so far, its top candidates, the pick."""
+
+    step: int  # 1-based
+    tokens: list[str]  # [BOS] + tokens produced before this step
+    candidates: list[tuple[str, float]]  # (token, probability), most probable first
+    chosen: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "tokens": self.tokens,
+            "candidates": [[t, p] for t, p in self.candidates],
+            "chosen": self.chosen,
+        }
+
+
+def format_trace(steps: Sequence[TraceStep]) -> str:
+    """``step N: <tokens so far> -> <pick>  | cand p, cand p, ...`` one line per step."""
+    lines = []
+    for s in steps:
+        cands = ", ".join(f"{tok} {p:.3f}" for tok, p in s.candidates)
+        lines.append(f"step {s.step}: {' '.join(s.tokens)} -> {s.chosen}  | {cands}")
+    return "\n".join(lines)
+
+
+@dataclass
+class Alignment:
+    source: list[str]  # source subword tokens (columns)
+    output: list[str]  # output subword tokens, + [EOS] when decoding stopped there (rows)
+    weights: Tensor  # (len(output), len(source)) cross-attention, rows sum to 1
+    text: str = ""  # the detokenized output
+
+
+class Seq2SeqPredictor:
+    """What ``attnkit.load(run)`` returns for a translate or chat run."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        config: RunConfig,
+        run_dir: Path | None = None,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.config = config
+        self.task = config.task
+        self.run_dir = run_dir
+        self.max_len = config.data.max_len
+
+    # ------------------------------------------------------------------ helpers
+    def _limit(self, max_len: int | None) -> int:
+        if max_len is None:
+            return self.max_len
+        if max_len < 1:
+            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        if isinstance(self.model, Transformer) and max_len > self.model.max_len:
+            raise ValueError(
+                f"max_len must be <= {self.model.max_len} (the model's positional table)"
+            )
+        return max_len
+
+    def _encode(self, texts: Sequence[str]) -> list[list[int]]:
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ValueError(f"input {i + 1} is not a string")
+        ids, cut = self.tokenizer.encode_batch(
+            list(texts), max_len=self.max_len, return_truncated=True
+        )
+        for i, was_cut in enumerate(cut):
+            if was_cut:
+                warnings.warn(
+                    f"input {i + 1} is longer than max_len={self.max_len} tokens; it was truncated",
+                    stacklevel=3,
+                )
+        return ids
+
+    def _run(self, texts: Sequence[str], batch_size: int = 32, **options) -> list[str]:
+        """Decode every non-empty text (empty / whitespace-only -> "")."""
+        if isinstance(texts, str):
+            texts = [texts]
+        ids = self._encode(texts)
+        out = [""] * len(texts)
+        todo = [i for i, text in enumerate(texts) if text.strip() and ids[i]]
+        tk = self.tokenizer
+        with torch.no_grad():
+            for start in range(0, len(todo), batch_size):
+                chunk = todo[start : start + batch_size]
+                src, src_mask = pad_batch([ids[i] for i in chunk], tk.pad_id)
+                rows = decode(self.model, src, src_mask, tk.bos_id, tk.eos_id, tk.pad_id, **options)
+                for i, text in zip(chunk, tk.decode_batch(rows), strict=True):
+                    out[i] = text
+        return out
+
+    # ------------------------------------------------------------------ public API
+    def translate(
+        self,
+        texts: Sequence[str] | str,
+        beam: int = 1,
+        max_len: int | None = None,
+        length_penalty: float = 1.0,
+        batch_size: int = 32,
+    ) -> list[str]:
+        """One output per input (a single string is accepted too): beam search for
+        ``beam > 1``, else greedy. Empty input -> empty output; longer than the run's
+        ``max_len`` -> truncated with a warning."""
+        if beam < 1:
+            raise ValueError(f"beam must be >= 1, got {beam}")
+        return self._run(
+            texts,
+            batch_size,
+            max_new_tokens=self._limit(max_len),
+            beam=beam,
+            length_penalty=length_penalty,
+        )
+
+    def chat(
+        self,
+        text: str,
+        temperature: float = 0.7,
+        top_k: int = 0,
+        top_p: float = 0.9,
+        seed: int | None = None,
+        max_len: int | None = None,
+    ) -> str:
+        """One answer, sampled from softmax(logits / temperature) after top-k / top-p
+        filtering (``temperature=0``: greedy). ``seed`` makes the answer reproducible."""
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {top_k}")
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        return self._run(
+            [text],
+            max_new_tokens=self._limit(max_len),
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            generator=generator,
+        )[0]
+
+    def _one(self, text: str) -> list[int]:
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("the input is empty or whitespace only")
+        return self._encode([text])[0]
+
+    @torch.no_grad()
+    def trace(
+        self, text: str, top: int = 5, max_len: int | None = None
+    ) -> tuple[str, list[TraceStep]]:
+        """Greedy decoding step by step: (output text, per step the tokens so far, the
+        ``top`` candidates with their probabilities and the pick)."""
+        ids = self._one(text)
+        tk = self.tokenizer
+        steps: list[TraceStep] = []
+        names = lambda row: [tk.id_to_token(i) or "?" for i in row]  # noqa: E731
+
+        def on_step(t: int, so_far: Tensor, probs: Tensor) -> None:
+            p, idx = probs[0].topk(min(top, probs.size(-1)))
+            prefix = ["[BOS]", *names(so_far[0, :-1].tolist())]
+            cands = list(zip(names(idx.tolist()), p.tolist(), strict=True))
+            steps.append(TraceStep(t + 1, prefix, cands, names([int(so_far[0, -1])])[0]))
+
+        src, src_mask = pad_batch([ids], tk.pad_id)
+        rows = decode(
+            self.model,
+            src,
+            src_mask,
+            tk.bos_id,
+            tk.eos_id,
+            tk.pad_id,
+            self._limit(max_len),
+            on_step=on_step,
+        )
+        return tk.decode(rows[0]), steps
+
+    @torch.no_grad()
+    def alignment(self, text: str, beam: int = 1, max_len: int | None = None) -> Alignment:
+        """Decode ``text`` and return its cross-attention alignment (output x source).
+
+        Transformer: the last decoder layer's cross-attention, averaged over heads, from a
+        teacher-forced pass over the decoded output. LSTM: the attention weights alpha_t of
+        each decoding step (needs ``model.attention`` set)."""
+        if isinstance(self.model, Seq2SeqLSTM) and self.model.attention_name is None:
+            raise ValueError("this LSTM has no attention (model.attention: null): nothing to draw")
+        ids = self._one(text)
+        tk = self.tokenizer
+        src, src_mask = pad_batch([ids], tk.pad_id)
+        limit = self._limit(max_len)
+        out = decode(self.model, src, src_mask, tk.bos_id, tk.eos_id, tk.pad_id, limit, beam=beam)[
+            0
+        ]
+        ended = len(out) < limit  # stopped at [EOS]: its row is drawn too
+        tgt_in = torch.tensor([[tk.bos_id, *(out if ended else out[:-1])]])
+        if isinstance(self.model, Transformer):
+            memory, _ = self.model.encode(src, src_mask)
+            _, weights = self.model.decode(tgt_in, memory, src_mask, need_weights=True)
+            matrix = weights[-1][1][0].mean(0)  # (T, S): last layer, cross, mean of heads
+        else:  # the same alpha_t the stepper produces, for the decoded tokens
+            _, alphas = self.model(src, tgt_in, src_mask, return_attention=True)
+            matrix = alphas[0]
+        labels = [tk.id_to_token(i) or "?" for i in out]
+        if ended:
+            labels.append("[EOS]")
+        return Alignment(
+            source=[tk.id_to_token(i) or "?" for i in ids],
+            output=labels,
+            weights=matrix.float(),
+            text=tk.decode(out),
+        )
+
+    def show_attention(self, text: str, path: str | Path, beam: int = 1) -> Path:
+        """Save the alignment heatmap (rows = output tokens, columns = source tokens)."""
+        from attnkit.viz import plot_attention
+
+        a = self.alignment(text, beam=beam)
+        if not a.output:
+            raise ValueError("the model produced no output tokens: nothing to draw")
+        kind = (
+            "Transformer, last layer, mean of heads"
+            if isinstance(self.model, Transformer)
+            else f"LSTM, {self.model.attention_name} attention"
+        )
+        return plot_attention(
+            a.weights.numpy(),
+            a.source,
+            a.output,
+            path,
+            title=f"cross-attention ({kind})",
+            x_title="source",
+            y_title="output",
+        )
+
+    def to_json(self, sources: Sequence[str], outputs: Sequence[str]) -> str:
+        key = "translation" if self.task == "translate" else "answer"
+        return "\n".join(
+            json.dumps({"source": s, key: o}, ensure_ascii=False)
+            for s, o in zip(sources, outputs, strict=True)
+        )
