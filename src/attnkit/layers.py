@@ -53,6 +53,13 @@ class TokenEmbedding(nn.Module):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
         self.scale = math.sqrt(d_model) if scale else 1.0
+        if scale:  # N(0, 1/d_model) so that after x sqrt(d_model) each component has unit
+            # variance, like the positional encoding (N(0, 1) would make it sqrt(d_model)
+            # times larger and saturate the first attention softmax)
+            nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
+            if padding_idx is not None:
+                with torch.no_grad():
+                    self.embedding.weight[padding_idx].zero_()
 
     @property
     def weight(self) -> Tensor:
