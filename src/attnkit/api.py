@@ -47,6 +47,18 @@ def _is_run(path: Path) -> bool:
     return (path / "config.json").is_file()
 
 
+def _start_run(run_dir: Path, cfg: RunConfig, tok: Tokenizer, n_params: int, **extra) -> None:
+    """Write the run's tokenizer.json and config.json (resolved recipe + what loading needs)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tok.save(run_dir / "tokenizer.json")
+    info = {
+        "vocab_size": tok.vocab_size,
+        "num_parameters": n_params,
+        "attnkit_version": __version__,
+    }
+    cfg.save(run_dir / "config.json", extra={**extra, **info})
+
+
 def train(
     config: str | Path | RunConfig | None = None,
     out: str | Path | None = None,
@@ -110,18 +122,8 @@ def train(
     model = build_model(cfg, tok.vocab_size, len(data.labels), tok.pad_id)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model: {cfg.model.arch}, {n_params:,} parameters")
-    run_dir.mkdir(parents=True, exist_ok=True)
     if not resume:
-        tok.save(run_dir / "tokenizer.json")
-        cfg.save(
-            run_dir / "config.json",
-            extra={
-                "labels": data.labels,
-                "vocab_size": tok.vocab_size,
-                "num_parameters": n_params,
-                "attnkit_version": __version__,
-            },
-        )
+        _start_run(run_dir, cfg, tok, n_params, labels=data.labels)
     task = ClassificationTask(data.labels, tok.pad_id, cfg.training.label_smoothing)
     trainer = Trainer(
         model,
@@ -168,17 +170,8 @@ def _train_seq2seq(
         else f"lstm, attention: {m.attention or 'none'}"
     )
     log(f"model: {variant}, {n_params:,} parameters")
-    run_dir.mkdir(parents=True, exist_ok=True)
     if not resume:
-        tok.save(run_dir / "tokenizer.json")
-        cfg.save(
-            run_dir / "config.json",
-            extra={
-                "vocab_size": tok.vocab_size,
-                "num_parameters": n_params,
-                "attnkit_version": __version__,
-            },
-        )
+        _start_run(run_dir, cfg, tok, n_params)
     task = seq2seq.Seq2SeqTask(
         cfg.task,
         tok,

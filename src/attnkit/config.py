@@ -42,7 +42,7 @@ class DataConfig:
     label_column: str = "label"
     val_fraction: float = 0.05  # held out from train when there is no validation file
     max_len: int = 128  # tokens per example (longer ones are truncated)
-    limit: int | None = None  # use only the first N training examples (quick runs, tests)
+    limit: int | None = None  # use a seeded random subset of N training examples (quick runs)
     data_dir: str | None = None
     src_lang: str = "de"  # multi30k direction (translate)
     tgt_lang: str = "en"
