@@ -23,7 +23,7 @@ from attnkit.api import train
 from attnkit.training import cpu_has_native_bf16
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sentiment import RESULTS, ROOT, write_results_md  # noqa: E402
+from report import RESULTS, ROOT, write_results_md  # noqa: E402
 
 
 def measure(config: str, steps: int, bf16: bool) -> float:

@@ -82,6 +82,19 @@ def test_make_score_shapes(name):
     assert out.shape == (2, 3, 7)
 
 
+@pytest.mark.parametrize("name", ["dot", "scaled_dot", "general", "concat", "location"])
+def test_prepared_keys_give_the_same_scores(name):
+    # a decoder prepares the keys once per source and scores each step against them
+    torch.manual_seed(0)
+    score = make_score(name, d_query=6, d_key=4 if name in ("general", "concat") else 6,
+                       d_attn=5, max_len=10)  # fmt: skip
+    keys = torch.randn(2, 7, 4 if name in ("general", "concat") else 6)
+    prepared = score.prepare(keys)
+    for _ in range(3):
+        q = torch.randn(2, 1, 6)
+        torch.testing.assert_close(score.score(q, prepared), score(q, keys))
+
+
 def test_make_score_errors():
     with pytest.raises(ValueError, match="unknown score"):
         make_score("cosine")

@@ -19,11 +19,13 @@ from attnkit import load, train
 from attnkit.cli import main
 from attnkit.config import ConfigError, RunConfig, load_config
 from attnkit.data.parallel import Pair
+from attnkit.data.paths import DataError
 from attnkit.tasks.seq2seq import (
     Seq2SeqPredictor,
     Seq2SeqTask,
     build_model,
     encode_pairs,
+    read_split,
 )
 from attnkit.tokenization import train_tokenizer
 
@@ -176,7 +178,9 @@ def test_recipes_load():
         assert cfg.task in ("translate", "chat")
     cfg = load_config(ROOT / "configs" / "multi30k-transformer.yaml")
     assert cfg.model.d_model == 256 and cfg.model.share_embeddings
-    assert cfg.training.schedule == "noam" and cfg.training.label_smoothing == 0.1
+    assert (cfg.model.num_layers, cfg.model.num_decoder_layers) == (3, 3)
+    assert cfg.training.label_smoothing == 0.1
+    assert load_config(ROOT / "configs" / "chatbot-ko.yaml").training.schedule == "noam"
     assert load_config(ROOT / "configs" / "multi30k-lstm.yaml").model.attention is None
     classify = load_config(ROOT / "configs" / "nsmc-transformer.yaml")
     assert classify.task == "classify" and classify.model.attention is None
@@ -390,3 +394,73 @@ def test_evaluate_translate_and_chat(runs, capsys):
     assert code == 0 and report["decoding"] == "beam 2" and 0 <= report["bleu"] <= 100
     code, out, _ = _run(["evaluate", str(runs / "chat")], capsys)
     assert code == 0 and "perplexity" in out and "BLEU" not in out
+
+
+def test_evaluate_reports_lowercased_bleu(runs, capsys):
+    code, out, _ = _run(["evaluate", str(runs / "mt"), "--json"], capsys)
+    report = json.loads(out)
+    assert code == 0 and "case:lc" in report["bleu_lowercase_signature"]
+    # lowercasing can only merge n-grams into matches: never below the cased score
+    assert report["bleu_lowercase"] >= report["bleu"]
+    code, out, _ = _run(["evaluate", str(runs / "mt")], capsys)
+    assert re.search(r"^BLEU lc\s+\d+\.\d\d  \(lowercased 13a tokens\)$", out, re.M)
+
+
+# ----------------------------------------------------------------------------- user files
+def test_two_aligned_files_by_prefix(tmp_path):
+    pairs = reversal_pairs(60, 5)
+    for lang, col in (("de", 0), ("en", 1)):
+        (tmp_path / f"train.{lang}").write_text("\n".join(p[col] for p in pairs) + "\n")
+    write_tsv(tmp_path / "val.tsv", pairs[:8])
+    raw = s2s_recipe(tmp_path)
+    raw["data"].update(train=str(tmp_path / "train"), test=str(tmp_path / "nothing"))
+    raw["training"].update(max_steps=4, eval_every=4)
+    cfg = RunConfig.from_dict(raw)
+    assert read_split(cfg, "train") == [Pair(s, t) for s, t in pairs]
+    assert read_split(cfg, "validation")[0] == Pair(*pairs[0])  # a TSV still works
+    with pytest.raises(DataError, match=r"no file .*nothing .*nothing\.de \+ nothing\.en"):
+        read_split(cfg, "test")
+    (tmp_path / "train.en").write_text("one line\n")
+    with pytest.raises(DataError, match="not aligned"):
+        read_split(cfg, "train")
+    (tmp_path / "train.en").write_text("\n".join(p[1] for p in pairs) + "\n")
+    train(cfg, out=tmp_path / "run", log=lambda *a: None)
+    assert isinstance(load(tmp_path / "run").translate(["red dog"])[0], str)
+
+
+# ----------------------------------------------------------------------------- resume
+def test_seq2seq_resume_after_sigkill_is_exact(tmp_path):
+    """An LSTM with dropout and teacher forcing 0.5 (both draw random numbers) killed mid-run
+    and resumed logs the same losses and ends with the same weights as an unbroken run."""
+    from safetensors.torch import load_file
+
+    from test_training import KILL_AT_STEP, _cli, _rows
+
+    write_tsv(tmp_path / "train.tsv", reversal_pairs(120, 0))
+    write_tsv(tmp_path / "val.tsv", reversal_pairs(8, 1))
+    train_tokenizer(
+        [w for p in reversal_pairs(120, 0) for w in p], vocab_size=60, min_frequency=1
+    ).save(tmp_path / "tok.json")
+    raw = s2s_recipe(tmp_path, arch="lstm", attention="concat")
+    raw["model"]["dropout"] = 0.2
+    raw["tokenizer"]["path"] = str(tmp_path / "tok.json")
+    raw["training"].update(max_steps=12, eval_every=6, save_every=3, teacher_forcing_ratio=0.5)
+    raw["training"]["log_every"] = 1
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(raw))
+    full = _cli("train", str(recipe), "--out", str(tmp_path / "full"))
+    assert full.returncode == 0, full.stderr
+    crashed = _cli("train", str(recipe), "--out", str(tmp_path / "crash"), killer=True)
+    assert crashed.returncode == -9
+    assert json.loads((tmp_path / "crash/last/state.json").read_text())["step"] == 6
+    assert KILL_AT_STEP == 7
+    resumed = _cli("train", "--resume", "--out", str(tmp_path / "crash"))
+    assert resumed.returncode == 0, resumed.stderr
+    drop = ("tokens_per_s", "elapsed_s")
+    a = [{k: v for k, v in r.items() if k not in drop} for r in _rows(tmp_path / "full")]
+    b = [{k: v for k, v in r.items() if k not in drop} for r in _rows(tmp_path / "crash")]
+    assert a == b and len([r for r in a if "val_bleu" in r]) == 2
+    wa = load_file(str(tmp_path / "full/last/model.safetensors"))
+    wb = load_file(str(tmp_path / "crash/last/model.safetensors"))
+    for name in wa:
+        torch.testing.assert_close(wa[name], wb[name], rtol=0, atol=0)

@@ -32,6 +32,7 @@ __all__ = [
     "LocationScore",
     "MultiHeadAttention",
     "ScaledDotScore",
+    "Score",
     "SCORE_NAMES",
     "attend",
     "causal_mask",
@@ -90,33 +91,54 @@ def merge_masks(
 
 # --------------------------------------------------------------------------------------
 # Score functions: score(query (B,Tq,Dq), keys (B,Tk,Dk)) -> (B,Tq,Tk)
+#
+# A decoder scores the same keys (the encoder outputs) at every step, so each score splits
+# into ``prepare(keys)`` (the key-side work, done once per source) and
+# ``score(query, prepared)``; ``forward(query, keys)`` is the two in one.
 # --------------------------------------------------------------------------------------
-class DotScore(nn.Module):
+class Score(nn.Module):
+    """Base class: ``forward(q, k) == score(q, prepare(k))``."""
+
+    def prepare(self, keys: Tensor) -> Tensor:
+        """keys (B, Tk, Dk) -> what ``score`` needs from them (default: the keys)."""
+        return keys
+
+    def score(self, query: Tensor, prepared: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        return self.score(query, self.prepare(keys))
+
+
+class DotScore(Score):
     """Luong dot: score(s_t, h_i) = s_t^T h_i."""
 
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return query @ keys.transpose(-2, -1)
+    def score(self, query: Tensor, prepared: Tensor) -> Tensor:
+        return query @ prepared.transpose(-2, -1)
 
 
-class ScaledDotScore(nn.Module):
+class ScaledDotScore(Score):
     """Vaswani scaled dot: score(s_t, h_i) = s_t^T h_i / sqrt(d_k)."""
 
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return query @ keys.transpose(-2, -1) / math.sqrt(keys.size(-1))
+    def score(self, query: Tensor, prepared: Tensor) -> Tensor:
+        return query @ prepared.transpose(-2, -1) / math.sqrt(prepared.size(-1))
 
 
-class GeneralScore(nn.Module):
+class GeneralScore(Score):
     """Luong general: score(s_t, h_i) = s_t^T W_a h_i, with W_a of shape (Dq, Dk)."""
 
     def __init__(self, d_query: int, d_key: int | None = None) -> None:
         super().__init__()
         self.W_a = nn.Linear(d_key or d_query, d_query, bias=False)  # h_i -> W_a h_i
 
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return query @ self.W_a(keys).transpose(-2, -1)
+    def prepare(self, keys: Tensor) -> Tensor:
+        return self.W_a(keys)  # (B, Tk, Dq)
+
+    def score(self, query: Tensor, prepared: Tensor) -> Tensor:
+        return query @ prepared.transpose(-2, -1)
 
 
-class ConcatScore(nn.Module):
+class ConcatScore(Score):
     """Bahdanau concat/additive: score(s_t, h_i) = v_a^T tanh(W_b s_t + W_c h_i)."""
 
     def __init__(self, d_query: int, d_key: int | None = None, d_attn: int | None = None) -> None:
@@ -126,13 +148,15 @@ class ConcatScore(nn.Module):
         self.W_c = nn.Linear(d_key or d_query, d_attn, bias=False)
         self.v_a = nn.Linear(d_attn, 1, bias=False)
 
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+    def prepare(self, keys: Tensor) -> Tensor:
+        return self.W_c(keys)  # (B, Tk, A)
+
+    def score(self, query: Tensor, prepared: Tensor) -> Tensor:
         s = self.W_b(query).unsqueeze(2)  # (B, Tq, 1, A)
-        h = self.W_c(keys).unsqueeze(1)  # (B, 1, Tk, A)
-        return self.v_a(torch.tanh(s + h)).squeeze(-1)  # (B, Tq, Tk)
+        return self.v_a(torch.tanh(s + prepared.unsqueeze(1))).squeeze(-1)  # (B, Tq, Tk)
 
 
-class LocationScore(nn.Module):
+class LocationScore(Score):
     """Luong location-based: alpha_t = softmax(W_a s_t); the score depends only on the
     query and the key *position*, so W_a maps the query to ``max_len`` position scores.
     The keys are used only for their length, which must be <= ``max_len``.
@@ -143,8 +167,8 @@ class LocationScore(nn.Module):
         self.max_len = max_len
         self.W_a = nn.Linear(d_query, max_len, bias=False)
 
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        k_len = keys.size(1)
+    def score(self, query: Tensor, prepared: Tensor) -> Tensor:
+        k_len = prepared.size(1)
         if k_len > self.max_len:
             raise ValueError(
                 f"location score was built for max_len={self.max_len}, got {k_len} keys"
@@ -161,7 +185,7 @@ def make_score(
     d_key: int | None = None,
     d_attn: int | None = None,
     max_len: int | None = None,
-) -> nn.Module:
+) -> Score:
     """Build a score function by the course's name (see ``SCORE_NAMES``)."""
     name = name.replace("-", "_").lower()
     if name == "additive" or name == "bahdanau":

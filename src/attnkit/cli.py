@@ -164,6 +164,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         if "bleu" in report:
             print(f"BLEU        {report['bleu']:.2f}  ({report['decoding']} decoding)")
             print(f"signature   {report['bleu_signature']}")
+            print(f"BLEU lc     {report['bleu_lowercase']:.2f}  (lowercased 13a tokens)")
         return 0
     print(f"{args.run} on {report['split']} ({report['num_examples']:,} examples)")
     print(f"accuracy  {report['accuracy']:.4f}")

@@ -35,7 +35,7 @@ class ConfigError(ValueError):
 @dataclass
 class DataConfig:
     name: str = "nsmc"  # catalogue name ("nsmc", "imdb", "multi30k", "chatbot-ko") or "file"
-    train: str | None = None  # user file paths (CSV / TSV / JSONL), when name == "file"
+    train: str | None = None  # name "file": CSV/TSV/JSONL; translate: TSV or PREFIX
     validation: str | None = None
     test: str | None = None
     text_column: str = "text"
@@ -44,7 +44,7 @@ class DataConfig:
     max_len: int = 128  # tokens per example (longer ones are truncated)
     limit: int | None = None  # use a seeded random subset of N training examples (quick runs)
     data_dir: str | None = None
-    src_lang: str = "de"  # multi30k direction (translate)
+    src_lang: str = "de"  # translate: multi30k direction; suffixes of aligned user files
     tgt_lang: str = "en"
 
 

@@ -5,6 +5,7 @@ Encoder: embedding + (bi)LSTM over the source -> outputs h_1..h_S and a final st
 Decoder, one step t:
     s_t       = LSTM([emb(y_{t-1}); a_{t-1}], s_{t-1})     (input feeding: previous attention vector)
     alpha_t   = softmax(score(s_t, h_1..h_S))               any score from attnkit.attention
+                                                            (key side prepared once per source)
     c_t       = sum_i alpha_t,i h_i                         the attention value (context vector)
     a_t       = tanh(W_c [c_t; s_t])                        attentional hidden state
     P(y_t)    = softmax(W_out a_t)
@@ -90,15 +91,18 @@ class Seq2SeqLSTM(nn.Module):
         enc_out: Tensor,
         src_mask: Tensor,
         context0: Tensor,
+        keys: Tensor | None = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor, Tensor | None]:
         """One step. y_prev (B,), feed (B, hid) previous attentional vector (or the fixed
-        context without attention). Returns (logits (B, V), state, new feed, alpha (B, S))."""
+        context without attention); keys = ``self.score.prepare(enc_out)`` (computed here
+        when None). Returns (logits (B, V), state, new feed, alpha (B, S))."""
         x = torch.cat([self.dropout(self.tgt_embed(y_prev)), feed], -1)[:, None]  # (B, 1, E+H)
         out, state = self.decoder(x, state)
         s_t = out[:, 0]  # (B, H)
         if self.attention_name is None:
             return self.out(self.dropout(s_t)), state, context0, None
-        scores = self.score(s_t[:, None], enc_out)  # (B, 1, S)
+        keys = self.score.prepare(enc_out) if keys is None else keys
+        scores = self.score.score(s_t[:, None], keys)  # (B, 1, S)
         alpha = masked_softmax(scores, src_mask[:, None])  # (B, 1, S)
         c_t = attend(alpha, enc_out)[:, 0]  # (B, H)
         a_t = torch.tanh(self.W_c(torch.cat([c_t, s_t], -1)))  # attentional hidden state
@@ -108,7 +112,8 @@ class Seq2SeqLSTM(nn.Module):
         enc_out, state, src_mask = self.encode(src, src_mask)
         context0 = state[0][-1]  # the "context vector": last layer's final state (B, H)
         feed = context0 if self.attention_name is None else torch.zeros_like(context0)
-        return enc_out, state, src_mask, context0, feed
+        keys = None if self.attention_name is None else self.score.prepare(enc_out)
+        return enc_out, state, src_mask, context0, feed, keys
 
     def forward(
         self,
@@ -121,12 +126,12 @@ class Seq2SeqLSTM(nn.Module):
         """src (B, S), tgt_in (B, T) = [BOS] y_1 .. y_{T-1} -> logits (B, T, V)
         (+ attention (B, T, S) if asked). With ratio < 1 some inputs are the model's own
         previous predictions instead of the gold tokens."""
-        enc_out, state, src_mask, context0, feed = self._start(src, src_mask)
+        enc_out, state, src_mask, context0, feed, keys = self._start(src, src_mask)
         logits, alphas = [], []
         y_prev = tgt_in[:, 0]
         for t in range(tgt_in.size(1)):
             step_logits, state, feed, alpha = self.decode_step(
-                y_prev, state, feed, enc_out, src_mask, context0
+                y_prev, state, feed, enc_out, src_mask, context0, keys
             )
             logits.append(step_logits)
             alphas.append(alpha)
@@ -150,15 +155,15 @@ class Seq2SeqLSTM(nn.Module):
 class LSTMStepper:
     """``attnkit.generation`` adaptor: the LSTM state plays the role of the KV cache."""
 
-    def __init__(self, model: Seq2SeqLSTM, enc_out, state, src_mask, context0, feed) -> None:
+    def __init__(self, model: Seq2SeqLSTM, enc_out, state, src_mask, context0, feed, keys) -> None:
         self.model = model
         self.enc_out, self.state, self.src_mask = enc_out, state, src_mask
-        self.context0, self.feed = context0, feed
+        self.context0, self.feed, self.keys = context0, feed, keys
         self.attention: list[Tensor] = []  # alpha per step (N, S), for alignment plots
 
     def step(self, tokens: Tensor) -> Tensor:
         logits, self.state, self.feed, alpha = self.model.decode_step(
-            tokens, self.state, self.feed, self.enc_out, self.src_mask, self.context0
+            tokens, self.state, self.feed, self.enc_out, self.src_mask, self.context0, self.keys
         )
         if alpha is not None:
             self.attention.append(alpha)
@@ -169,5 +174,7 @@ class LSTMStepper:
         self.src_mask = self.src_mask.index_select(0, index)
         self.context0 = self.context0.index_select(0, index)
         self.feed = self.feed.index_select(0, index)
+        if self.keys is not None:
+            self.keys = self.keys.index_select(0, index)
         self.state = tuple(s.index_select(1, index) for s in self.state)
         self.attention = [a.index_select(0, index) for a in self.attention]

@@ -13,7 +13,9 @@ Batch layout for a pair (x, y)::
     tgt_out y_1 .. y_T [EOS]             what it must predict (tgt_mask True = real token)
 
 ``translate`` selects the best checkpoint by validation BLEU (sacreBLEU on detokenized
-greedy output), ``chat`` by validation loss (perplexity is reported too).
+greedy output), ``chat`` by validation loss (perplexity is reported too). Evaluation also
+reports BLEU on lowercased 13a tokens (``bleu_lowercase``), comparable to tutorials that
+score lowercased tokenized text.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from attnkit.data.parallel import (
     Pair,
     read_chatbot,
     read_multi30k,
+    read_parallel_files,
     read_parallel_tsv,
 )
 from attnkit.data.paths import DataError
@@ -58,6 +61,7 @@ __all__ = [
     "format_trace",
     "prepare_data",
     "read_split",
+    "read_user_pairs",
 ]
 
 Item = tuple[list[int], list[int], int]  # (source ids, target ids, index of the pair in its split)
@@ -88,8 +92,22 @@ def read_split(cfg: RunConfig, split: str) -> list[Pair]:
         path = getattr(d, split)
         if not path:
             raise DataError(f"no data.{split} file in this recipe")
-        return read_parallel_tsv(path)
+        return read_user_pairs(path, d.src_lang, d.tgt_lang, f"data.{split}")
     raise DataError(f"unknown sequence-to-sequence dataset {d.name!r}")
+
+
+def read_user_pairs(path: str, src_lang: str, tgt_lang: str, what: str = "data") -> list[Pair]:
+    """Your own pairs: ``path`` is a TSV file (source<TAB>target), or the common prefix of
+    two files aligned line by line, ``path.SRC`` and ``path.TGT`` (fairseq's naming: with
+    ``src_lang: de`` / ``tgt_lang: en``, ``data/train`` reads data/train.de + data/train.en)."""
+    if Path(path).is_file():
+        return read_parallel_tsv(path)
+    src, tgt = Path(f"{path}.{src_lang}"), Path(f"{path}.{tgt_lang}")
+    if src.is_file() and tgt.is_file():
+        return read_parallel_files(src, tgt)
+    raise DataError(
+        f"{what}: no file {path} (a TSV) and no aligned pair {src.name} + {tgt.name} next to it"
+    )
 
 
 def _has_split(cfg: RunConfig, split: str) -> bool:
@@ -231,11 +249,16 @@ def decode(
     top_p: float = 1.0,
     generator: torch.Generator | None = None,
     on_step: Callable[[int, Tensor, Tensor], None] | None = None,
+    use_cache: bool = True,
 ) -> list[list[int]]:
     """Output token ids per source row (without [BOS] / [EOS] / padding), by beam search
     (``beam > 1``), greedy (``temperature == 0``) or sampling; KV cache / LSTM state via the
-    model's ``stepper()``."""
-    stepper = model.stepper(src, src_mask)
+    model's ``stepper()``. ``use_cache=False`` makes a Transformer recompute the whole
+    prefix at every step (same tokens, slower: for tests and benchmarks)."""
+    if isinstance(model, Transformer):
+        stepper = model.stepper(src, src_mask, use_cache=use_cache)
+    else:
+        stepper = model.stepper(src, src_mask)
     start = torch.full((src.size(0),), bos_id, dtype=torch.long, device=src.device)
     if beam > 1:
         return beam_search(
@@ -363,10 +386,14 @@ class Seq2SeqTask:
         }
         if want_bleu:
             order = sorted(hypotheses)
-            score = bleu([hypotheses[i] for i in order], [self.references[i] for i in order])
+            hyps, refs = [hypotheses[i] for i in order], [self.references[i] for i in order]
+            score = bleu(hyps, refs)
+            lowered = bleu(hyps, refs, lowercase=True)
             report.update(
                 bleu=score.score,
                 bleu_signature=score.signature,
+                bleu_lowercase=lowered.score,
+                bleu_lowercase_signature=lowered.signature,
                 decoding=f"beam {self.beam}" if self.beam > 1 else "greedy",
             )
         return report

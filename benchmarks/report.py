@@ -1,0 +1,178 @@
+"""docs/results.md from benchmarks/results/*.json (one file per benchmark run).
+
+Each benchmark script writes its JSON record and calls ``write_results_md()``; the tables
+are rebuilt from every record, each row with the command that produced it, followed by the
+hand-written notes in benchmarks/notes-*.md.
+
+    python benchmarks/report.py        # rebuild docs/results.md only
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import resource
+from pathlib import Path
+
+import torch
+
+import attnkit
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def machine() -> str:
+    return (
+        f"{platform.machine()}, {torch.get_num_threads()} threads, "
+        f"torch {torch.__version__}, attnkit {attnkit.__version__}"
+    )
+
+
+def peak_rss_mb() -> int:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def save(record: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{record['name']}.json"
+    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def _notes(name: str) -> list[str]:
+    path = ROOT / "benchmarks" / f"notes-{name}.md"
+    return [path.read_text(encoding="utf-8").strip(), ""] if path.is_file() else []
+
+
+def _sentiment(rows: list[dict]) -> list[str]:
+    lines = [
+        "## Sentiment analysis (trained from scratch, test split)",
+        "",
+        "| run | dataset | model | params | bf16 | test acc | macro-F1 | train min | total min "
+        "| tokens/s | peak RSS MB | command |",
+        "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        if "test_accuracy" not in r:
+            continue
+        lines.append(
+            f"| {r['name']} | {r['dataset']} | {r['arch']} | {r['num_parameters']:,} "
+            f"| {'on' if r['bf16'] else 'off'} | {r['test_accuracy']:.4f} | {r['test_macro_f1']:.4f} "
+            f"| {r['train_minutes']} | {r['total_minutes']} | {r['tokens_per_s']:,} "
+            f"| {r['peak_rss_mb']:,} | `{r['command']}` |"
+        )
+    lines.append("")
+    speed = [r for r in rows if r.get("kind") == "speed"]
+    if speed:
+        lines += [
+            "### bf16 autocast vs fp32 (training tokens/s, same recipe and batches)",
+            "",
+            "| recipe | steps | fp32 tok/s | bf16 tok/s | bf16 / fp32 | CPU has native bf16 "
+            "| threads | command |",
+            "| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |",
+        ]
+        for r in speed:
+            lines.append(
+                f"| {r['recipe']} | {r['steps']} | {r['fp32_tokens_per_s']:,} "
+                f"| {r['bf16_tokens_per_s']:,} | {r['bf16_speedup']:.2f}x "
+                f"| {'yes' if r['cpu_native_bf16'] else 'no'} | {r['threads']} "
+                f"| `{r['command']}` |"
+            )
+        lines.append("")
+    return lines + _notes("sentiment")
+
+
+def _seq2seq(rows: list[dict]) -> list[str]:
+    translate = [r for r in rows if r.get("kind") == "translate"]
+    chat = [r for r in rows if r.get("kind") == "chat"]
+    if not translate and not chat:
+        return []
+    lines = []
+    if translate:
+        lines += [
+            "## Translation: Multi30k de->en, test_2016_flickr (1,000 sentences)",
+            "",
+            "BLEU = sacreBLEU on detokenized cased output (the standard figure); "
+            "BLEU lc = sacreBLEU with `lowercase=True` (lowercased 13a tokens, the way "
+            "tutorial series report Multi30k). Signatures below the table.",
+            "",
+            "| run | model | params | decoding | BLEU | BLEU lc | test ppl | epochs | train min "
+            "| train tok/s | command |",
+            "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        ]
+        for r in translate:
+            for d in r["decodings"]:
+                lines.append(
+                    f"| {r['name']} | {r['model']} | {r['num_parameters']:,} | {d['decoding']} "
+                    f"| {d['bleu']:.2f} | {d['bleu_lowercase']:.2f} | {r['test_perplexity']:.2f} "
+                    f"| {r['epochs']} | {r['train_minutes']} | {r['tokens_per_s']:,} "
+                    f"| `{r['command']}` |"
+                )
+        sigs = sorted(
+            {
+                d[k]
+                for r in translate
+                for d in r["decodings"]
+                for k in ("bleu_signature", "bleu_lowercase_signature")
+            }
+        )
+        lines += ["", "Signatures: " + "; ".join(f"`{s}`" for s in sigs), ""]
+        speed = [r for r in translate if r.get("throughput")]
+        if speed:
+            lines += [
+                "### Decoding throughput (test sentences/s, batch of 32, 2 CPU threads)",
+                "",
+                "| run | decoding | KV cache | sentences/s | speed-up from cache |",
+                "| --- | --- | --- | ---: | ---: |",
+            ]
+            for r in speed:
+                for t in r["throughput"]:
+                    gain = f"{t['cache_speedup']:.2f}x" if t.get("cache_speedup") else ""
+                    lines.append(
+                        f"| {r['name']} | {t['decoding']} | {t['cache']} "
+                        f"| {t['sentences_per_s']:.1f} | {gain} |"
+                    )
+            lines.append("")
+    for r in chat:
+        lines += [
+            f"## Korean chatbot ({r['name']}): held-out test questions",
+            "",
+            f"Test loss {r['test_loss']:.3f}, **perplexity {r['test_perplexity']:.2f}** on "
+            f"{r['test_pairs']:,} pairs ({r['test_tokens']:,} answer tokens) whose questions "
+            f"never occur in training; {r['num_parameters']:,} parameters, {r['epochs']} "
+            f"epochs, {r['train_minutes']} min. Command: `{r['command']}`",
+            "",
+            f"Ten test questions and the model's answers ({r['sampling']}):",
+            "",
+            "| question | model's answer | reference answer |",
+            "| --- | --- | --- |",
+        ]
+        for s in r["samples"]:
+            cells = [s[k].replace("|", "\\|") for k in ("question", "answer", "reference")]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines + _notes("seq2seq")
+
+
+def write_results_md() -> Path:
+    rows = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(RESULTS.glob("*.json"))]
+    lines = [
+        "# Results",
+        "",
+        "Every number here was produced by the command in its row (on the machine named); "
+        "rerun it to reproduce. Generated by `benchmarks/report.py` from "
+        "`benchmarks/results/*.json` -- do not edit by hand.",
+        "",
+    ]
+    lines += _sentiment(rows)
+    lines += _seq2seq(rows)
+    machines = sorted({r["machine"] for r in rows if "machine" in r})
+    lines += ["Machines: " + "; ".join(machines), ""]
+    path = ROOT / "docs" / "results.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+if __name__ == "__main__":
+    print(f"wrote {write_results_md()}")
