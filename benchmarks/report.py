@@ -120,8 +120,9 @@ def _seq2seq(rows: list[dict]) -> list[str]:
         lines += ["", "Signatures: " + "; ".join(f"`{s}`" for s in sigs), ""]
         speed = [r for r in translate if r.get("throughput")]
         if speed:
+            n = speed[0].get("throughput_sentences", "the")
             lines += [
-                "### Decoding throughput (test sentences/s, batch of 32, 2 CPU threads)",
+                f"### Decoding throughput (the first {n} test sentences, batches of 32)",
                 "",
                 "| run | decoding | KV cache | sentences/s | speed-up from cache |",
                 "| --- | --- | --- | ---: | ---: |",
