@@ -94,14 +94,14 @@ class Seq2SeqLSTM(nn.Module):
         keys: Tensor | None = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor, Tensor | None]:
         """One step. y_prev (B,), feed (B, hid) previous attentional vector (or the fixed
-        context without attention); keys = ``self.score.prepare(enc_out)`` (computed here
-        when None). Returns (logits (B, V), state, new feed, alpha (B, S))."""
+        context without attention); keys = ``self.score.prepare(enc_out)``, made once per
+        source by ``_start`` (None without attention).
+        Returns (logits (B, V), state, new feed, alpha (B, S))."""
         x = torch.cat([self.dropout(self.tgt_embed(y_prev)), feed], -1)[:, None]  # (B, 1, E+H)
         out, state = self.decoder(x, state)
         s_t = out[:, 0]  # (B, H)
         if self.attention_name is None:
             return self.out(self.dropout(s_t)), state, context0, None
-        keys = self.score.prepare(enc_out) if keys is None else keys
         scores = self.score.score(s_t[:, None], keys)  # (B, 1, S)
         alpha = masked_softmax(scores, src_mask[:, None])  # (B, 1, S)
         c_t = attend(alpha, enc_out)[:, 0]  # (B, H)
@@ -148,7 +148,11 @@ class Seq2SeqLSTM(nn.Module):
             return out, torch.stack(alphas, 1)
         return out
 
-    def stepper(self, src: Tensor, src_mask: Tensor | None = None) -> LSTMStepper:
+    def stepper(
+        self, src: Tensor, src_mask: Tensor | None = None, use_cache: bool = True
+    ) -> LSTMStepper:
+        """An object for ``attnkit.generation`` over ``src``. The recurrent state is the
+        LSTM's cache, so ``use_cache`` (there for a common stepper signature) changes nothing."""
         return LSTMStepper(self, *self._start(src, src_mask))
 
 

@@ -255,10 +255,7 @@ def decode(
     (``beam > 1``), greedy (``temperature == 0``) or sampling; KV cache / LSTM state via the
     model's ``stepper()``. ``use_cache=False`` makes a Transformer recompute the whole
     prefix at every step (same tokens, slower: for tests and benchmarks)."""
-    if isinstance(model, Transformer):
-        stepper = model.stepper(src, src_mask, use_cache=use_cache)
-    else:
-        stepper = model.stepper(src, src_mask)
+    stepper = model.stepper(src, src_mask, use_cache=use_cache)
     start = torch.full((src.size(0),), bos_id, dtype=torch.long, device=src.device)
     if beam > 1:
         return beam_search(
