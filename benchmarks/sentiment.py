@@ -3,6 +3,7 @@ accuracy, training minutes, tokens/s and peak RSS, and regenerate docs/results.m
 
     python benchmarks/sentiment.py configs/nsmc-transformer.yaml
     python benchmarks/sentiment.py configs/imdb-transformer.yaml --set training.bf16=true --name imdb-bf16
+    python benchmarks/sentiment.py configs/nsmc-finetune.yaml --pretrain configs/nsmc-pretrain.yaml
 
 Results are stored as JSON in benchmarks/results/NAME.json (one file per benchmark run) and
 docs/results.md is rebuilt from all of them, each row with the command that produced it.
@@ -22,7 +23,29 @@ from attnkit.api import evaluate, train
 from report import ROOT, machine, peak_rss_mb, save, write_results_md
 
 
-def run(config: str, name: str, overrides: list[str]) -> dict:
+def pretrain(config: str, name: str) -> tuple[Path, dict]:
+    """Stage 1 (``--pretrain``): masked-LM pretraining into runs/bench-NAME-pretrain."""
+    out = ROOT / "runs" / f"bench-{name}-pretrain"
+    start = time.perf_counter()
+    result = train(config, out=out, overrides=["training.progress=false"], force=True)
+    wall = time.perf_counter() - start
+    evals = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in evals if "val_loss" in r]
+    return out, {
+        "pretrain_command": f"attnkit train {config} --out runs/bench-{name}-pretrain",
+        "pretrain_steps": result.step,
+        "pretrain_minutes": round(result.train_seconds / 60, 2),
+        "pretrain_total_minutes": round(wall / 60, 2),
+        "pretrain_val_loss": round(evals[-1]["val_loss"], 4) if evals else None,
+        "pretrain_val_accuracy": round(evals[-1]["val_accuracy"], 4) if evals else None,
+    }
+
+
+def run(config: str, name: str, overrides: list[str], pretrain_config: str | None = None) -> dict:
+    extra: dict = {}
+    if pretrain_config:
+        pre_dir, extra = pretrain(pretrain_config, name)
+        overrides = [f"model.init_from={pre_dir}", *overrides]
     out = ROOT / "runs" / f"bench-{name}"
     start = time.perf_counter()
     result = train(config, out=out, overrides=overrides, force=True)
@@ -47,6 +70,7 @@ def run(config: str, name: str, overrides: list[str]) -> dict:
         "train_minutes": round(result.train_seconds / 60, 2),
         "total_minutes": round(wall / 60, 2),
         "tokens_per_s": round(statistics.median(speeds)) if speeds else None,
+        **extra,
         "peak_rss_mb": peak_rss_mb(),
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
@@ -58,13 +82,16 @@ def main() -> int:
     parser.add_argument("config", nargs="?")
     parser.add_argument("--name", help="result name (default: the recipe's file name)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--pretrain", metavar="CONFIG", help="masked-LM pretraining recipe to run first"
+    )
     parser.add_argument("--only-docs", action="store_true", help="just rebuild docs/results.md")
     args = parser.parse_args()
     if not args.only_docs:
         if not args.config:
             parser.error("give a recipe")
         name = args.name or Path(args.config).stem
-        record = run(args.config, name, ["training.progress=false", *args.set])
+        record = run(args.config, name, ["training.progress=false", *args.set], args.pretrain)
         save(record)
         print(json.dumps(record, indent=2))
     print(f"wrote {write_results_md()}")

@@ -78,8 +78,8 @@ def test_catalogue_entries():
         assert info.files and info.splits and info.license and info.language and info.task
         for file in info.files:
             assert file.url.startswith("https://") and len(file.sha256) == 64
-    assert set(get_dataset("nsmc").splits) == {"train", "test"}
-    assert set(get_dataset("IMDB").splits) == {"train", "test"}
+    assert set(get_dataset("nsmc").splits) == {"train", "test", "unlabeled"}
+    assert set(get_dataset("IMDB").splits) == {"train", "test", "unlabeled"}
     assert get_dataset("imdb").files[0].url.endswith("/aclImdb_v1.tar.gz")
 
 

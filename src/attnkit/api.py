@@ -23,6 +23,7 @@ import torch
 from attnkit import __version__
 from attnkit.checkpoint import load_model_weights
 from attnkit.config import SEQ2SEQ_TASKS, ConfigError, RunConfig, load_config
+from attnkit.tasks import mlm
 from attnkit.tasks.classify import (
     ClassificationTask,
     ClassifierPredictor,
@@ -103,6 +104,10 @@ def train(
 
     if cfg.task in SEQ2SEQ_TASKS:
         return _train_seq2seq(cfg, run_dir, tokenizer, resume, log)
+    if cfg.task == "mlm":
+        return _train_mlm(cfg, run_dir, tokenizer, resume, log)
+    if cfg.model.init_from and not resume:
+        cfg, tokenizer = mlm.pretrained_config(cfg, log)
     torch.manual_seed(cfg.training.seed)
     start = time.perf_counter()
     data = prepare_data(cfg, tokenizer, log=log)
@@ -122,6 +127,9 @@ def train(
     model = build_model(cfg, tok.vocab_size, len(data.labels), tok.pad_id)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model: {cfg.model.arch}, {n_params:,} parameters")
+    if cfg.model.init_from and not resume:
+        copied = mlm.init_classifier(model, cfg.model.init_from)
+        log(f"encoder initialised from {cfg.model.init_from} ({copied} tensors)")
     if not resume:
         _start_run(run_dir, cfg, tok, n_params, labels=data.labels)
     task = ClassificationTask(data.labels, tok.pad_id, cfg.training.label_smoothing)
@@ -132,6 +140,41 @@ def train(
         [len(ids) for ids, _ in data.train],
         data.validation,
         [len(ids) for ids, _ in data.validation],
+        cfg.training,
+        run_dir,
+        d_model=cfg.model.d_model,
+    )
+    return trainer.fit(resume=resume)
+
+
+def _train_mlm(
+    cfg: RunConfig, run_dir: Path, tokenizer: Tokenizer | None, resume: bool, log
+) -> TrainResult:
+    """``train`` for task mlm: masked-LM pretraining of a Transformer encoder."""
+    torch.manual_seed(cfg.training.seed)
+    start = time.perf_counter()
+    data = mlm.prepare_data(cfg, tokenizer, log=log)
+    tok = data.tokenizer
+    n_tokens = sum(len(x) for x in data.train)
+    log(
+        f"data: {data.num_texts:,} texts -> {len(data.train):,} train / "
+        f"{len(data.validation):,} validation sequences of <= {cfg.data.max_len} tokens "
+        f"({n_tokens:,} training tokens), vocab {tok.vocab_size:,} "
+        f"({time.perf_counter() - start:.1f}s)"
+    )
+    torch.manual_seed(cfg.training.seed)
+    model = mlm.build_model(cfg, tok.vocab_size, tok.pad_id)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"model: transformer encoder + masked-LM head, {n_params:,} parameters")
+    if not resume:
+        _start_run(run_dir, cfg, tok, n_params)
+    trainer = Trainer(
+        model,
+        mlm.MaskedLMTask(tok, cfg.data.mask_prob),
+        data.train,
+        [len(x) for x in data.train],
+        data.validation,
+        [mlm.item_length(x) for x in data.validation],
         cfg.training,
         run_dir,
         d_model=cfg.model.d_model,
@@ -194,10 +237,11 @@ def _train_seq2seq(
     return trainer.fit(resume=resume)
 
 
-def load(run_dir: str | Path) -> ClassifierPredictor | Seq2SeqPredictor:
+def load(run_dir: str | Path) -> ClassifierPredictor | Seq2SeqPredictor | mlm.FillMaskPredictor:
     """A predictor for a finished (or in-progress, best-so-far) run: ``ClassifierPredictor``
     (``.predict``) for classify runs, ``Seq2SeqPredictor`` (``.translate``, ``.chat``,
-    ``.alignment``, ``.trace``) for translate / chat runs."""
+    ``.alignment``, ``.trace``) for translate / chat runs, ``FillMaskPredictor``
+    (``.fill_mask``) for mlm runs."""
     run_dir = Path(run_dir)
     if not _is_run(run_dir):
         raise RunError(f"{run_dir} is not a run directory (no config.json)")
@@ -208,6 +252,10 @@ def load(run_dir: str | Path) -> ClassifierPredictor | Seq2SeqPredictor:
         {k: saved[k] for k in ("task", "data", "tokenizer", "model", "training")}
     )
     tokenizer = Tokenizer.load(run_dir / "tokenizer.json")
+    if cfg.task == "mlm":
+        model = mlm.build_model(cfg, saved["vocab_size"], tokenizer.pad_id)
+        load_model_weights(model, run_dir / "model.safetensors")
+        return mlm.FillMaskPredictor(model, tokenizer, cfg, run_dir)
     if cfg.task in SEQ2SEQ_TASKS:
         from attnkit.tasks.seq2seq import build_model as build_seq2seq
 
@@ -233,6 +281,11 @@ def evaluate(
     from attnkit.data.batching import BucketBatchSampler
 
     predictor = load(run_dir)
+    if isinstance(predictor, mlm.FillMaskPredictor):
+        raise RunError(
+            f"{run_dir} is a masked-LM pretraining run: it has no labelled {split} split; its "
+            "validation loss and perplexity are in metrics.jsonl"
+        )
     if isinstance(predictor, Seq2SeqPredictor):
         return _evaluate_seq2seq(predictor, split, data_dir, batch_size, beam)
     cfg = predictor.config

@@ -245,6 +245,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
     texts = _read_inputs(args)
     predictor = load(args.run)
+    if predictor.task == "mlm":
+        return _fill_mask(predictor, texts, args.json)
     if predictor.task != "classify":
         raise UsageError(
             f"{args.run} is a {predictor.task} run; use `attnkit translate` or `attnkit chat`"
@@ -265,8 +267,31 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fill_mask(predictor, texts: list[str], as_json: bool) -> int:
+    """``predict`` on a masked-LM run: the 5 likeliest tokens for each [MASK]."""
+    import json
+
+    for text in texts:
+        try:
+            fills = predictor.fill_mask(text, top_k=5)
+        except ValueError as exc:
+            raise UsageError(f"{exc}: {text!r}") from None
+        if as_json:
+            row = {"text": text, "fills": [[{"token": t, "probability": p} for t, p in f]
+                                           for f in fills]}  # fmt: skip
+            print(json.dumps(row, ensure_ascii=False))
+            continue
+        for i, options in enumerate(fills, 1):
+            listed = "  ".join(f"{t} {p:.3f}" for t, p in options)
+            print(f"[MASK] {i}\t{listed}\t{text}")
+    return 0
+
+
 def _add_predict(sub: argparse._SubParsersAction) -> None:
-    pr = sub.add_parser("predict", help="label texts with a trained classifier")
+    pr = sub.add_parser(
+        "predict",
+        help="label texts with a trained classifier (mlm run: fill in each [MASK])",
+    )
     pr.add_argument("run", help="run directory")
     pr.add_argument("text", nargs="*", help="texts; '-' reads lines from stdin")
     pr.add_argument("--file", help="read one text per line from a UTF-8 file")

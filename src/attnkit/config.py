@@ -1,7 +1,7 @@
 """Run configuration: YAML recipes -> typed, validated dataclasses.
 
 A recipe has four sections, ``data``, ``tokenizer``, ``model`` and ``training``, plus the
-``task`` name (``classify``, ``translate`` or ``chat``). Every key is checked: a typo is an error that names the key and suggests the
+``task`` name (``classify``, ``translate``, ``chat`` or ``mlm``). Every key is checked: a typo is an error that names the key and suggests the
 closest valid one. ``--set training.lr=3e-4`` style overrides are applied before validation.
 """
 
@@ -44,6 +44,7 @@ class DataConfig:
     max_len: int = 128  # tokens per example (longer ones are truncated)
     limit: int | None = None  # use a seeded random subset of N training examples (quick runs)
     data_dir: str | None = None
+    mask_prob: float = 0.15  # mlm: share of tokens the model must predict (BERT: 15%)
     src_lang: str = "de"  # translate: multi30k direction; suffixes of aligned user files
     tgt_lang: str = "en"
 
@@ -69,6 +70,8 @@ class ModelConfig:
     positional: str = "sinusoidal"  # sinusoidal | learned
     norm_first: bool = False
     activation: str = "gelu"
+    init_from: str | None = None  # classify: a task-mlm run whose encoder (and tokenizer)
+    # the classifier starts from; its sizes replace d_model / num_heads / d_ff / num_layers
     hidden_size: int = 256  # recurrent models
     bidirectional: bool = True  # recurrent models
     # sequence to sequence (task: translate | chat)
@@ -128,7 +131,7 @@ class RunConfig:
         atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
 
 
-TASKS = ("classify", "translate", "chat")
+TASKS = ("classify", "translate", "chat", "mlm")
 SEQ2SEQ_TASKS = ("translate", "chat")
 SEQ2SEQ_DATA = ("multi30k", "chatbot-ko", "file")
 PRESET_NAMES = ("small", "base")
@@ -248,6 +251,25 @@ def _validate(cfg: RunConfig) -> None:
     ]
     if cfg.task in SEQ2SEQ_TASKS:
         checks += _seq2seq_checks(cfg)
+    if cfg.task == "mlm":
+        checks += [
+            (m.arch == "transformer", f"task mlm pretrains a transformer, got {m.arch!r}"),
+            (
+                d.name in ("nsmc", "imdb", "file"),
+                f"task mlm reads data.name nsmc | imdb | file, got {d.name!r}",
+            ),
+            (d.name != "file" or bool(d.train), "data.name: file needs data.train (a text file)"),
+            (0.0 < d.mask_prob < 1.0, "data.mask_prob must be in (0, 1)"),
+        ]
+    if m.init_from is not None:
+        checks += [
+            (cfg.task == "classify", "model.init_from is for task classify"),
+            (m.arch == "transformer", "model.init_from needs model.arch: transformer"),
+            (
+                cfg.tokenizer.path is None,
+                "model.init_from brings its run's tokenizer; remove tokenizer.path",
+            ),
+        ]
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)

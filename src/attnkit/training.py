@@ -269,7 +269,8 @@ class Trainer:
                 bad_evals += 1
             bar.write(
                 f"step {step}: val {self.task.metric} {value:.4f}"
-                f" (best {best:.4f} at step {best_step}), val loss {result['loss']:.4f}"
+                f" (best {best:.4f} at step {best_step})"
+                + (f", val loss {result['loss']:.4f}" if self.task.metric != "loss" else "")
             )
             self._plot()
             return bool(cfg.patience) and bad_evals >= cfg.patience

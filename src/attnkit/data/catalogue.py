@@ -135,8 +135,16 @@ _DATASETS: tuple[DatasetInfo, ...] = (
                 compress=True,
             ),
         ),
-        splits={"train": "nsmc/ratings_train.txt.gz", "test": "nsmc/ratings_test.txt.gz"},
-        notes=("150,000 train / 50,000 test rows; 8 empty documents are dropped when read",),
+        splits={
+            "train": "nsmc/ratings_train.txt.gz",
+            "test": "nsmc/ratings_test.txt.gz",
+            "unlabeled": "nsmc/unlabeled.txt.gz",
+        },
+        notes=(
+            "150,000 train / 50,000 test rows; 8 empty documents are dropped when read",
+            "unlabeled: 639,270 raw reviews, one per line, none of the test set (for MLM "
+            "pretraining; not fetched: built from e9t/nsmc's raw per-movie files)",
+        ),
     ),
     DatasetInfo(
         name="imdb",
@@ -165,8 +173,15 @@ _DATASETS: tuple[DatasetInfo, ...] = (
                 ),
             ),
         ),
-        splits={"train": "imdb/train.jsonl.gz", "test": "imdb/test.jsonl.gz"},
-        notes=("25,000 train / 25,000 test; the archive is converted to JSON Lines and deleted",),
+        splits={
+            "train": "imdb/train.jsonl.gz",
+            "test": "imdb/test.jsonl.gz",
+            "unlabeled": "imdb/unsup.jsonl.gz",
+        },
+        notes=(
+            "25,000 train / 25,000 test; the archive is converted to JSON Lines and deleted",
+            "unlabeled: the 50,000 aclImdb/train/unsup reviews (JSON Lines, id + text)",
+        ),
     ),
     DatasetInfo(
         name="multi30k",

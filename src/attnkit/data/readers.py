@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, NamedTuple, TypeVar
 
 from attnkit.data.catalogue import dataset_path, get_dataset
-from attnkit.data.paths import DataError
+from attnkit.data.paths import DataError, DatasetNotFoundError
 
 __all__ = [
     "Example",
@@ -28,6 +28,8 @@ __all__ = [
     "read_imdb",
     "read_nsmc",
     "read_table",
+    "read_texts",
+    "read_unlabeled",
     "train_val_split",
 ]
 
@@ -279,6 +281,53 @@ def _getter(path: Path, fmt: str, columns: list[str]) -> Callable[[object, str, 
         return row[index[column]]
 
     return get_field
+
+
+def read_unlabeled(name: str, data_dir: str | Path | None = None) -> list[str]:
+    """Every review of a catalogued dataset that is safe to pretrain on (never the test set).
+
+    nsmc: ``nsmc/unlabeled.txt.gz``, 639,270 raw reviews one per line (it already holds the
+    training reviews, and none of the test set). imdb: the 25,000 training reviews and the
+    50,000 ``unlabeled`` ones (``imdb/unsup.jsonl.gz``); labels are ignored.
+    """
+    key = name.strip().lower()
+    if key not in _READERS:
+        raise DataError(f"no unlabelled text for dataset '{name}'; use nsmc, imdb or a file")
+    try:
+        path = dataset_path(key, "unlabeled", data_dir)
+    except DatasetNotFoundError as err:
+        tried = ", ".join(str(p) for p in err.looked_at)
+        raise DataError(
+            f"unlabelled {key} reviews not found; looked at: {tried}; `attnkit data fetch` "
+            "does not download them: place the file there, or pretrain on your own text "
+            "(data.name: file, data.train: corpus.txt)"
+        ) from None
+    if key == "nsmc":
+        return [line.strip() for _, line in _iter_lines(path) if line.strip()]
+    texts = [ex.text for ex in read_imdb("train", data_dir)]
+    for lineno, line in _iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            text = json.loads(line)["text"]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise DataError(f"{path}: line {lineno}: not an IMDB record ({err})") from None
+        text = _BR.sub("\n", text)
+        if text.strip():
+            texts.append(text)
+    return texts
+
+
+def read_texts(path: str | Path, text_column: str = "text") -> list[str]:
+    """A user corpus: a ``.txt`` (optionally ``.gz``) file with one text per line, or a
+    CSV / TSV / JSON Lines file whose ``text_column`` is read (other columns ignored)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DataError(f"file not found: {path}")
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith(".txt"):
+        return [line.strip() for _, line in _iter_lines(path) if line.strip()]
+    return [ex.text for ex in read_table(path, text_column=text_column, label_column=None)]
 
 
 _READERS: dict[str, Callable[[str, str | Path | None], Examples]] = {

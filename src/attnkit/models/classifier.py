@@ -36,6 +36,7 @@ __all__ = [
     "ARCHS",
     "RNNClassifier",
     "TransformerClassifier",
+    "TransformerEncoderModel",
     "build_classifier",
     "masked_max",
     "masked_mean",
@@ -78,10 +79,78 @@ def _real_token_mask(input_ids: Tensor, attention_mask: Tensor | None, pad_id: i
 
 
 # --------------------------------------------------------------------------------------
+# Transformer encoder (shared by the classifier and masked-LM pretraining)
+# --------------------------------------------------------------------------------------
+class TransformerEncoderModel(nn.Module):
+    """Token embedding + positional encoding + ``num_layers`` encoder blocks.
+
+    The body that ``TransformerClassifier`` (pooling + linear head) and ``TransformerMLM``
+    (masked-LM head, ``attnkit.models.mlm``) add their heads to; both keep the parameter
+    names ``embed.*``, ``pos.*`` and ``encoder.*``, so pretrained encoder weights load into a
+    classifier one to one.
+    positional: "sinusoidal" (fixed, paper) or "learned" (BERT style).
+    """
+
+    POSITIONALS = ("sinusoidal", "learned")
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 256,
+        num_heads: int = 4,
+        d_ff: int = 1024,
+        num_layers: int = 2,
+        dropout: float = 0.1,
+        max_len: int = 512,
+        positional: str = "sinusoidal",
+        norm_first: bool = False,
+        activation: str = "gelu",
+        pad_id: int = 0,
+        embed_scale: bool = True,
+    ) -> None:
+        super().__init__()
+        if positional not in self.POSITIONALS:
+            raise ValueError(f"positional must be one of {self.POSITIONALS}, got {positional!r}")
+        self.pad_id = pad_id
+        self.max_len = max_len
+        self.d_model = d_model
+        self.embed = TokenEmbedding(vocab_size, d_model, padding_idx=pad_id, scale=embed_scale)
+        if positional == "sinusoidal":
+            self.pos = SinusoidalPositionalEncoding(d_model, max_len)
+        else:
+            self.pos = LearnedPositionalEmbedding(max_len, d_model)
+        self.embed_dropout = nn.Dropout(dropout)
+        self.encoder = Encoder(
+            num_layers, d_model, num_heads, d_ff, dropout, activation, norm_first
+        )
+
+    def encode(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor, list[Tensor] | None]:
+        """input_ids (B, T) long; attention_mask (B, T), True = real token (None:
+        ``input_ids != pad_id``). Returns (hidden states (B, T, d_model), the boolean mask
+        (B, T), per-layer self-attention weights [(B, H, T, T)] if ``need_weights``)."""
+        t = input_ids.size(1)
+        if t > self.max_len:
+            raise ValueError(
+                f"input of length {t} exceeds the model's max_len={self.max_len}; "
+                "truncate the sequences first (the data pipeline does) or build with a "
+                "larger max_len"
+            )
+        mask = _real_token_mask(input_ids, attention_mask, self.pad_id)  # (B, T)
+        x = self.embed_dropout(self.pos(self.embed(input_ids)))  # (B, T, d_model)
+        x, weights = self.encoder(x, key_padding_mask=mask, need_weights=need_weights)
+        return x, mask, weights
+
+
+# --------------------------------------------------------------------------------------
 # Transformer encoder classifier
 # --------------------------------------------------------------------------------------
-class TransformerClassifier(nn.Module):
-    """Token embedding + positional encoding, ``num_layers`` encoder blocks, pooling, head.
+class TransformerClassifier(TransformerEncoderModel):
+    """The encoder of ``TransformerEncoderModel``, then pooling and a linear head.
 
     pooling: "mean" (masked mean over real tokens), "max" (masked max), or "cls" (the vector
     at position 0; ``needs_cls`` tells the data pipeline to put a [CLS] token there).
@@ -89,7 +158,6 @@ class TransformerClassifier(nn.Module):
     """
 
     POOLINGS = ("mean", "max", "cls")
-    POSITIONALS = ("sinusoidal", "learned")
 
     def __init__(
         self,
@@ -108,26 +176,25 @@ class TransformerClassifier(nn.Module):
         pad_id: int = 0,
         embed_scale: bool = True,
     ) -> None:
-        super().__init__()
         if pooling not in self.POOLINGS:
             raise ValueError(f"pooling must be one of {self.POOLINGS}, got {pooling!r}")
-        if positional not in self.POSITIONALS:
-            raise ValueError(f"positional must be one of {self.POSITIONALS}, got {positional!r}")
+        super().__init__(
+            vocab_size,
+            d_model=d_model,
+            num_heads=num_heads,
+            d_ff=d_ff,
+            num_layers=num_layers,
+            dropout=dropout,
+            max_len=max_len,
+            positional=positional,
+            norm_first=norm_first,
+            activation=activation,
+            pad_id=pad_id,
+            embed_scale=embed_scale,
+        )
         self.pooling = pooling
         self.needs_cls = pooling == "cls"
-        self.pad_id = pad_id
-        self.max_len = max_len
         self.num_classes = num_classes
-
-        self.embed = TokenEmbedding(vocab_size, d_model, padding_idx=pad_id, scale=embed_scale)
-        if positional == "sinusoidal":
-            self.pos = SinusoidalPositionalEncoding(d_model, max_len)
-        else:
-            self.pos = LearnedPositionalEmbedding(max_len, d_model)
-        self.embed_dropout = nn.Dropout(dropout)
-        self.encoder = Encoder(
-            num_layers, d_model, num_heads, d_ff, dropout, activation, norm_first
-        )
         self.head_dropout = nn.Dropout(dropout)
         self.head = nn.Linear(d_model, num_classes)
 
@@ -140,16 +207,7 @@ class TransformerClassifier(nn.Module):
         """input_ids (B, T) long; attention_mask (B, T) bool, True = real token (None:
         ``input_ids != pad_id``). Returns (logits (B, num_classes), per-layer self-attention
         weights [(B, H, T, T)] if ``need_weights`` else None)."""
-        t = input_ids.size(1)
-        if t > self.max_len:
-            raise ValueError(
-                f"input of length {t} exceeds the classifier's max_len={self.max_len}; "
-                "truncate the sequences first (the data pipeline does) or build with a "
-                "larger max_len"
-            )
-        mask = _real_token_mask(input_ids, attention_mask, self.pad_id)  # (B, T)
-        x = self.embed_dropout(self.pos(self.embed(input_ids)))  # (B, T, d_model)
-        x, weights = self.encoder(x, key_padding_mask=mask, need_weights=need_weights)
+        x, mask, weights = self.encode(input_ids, attention_mask, need_weights)
         if self.pooling == "mean":
             pooled = masked_mean(x, mask)
         elif self.pooling == "max":
