@@ -1,8 +1,9 @@
 """Run configuration: YAML recipes -> typed, validated dataclasses.
 
 A recipe has four sections, ``data``, ``tokenizer``, ``model`` and ``training``, plus the
-``task`` name (``classify``, ``translate``, ``chat`` or ``mlm``). Every key is checked: a typo is an error that names the key and suggests the
-closest valid one. ``--set training.lr=3e-4`` style overrides are applied before validation.
+``task`` name (``classify``, ``translate``, ``chat`` or ``mlm``). Every key is checked: a
+typo is an error that names the key and suggests the closest valid one. ``--set
+training.lr=3e-4`` style overrides are applied before validation.
 """
 
 from __future__ import annotations
