@@ -134,22 +134,27 @@ def encode_examples(
     return list(zip(ids, targets, strict=True)), sum(cut)
 
 
+def encoder_hparams(cfg: RunConfig) -> dict[str, Any]:
+    """``TransformerEncoderModel`` keyword arguments from a recipe (classifier and MLM)."""
+    m = cfg.model
+    return dict(
+        d_model=m.d_model,
+        num_heads=m.num_heads,
+        d_ff=m.d_ff,
+        num_layers=m.num_layers,
+        dropout=m.dropout,
+        max_len=cfg.data.max_len,
+        positional=m.positional,
+        norm_first=m.norm_first,
+        activation=m.activation,
+    )
+
+
 def build_model(cfg: RunConfig, vocab_size: int, num_classes: int, pad_id: int) -> nn.Module:
     """The classifier named by ``cfg.model`` (only the hyperparameters its arch uses)."""
     m = cfg.model
     if m.arch == "transformer":
-        hp = dict(
-            d_model=m.d_model,
-            num_heads=m.num_heads,
-            d_ff=m.d_ff,
-            num_layers=m.num_layers,
-            dropout=m.dropout,
-            max_len=cfg.data.max_len,
-            pooling=m.pooling,
-            positional=m.positional,
-            norm_first=m.norm_first,
-            activation=m.activation,
-        )
+        hp = dict(encoder_hparams(cfg), pooling=m.pooling)
     else:
         hp = dict(
             d_model=m.d_model,

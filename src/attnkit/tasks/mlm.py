@@ -29,6 +29,7 @@ from attnkit.data.mlm import IGNORE_INDEX, chunk_ids, mask_tokens
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.models.mlm import TransformerMLM
 from attnkit.tasks import get_tokenizer
+from attnkit.tasks.classify import encoder_hparams
 from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer
 
 __all__ = [
@@ -116,20 +117,7 @@ def item_length(item: Item) -> int:
 
 
 def build_model(cfg: RunConfig, vocab_size: int, pad_id: int) -> TransformerMLM:
-    m = cfg.model
-    return TransformerMLM(
-        vocab_size,
-        d_model=m.d_model,
-        num_heads=m.num_heads,
-        d_ff=m.d_ff,
-        num_layers=m.num_layers,
-        dropout=m.dropout,
-        max_len=cfg.data.max_len,
-        positional=m.positional,
-        norm_first=m.norm_first,
-        activation=m.activation,
-        pad_id=pad_id,
-    )
+    return TransformerMLM(vocab_size, pad_id=pad_id, **encoder_hparams(cfg))
 
 
 class MaskedLMTask:
