@@ -46,8 +46,15 @@ __all__ = [
 Item = list[int] | tuple[list[int], list[int]]
 
 # the encoder sizes a classifier takes over from its pretrained run
-ENCODER_KEYS = ("d_model", "num_heads", "d_ff", "num_layers", "positional", "norm_first",
-                "activation")  # fmt: skip
+ENCODER_KEYS = (
+    "d_model",
+    "num_heads",
+    "d_ff",
+    "num_layers",
+    "positional",
+    "norm_first",
+    "activation",
+)
 
 
 @dataclass
@@ -100,15 +107,19 @@ def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None = None, log=print) 
         return out
 
     train = pieces(train_texts)
-    generator = torch.Generator().manual_seed(seed)
-    validation = []
-    for ids in pieces(val_texts):
-        x = torch.tensor([ids])
+    # validation pieces are masked once, all together, with a fixed seed
+    val_pieces = pieces(val_texts)
+    validation: list[tuple[list[int], list[int]]] = []
+    if val_pieces:
+        ids, mask = pad_batch(val_pieces, tokenizer.pad_id)
+        generator = torch.Generator().manual_seed(seed)
         inputs, labels = mask_tokens(
-            x, torch.ones_like(x, dtype=torch.bool), tokenizer.mask_id, tokenizer.vocab_size,
-            special, d.mask_prob, generator,
-        )  # fmt: skip
-        validation.append((inputs[0].tolist(), labels[0].tolist()))
+            ids, mask, tokenizer.mask_id, tokenizer.vocab_size, special, d.mask_prob, generator
+        )
+        validation = [
+            (inputs[i, : len(p)].tolist(), labels[i, : len(p)].tolist())
+            for i, p in enumerate(val_pieces)
+        ]
     return PreparedData(tokenizer, train, validation, len(texts))
 
 
