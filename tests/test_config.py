@@ -24,6 +24,7 @@ def test_defaults_and_overrides(tmp_path):
         ({"model": {"d_model": 30, "num_heads": 4}}, "divisible"),
         ({"training": {"schedule": "exp"}}, "training.schedule must be"),
         ({"task": "dance"}, "unknown task"),
+        ({"model": {"attention_dropout": 1.0}}, "model.attention_dropout must be in [0, 1)"),
         ({"data": 3}, "data must be a mapping"),
     ],
 )

@@ -232,3 +232,19 @@ def test_dropout_is_active_in_training_only():
     assert not torch.equal(layer(x)[0], layer(x)[0])
     layer.eval()
     assert torch.equal(layer(x)[0], layer(x)[0])
+
+
+def test_attention_dropout_is_separate_from_hidden_dropout():
+    """attention_dropout defaults to dropout; set on its own it reaches every attention
+    (self and cross), and at 0 with dropout 0 the layer is deterministic in training."""
+    assert EncoderLayer(8, 2, 16, dropout=0.3).self_attn.dropout == 0.3
+    enc = Encoder(2, 8, 2, 16, dropout=0.3, attention_dropout=0.0)
+    assert [layer.self_attn.dropout for layer in enc.layers] == [0.0, 0.0]
+    assert enc.layers[0].add_norm1.dropout.p == 0.3
+    dec = Decoder(1, 8, 2, 16, dropout=0.1, attention_dropout=0.2)
+    assert (dec.layers[0].self_attn.dropout, dec.layers[0].cross_attn.dropout) == (0.2, 0.2)
+    layer = EncoderLayer(8, 2, 16, dropout=0.0, attention_dropout=0.5).train()
+    x = torch.randn(2, 4, 8)
+    assert not torch.equal(layer(x)[0], layer(x)[0])  # only the attention weights drop
+    layer = EncoderLayer(8, 2, 16, dropout=0.0, attention_dropout=0.0).train()
+    assert torch.equal(layer(x)[0], layer(x)[0])

@@ -67,6 +67,7 @@ class ModelConfig:
     d_ff: int = 1024
     num_layers: int = 2
     dropout: float = 0.1
+    attention_dropout: float | None = None  # on the attention weights; None: dropout
     pooling: str = "mean"  # mean | max | cls (| last for recurrent models)
     positional: str = "sinusoidal"  # sinusoidal | learned
     norm_first: bool = False
@@ -249,6 +250,10 @@ def _validate(cfg: RunConfig) -> None:
             "model.d_model must be divisible by model.num_heads",
         ),
         (0.0 <= m.dropout < 1.0, "model.dropout must be in [0, 1)"),
+        (
+            m.attention_dropout is None or 0.0 <= m.attention_dropout < 1.0,
+            "model.attention_dropout must be in [0, 1)",
+        ),
     ]
     if cfg.task in SEQ2SEQ_TASKS:
         checks += _seq2seq_checks(cfg)

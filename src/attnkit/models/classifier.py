@@ -89,6 +89,8 @@ class TransformerEncoderModel(nn.Module):
     names ``embed.*``, ``pos.*`` and ``encoder.*``, so pretrained encoder weights load into a
     classifier one to one.
     positional: "sinusoidal" (fixed, paper) or "learned" (BERT style).
+    attention_dropout: dropout on the attention weights (None: ``dropout``); see
+    ``attnkit.layers.EncoderLayer``.
     """
 
     POSITIONALS = ("sinusoidal", "learned")
@@ -107,6 +109,7 @@ class TransformerEncoderModel(nn.Module):
         activation: str = "gelu",
         pad_id: int = 0,
         embed_scale: bool = True,
+        attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
         if positional not in self.POSITIONALS:
@@ -121,7 +124,14 @@ class TransformerEncoderModel(nn.Module):
             self.pos = LearnedPositionalEmbedding(max_len, d_model)
         self.embed_dropout = nn.Dropout(dropout)
         self.encoder = Encoder(
-            num_layers, d_model, num_heads, d_ff, dropout, activation, norm_first
+            num_layers,
+            d_model,
+            num_heads,
+            d_ff,
+            dropout,
+            activation,
+            norm_first,
+            attention_dropout=attention_dropout,
         )
 
     def encode(
@@ -175,6 +185,7 @@ class TransformerClassifier(TransformerEncoderModel):
         activation: str = "gelu",
         pad_id: int = 0,
         embed_scale: bool = True,
+        attention_dropout: float | None = None,
     ) -> None:
         if pooling not in self.POOLINGS:
             raise ValueError(f"pooling must be one of {self.POOLINGS}, got {pooling!r}")
@@ -191,6 +202,7 @@ class TransformerClassifier(TransformerEncoderModel):
             activation=activation,
             pad_id=pad_id,
             embed_scale=embed_scale,
+            attention_dropout=attention_dropout,
         )
         self.pooling = pooling
         self.needs_cls = pooling == "cls"

@@ -62,6 +62,7 @@ class Transformer(nn.Module):
         norm_first: bool = False,
         activation: str = "relu",
         positional: str = "sinusoidal",
+        attention_dropout: float | None = None,
     ) -> None:
         super().__init__()
         if share_embeddings and src_vocab_size != tgt_vocab_size:
@@ -81,10 +82,24 @@ class Transformer(nn.Module):
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}")
         self.dropout = nn.Dropout(dropout)
         self.encoder = Encoder(
-            num_encoder_layers, d_model, num_heads, d_ff, dropout, activation, norm_first
+            num_encoder_layers,
+            d_model,
+            num_heads,
+            d_ff,
+            dropout,
+            activation,
+            norm_first,
+            attention_dropout=attention_dropout,
         )
         self.decoder = Decoder(
-            num_decoder_layers, d_model, num_heads, d_ff, dropout, activation, norm_first
+            num_decoder_layers,
+            d_model,
+            num_heads,
+            d_ff,
+            dropout,
+            activation,
+            norm_first,
+            attention_dropout=attention_dropout,
         )
         self.generator = nn.Linear(d_model, tgt_vocab_size, bias=not tie_output)
         if tie_output:

@@ -143,6 +143,7 @@ def encoder_hparams(cfg: RunConfig) -> dict[str, Any]:
         d_ff=m.d_ff,
         num_layers=m.num_layers,
         dropout=m.dropout,
+        attention_dropout=m.attention_dropout,
         max_len=cfg.data.max_len,
         positional=m.positional,
         norm_first=m.norm_first,

@@ -206,6 +206,7 @@ def build_model(cfg: RunConfig, vocab_size: int, pad_id: int) -> nn.Module:
             norm_first=m.norm_first,
             activation=m.activation,
             positional=m.positional,
+            attention_dropout=m.attention_dropout,
         )
     if m.arch == "lstm":
         model = Seq2SeqLSTM(
