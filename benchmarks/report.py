@@ -51,7 +51,8 @@ def _sentiment(rows: list[dict]) -> list[str]:
         "",
         "Start: `scratch` = random initialisation; `MLM` = the encoder was first pretrained "
         "as a masked language model on the dataset's unlabelled reviews (`--pretrain`), in "
-        "the same command. *pretrain min* + *train min* = the training time of the recipe; "
+        "the same command; `ELECTRA` = pretrained the same way by replaced-token detection "
+        "(`model.objective: electra`). *pretrain min* + *train min* = the training time of the recipe; "
         "*total min* adds reading data, tokenizer training and evaluation.",
         "",
         "| run | dataset | model | params | start | bf16 | test acc | macro-F1 | pretrain min "
@@ -63,11 +64,15 @@ def _sentiment(rows: list[dict]) -> list[str]:
         if "test_accuracy" not in r:
             continue
         pre = r.get("pretrain_minutes")
-        start = (
-            f"MLM, {r['pretrain_steps']:,} steps (val loss {r['pretrain_val_loss']})"
-            if pre is not None
-            else "scratch"
-        )
+        if pre is None:
+            start = "scratch"
+        elif r.get("pretrain_objective") == "electra":
+            start = (
+                f"ELECTRA, {r['pretrain_steps']:,} steps (generator val loss "
+                f"{r['pretrain_val_loss']}, RTD acc {r['pretrain_val_rtd_accuracy']})"
+            )
+        else:
+            start = f"MLM, {r['pretrain_steps']:,} steps (val loss {r['pretrain_val_loss']})"
         total = round(r["total_minutes"] + r.get("pretrain_total_minutes", 0.0), 2)
         lines.append(
             f"| {r['name']} | {r['dataset']} | {r['arch']} | {r['num_parameters']:,} | {start} "

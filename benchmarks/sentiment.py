@@ -24,20 +24,32 @@ from report import ROOT, machine, peak_rss_mb, save, write_results_md
 
 
 def pretrain(config: str, name: str) -> tuple[Path, dict]:
-    """Stage 1 (``--pretrain``): masked-LM pretraining into runs/bench-NAME-pretrain."""
+    """Stage 1 (``--pretrain``): masked-LM or ELECTRA pretraining into runs/bench-NAME-pretrain."""
     out = ROOT / "runs" / f"bench-{name}-pretrain"
     start = time.perf_counter()
     result = train(config, out=out, overrides=["training.progress=false"], force=True)
     wall = time.perf_counter() - start
     evals = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in evals if "val_loss" in r]
+    last = evals[-1] if evals else {}
+    objective = json.loads((out / "config.json").read_text())["model"].get("objective", "mlm")
     return out, {
+        "pretrain_objective": objective,
         "pretrain_command": f"attnkit train {config} --out runs/bench-{name}-pretrain",
         "pretrain_steps": result.step,
         "pretrain_minutes": round(result.train_seconds / 60, 2),
         "pretrain_total_minutes": round(wall / 60, 2),
-        "pretrain_val_loss": round(evals[-1]["val_loss"], 4) if evals else None,
-        "pretrain_val_accuracy": round(evals[-1]["val_accuracy"], 4) if evals else None,
+        # masked LM: its loss / accuracy; ELECTRA: the generator's masked-LM loss and the
+        # discriminator's replaced-token-detection accuracy
+        "pretrain_val_loss": round(last.get("val_mlm_loss", last.get("val_loss", 0)), 4),
+        "pretrain_val_accuracy": round(
+            last.get("val_mlm_accuracy", last.get("val_accuracy", 0)), 4
+        ),
+        **(
+            {"pretrain_val_rtd_accuracy": round(last["val_rtd_accuracy"], 4)}
+            if "val_rtd_accuracy" in last
+            else {}
+        ),
     }
 
 
@@ -83,7 +95,7 @@ def main() -> int:
     parser.add_argument("--name", help="result name (default: the recipe's file name)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument(
-        "--pretrain", metavar="CONFIG", help="masked-LM pretraining recipe to run first"
+        "--pretrain", metavar="CONFIG", help="pretraining recipe (task mlm) to run first"
     )
     parser.add_argument("--only-docs", action="store_true", help="just rebuild docs/results.md")
     args = parser.parse_args()

@@ -16,11 +16,12 @@ import yaml
 import attnkit
 from attnkit.api import RunError
 from attnkit.config import ConfigError, RunConfig
+from attnkit.data.batching import pad_batch
 from attnkit.data.mlm import IGNORE_INDEX, chunk_ids, mask_tokens
 from attnkit.data.paths import DataError
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.models.classifier import TransformerClassifier
-from attnkit.models.mlm import TransformerMLM
+from attnkit.models.mlm import ElectraPretrainer, TransformerMLM
 from attnkit.tasks import mlm
 from attnkit.tokenization import train_tokenizer
 from conftest import FILLER, NEG, POS, tiny_recipe
@@ -173,6 +174,85 @@ def test_mlm_training_is_deterministic(tmp_path: Path) -> None:
     assert logs[0] == logs[1]
 
 
+def test_electra_model_keeps_the_encoder_names_and_a_small_generator() -> None:
+    torch.manual_seed(0)
+    model = ElectraPretrainer(VOCAB, d_model=64, num_heads=4, d_ff=128, num_layers=2, max_len=32)
+    assert model.generator.d_model == 16 and len(model.generator.encoder.layers) == 2
+    ids, mask = _batch(b=3, t=10)
+    assert model(ids, mask).shape == (3, 10)
+    top = {n.split(".")[0] for n, _ in model.named_parameters()}
+    assert top == {"embed", "encoder", "rtd_dense", "rtd_head", "generator"}
+    assert ElectraPretrainer(VOCAB, generator_d_model=128, d_model=64, num_heads=4,
+                             max_len=32).generator.encoder.layers[0].self_attn.num_heads == 2  # fmt: skip
+
+
+def test_electra_task_replaces_only_masked_positions() -> None:
+    """The discriminator's input is the original text except at the masked positions, and
+    its labels say "replaced" exactly where the sampled token differs from the original."""
+    torch.manual_seed(0)
+    tok = train_tokenizer([" ".join(FILLER + POS + NEG)] * 3, vocab_size=200)
+    task = mlm.ElectraTask(tok, mask_prob=0.3, rtd_weight=50.0)
+    model = ElectraPretrainer(tok.vocab_size, d_model=32, num_heads=2, d_ff=64, num_layers=1,
+                              max_len=32, dropout=0.0)  # fmt: skip
+    items = [torch.randint(10, tok.vocab_size, (n,)).tolist() for n in (12, 7, 9)]
+    batch = task.collate(items)
+    seen = {}
+    forward = model.forward
+
+    def spy(ids, mask):
+        seen["ids"] = ids
+        return forward(ids, mask)
+
+    model.forward = spy
+    loss, n_tokens = task.loss(model, batch)
+    chosen = batch["labels"] != IGNORE_INDEX
+    original, _ = pad_batch(items, tok.pad_id)
+    assert torch.equal(seen["ids"][~chosen], original[~chosen])  # untouched elsewhere
+    assert n_tokens == 12 + 7 + 9 and loss.requires_grad
+    assert loss.item() > 0 and not (seen["ids"] == tok.mask_id).any()  # never shows [MASK]
+    metrics = task.evaluate(model, [batch])
+    assert metrics == task.evaluate(model, [batch])  # fixed-seed sampling
+    replaced = (seen["ids"] != original) & batch["attention_mask"]
+    assert replaced.sum() <= chosen.sum()
+    assert set(metrics) >= {"mlm_loss", "rtd_loss", "rtd_accuracy", "replaced_fraction"}
+
+
+def test_electra_pretraining_learns_and_fine_tunes(tmp_path: Path, tiny_data: Path) -> None:
+    # one sentiment per line: a replacement from the other side is given away by its context
+    rng = random.Random(0)
+    lines = [" ".join(rng.choices(rng.choice([POS, NEG]), k=8)) for _ in range(400)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run = tmp_path / "electra"
+    recipe = _mlm_recipe(corpus, epochs=6, lr=5e-3)
+    recipe["model"].update(objective="electra", generator_d_model=16)
+    attnkit.train(RunConfig.from_dict(recipe), out=run, log=lambda *_: None)
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in rows if "val_rtd_accuracy" in r]
+    assert len(evals) == 6
+    first, last = evals[0], evals[-1]
+    assert last["val_mlm_loss"] < first["val_mlm_loss"] - 0.3
+    # the discriminator beats always answering "original" (accuracy 1 - replaced fraction)
+    assert last["val_rtd_accuracy"] > 1 - last["val_replaced_fraction"] + 0.02
+    filler = attnkit.load(run)  # fill-mask uses the generator
+    assert len(filler.fill_mask("the movie alpha [MASK] gamma", top_k=2)[0]) == 2
+
+    clf_recipe = tiny_recipe(tiny_data, epochs=2)
+    clf_recipe["model"]["init_from"] = str(run)
+    clf = TransformerClassifier(filler.tokenizer.vocab_size, 2, d_model=32, num_heads=2,
+                                d_ff=64, num_layers=1, max_len=16)  # fmt: skip
+    mlm.init_classifier(clf, run)
+    from safetensors.torch import load_file
+
+    pre = load_file(run / "model.safetensors")
+    for key, value in clf.state_dict().items():
+        if key.startswith(("embed.", "encoder.")):  # the discriminator, not the generator
+            assert torch.equal(value, pre[key]), key
+    out = tmp_path / "finetune"
+    attnkit.train(RunConfig.from_dict(clf_recipe), out=out, log=lambda *_: None)
+    assert attnkit.evaluate(out, "test")["accuracy"] > 0.8
+
+
 def test_init_from_errors(tmp_path: Path, tiny_data: Path, tiny_config: Path) -> None:
     recipe = tiny_recipe(tiny_data)
     recipe["model"]["init_from"] = str(tmp_path / "nope")
@@ -190,6 +270,18 @@ def test_init_from_errors(tmp_path: Path, tiny_data: Path, tiny_config: Path) ->
     bad["model"]["arch"] = "lstm"
     with pytest.raises(ConfigError, match="task mlm pretrains a transformer"):
         RunConfig.from_dict(bad)
+    bad = _mlm_recipe(tmp_path / "c.txt")
+    for model, message in [
+        ({"objective": "gpt"}, "model.objective must be one of mlm, electra"),
+        ({"objective": "electra", "rtd_weight": 0}, "model.rtd_weight must be > 0"),
+        ({"objective": "electra", "generator_d_model": 129}, "divisible by its heads"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            RunConfig.from_dict({**bad, "model": {**bad["model"], **model}})
+    recipe["tokenizer"].pop("path")
+    recipe["model"] = {"objective": "electra"}
+    with pytest.raises(ConfigError, match="model.objective is for task mlm"):
+        RunConfig.from_dict(recipe)
 
 
 def test_unlabeled_readers(tmp_path: Path) -> None:
@@ -232,3 +324,12 @@ def test_cli_pretrain_predict_fill_mask_and_errors(tmp_path: Path, capsys) -> No
     assert "no [MASK] token" in capsys.readouterr().err
     assert main(["evaluate", run]) == 2
     assert "no labelled test split" in capsys.readouterr().err
+
+
+def test_sample_tokens_follows_the_softmax() -> None:
+    logits = torch.tensor([[0.0, math.log(2.0), math.log(3.0), -1e4]]).repeat(60_000, 1)
+    g = torch.Generator().manual_seed(0)
+    draws = mlm.sample_tokens(logits, g)
+    freq = torch.bincount(draws, minlength=4).float() / len(draws)
+    torch.testing.assert_close(freq, torch.tensor([1 / 6, 2 / 6, 3 / 6, 0.0]), atol=0.01, rtol=0)
+    assert torch.equal(draws, mlm.sample_tokens(logits, torch.Generator().manual_seed(0)))

@@ -165,12 +165,17 @@ def _train_mlm(
     torch.manual_seed(cfg.training.seed)
     model = mlm.build_model(cfg, tok.vocab_size, tok.pad_id)
     n_params = sum(p.numel() for p in model.parameters())
-    log(f"model: transformer encoder + masked-LM head, {n_params:,} parameters")
+    head = (
+        "ELECTRA generator + replaced-token detection head"
+        if cfg.model.objective == "electra"
+        else "masked-LM head"
+    )
+    log(f"model: transformer encoder + {head}, {n_params:,} parameters")
     if not resume:
         _start_run(run_dir, cfg, tok, n_params)
     trainer = Trainer(
         model,
-        mlm.MaskedLMTask(tok, cfg.data.mask_prob),
+        mlm.build_task(cfg, tok),
         data.train,
         [len(x) for x in data.train],
         data.validation,

@@ -72,6 +72,9 @@ class ModelConfig:
     positional: str = "sinusoidal"  # sinusoidal | learned
     norm_first: bool = False
     activation: str = "gelu"
+    objective: str = "mlm"  # task mlm: mlm (BERT's masked LM) | electra (replaced-token detection)
+    generator_d_model: int | None = None  # electra: the generator's width (None: d_model // 4)
+    rtd_weight: float = 50.0  # electra: weight of the discriminator's loss (the paper's lambda)
     init_from: str | None = None  # classify: a task-mlm run whose encoder (and tokenizer)
     # the classifier starts from; its sizes replace d_model / num_heads / d_ff / num_layers
     hidden_size: int = 256  # recurrent models
@@ -134,6 +137,7 @@ class RunConfig:
 
 
 TASKS = ("classify", "translate", "chat", "mlm")
+OBJECTIVES = ("mlm", "electra")  # task mlm's pretraining objectives
 SEQ2SEQ_TASKS = ("translate", "chat")
 SEQ2SEQ_DATA = ("multi30k", "chatbot-ko", "file")
 PRESET_NAMES = ("small", "base")
@@ -266,7 +270,22 @@ def _validate(cfg: RunConfig) -> None:
             ),
             (d.name != "file" or bool(d.train), "data.name: file needs data.train (a text file)"),
             (0.0 < d.mask_prob < 1.0, "data.mask_prob must be in (0, 1)"),
+            (
+                m.objective in OBJECTIVES,
+                f"model.objective must be one of {', '.join(OBJECTIVES)}, got {m.objective!r}",
+            ),
+            (m.rtd_weight > 0, "model.rtd_weight must be > 0"),
+            (
+                m.generator_d_model is None
+                or (
+                    m.generator_d_model > 0
+                    and m.generator_d_model % max(m.generator_d_model // 64, 1) == 0
+                ),
+                "model.generator_d_model must be > 0 and divisible by its heads (width // 64)",
+            ),
         ]
+    elif m.objective != "mlm":
+        checks.append((False, "model.objective is for task mlm (pretraining)"))
     if m.init_from is not None:
         checks += [
             (cfg.task == "classify", "model.init_from is for task classify"),

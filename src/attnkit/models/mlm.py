@@ -10,6 +10,9 @@ Only the masked positions are projected onto the vocabulary, so the (B, T, vocab
 that dominate a naive implementation's cost are never built. The encoder's parameter names
 match ``TransformerClassifier``'s, so a classifier starts from these weights with
 ``model.init_from: RUN`` (see ``attnkit.tasks.mlm.init_classifier``).
+
+``ElectraPretrainer`` (``model.objective: electra``) trains the same encoder by ELECTRA's
+replaced-token detection instead, with a small ``TransformerMLM`` as its generator.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from torch import Tensor, nn
 
 from attnkit.models.classifier import TransformerEncoderModel
 
-__all__ = ["TransformerMLM"]
+__all__ = ["ElectraPretrainer", "TransformerMLM"]
 
 
 class TransformerMLM(TransformerEncoderModel):
@@ -48,3 +51,38 @@ class TransformerMLM(TransformerEncoderModel):
             x = x[positions]  # (N, d_model)
         h = self.mlm_norm(F.gelu(self.mlm_dense(x)))
         return F.linear(h, self.embed.weight, self.mlm_bias)  # (..., vocab)
+
+
+class ElectraPretrainer(TransformerEncoderModel):
+    """ELECTRA's replaced-token detection (Clark et al. 2020) on a Transformer encoder.
+
+        ids with ~15% of positions masked (B, T)
+            -> generator: a small TransformerMLM (d_model / 4)  -> logits (N, vocab)
+            -> sample a replacement for each masked position    (N,)      (no gradient)
+        original ids with the N positions replaced (B, T)
+            -> this encoder, the discriminator                  (B, T, d_model)
+            -> Linear + GELU + Linear                           (B, T)   "replaced?" logits
+
+    The discriminator learns from every token, not only from the 15% that masked-LM
+    predicts, and never sees [MASK], so per unit of compute it learns more than a masked
+    LM of the same size, most of all for small models. It keeps the parameter names
+    ``embed.*``, ``pos.*``, ``encoder.*`` (what ``model.init_from`` copies into a
+    classifier); the generator lives under ``generator.*`` and is discarded after
+    pretraining. ``generator_d_model``: the generator's width (ELECTRA: 1/4 to 1/2 of the
+    discriminator's); its heads are 64 wide and its d_ff is 4 x its width.
+    """
+
+    def __init__(self, vocab_size: int, generator_d_model: int | None = None, **encoder_kwargs):
+        super().__init__(vocab_size, **encoder_kwargs)
+        d = self.d_model
+        g = generator_d_model or max(d // 4, 16)
+        self.rtd_dense = nn.Linear(d, d)
+        self.rtd_head = nn.Linear(d, 1)
+        generator_kwargs = dict(encoder_kwargs, d_model=g, num_heads=max(g // 64, 1), d_ff=4 * g)
+        self.generator = TransformerMLM(vocab_size, **generator_kwargs)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """input_ids (B, T) (original text with some tokens replaced); attention_mask (B, T),
+        True = real token. Returns logits (B, T): > 0 means "this token was replaced"."""
+        x, _, _ = self.encode(input_ids, attention_mask)  # (B, T, d_model)
+        return self.rtd_head(F.gelu(self.rtd_dense(x))).squeeze(-1)  # (B, T)
