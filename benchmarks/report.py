@@ -98,6 +98,27 @@ def _sentiment(rows: list[dict]) -> list[str]:
                 f"| `{r['command']}` |"
             )
         lines.append("")
+    drop = [r for r in rows if r.get("kind") == "dropout_speed"]
+    if drop:
+        lines += [
+            "### Dropout on the CPU (training tokens/s, same recipe and batches)",
+            "",
+            "`attention_dropout=0`: no dropout on the attention weights (the fused attention "
+            "kernel runs); `dropout=0`: no dropout anywhere.",
+            "",
+            "| recipe | steps | as in the recipe | attention_dropout=0 | dropout=0 | threads "
+            "| command |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        ]
+        for r in drop:
+            t, x = r["tokens_per_s"], r["speedup"]
+            lines.append(
+                f"| {r['recipe']} | {r['steps']} | {t['recipe']:,} "
+                f"| {t['attention_dropout=0']:,} ({x['attention_dropout=0']:.2f}x) "
+                f"| {t['dropout=0']:,} ({x['dropout=0']:.2f}x) | {r['threads']} "
+                f"| `{r['command']}` |"
+            )
+        lines.append("")
     return lines + _notes("sentiment")
 
 

@@ -1,0 +1,82 @@
+"""Training throughput with dropout as in the recipe, without attention dropout, and without
+any dropout: the same recipe, the same batches.
+
+    python benchmarks/dropout_speed.py configs/imdb-transformer.yaml --set data.max_len=512
+
+On the CPU, dropout is not free: every mask is a tensor of fresh random numbers, and dropout
+on the attention weights forces the explicit (B, H, T, T) attention instead of the fused
+kernel. Trains ``--steps`` optimizer steps per variant, reads the tokens/s the Trainer logged
+(median over log windows, first window dropped as warm-up) and stores
+benchmarks/results/dropout-<recipe>.json; docs/results.md is rebuilt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from attnkit.api import train
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import RESULTS, ROOT, write_results_md  # noqa: E402
+
+VARIANTS = {
+    "recipe": [],
+    "attention_dropout=0": ["model.attention_dropout=0.0"],
+    "dropout=0": ["model.dropout=0.0", "model.attention_dropout=0.0"],
+}
+
+
+def measure(config: str, steps: int, overrides: list[str]) -> float:
+    out = ROOT / "runs" / f"speed-dropout-{Path(config).stem}"
+    overrides = [
+        *overrides,
+        f"training.max_steps={steps}",
+        f"training.log_every={max(steps // 6, 1)}",
+        "training.progress=false",
+        "data.val_fraction=0.01",
+    ]
+    train(config, out=out, overrides=overrides, force=True, log=lambda *_: None)
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    speeds = [r["tokens_per_s"] for r in rows if "tokens_per_s" in r][1:]
+    return statistics.median(speeds)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args()
+    speeds = {name: measure(args.config, args.steps, args.set + o) for name, o in VARIANTS.items()}
+    base = speeds["recipe"]
+    stem = Path(args.config).stem
+    suffix = "".join(f"-{s.split('=')[0].split('.')[-1]}{s.split('=')[1]}" for s in args.set)
+    record = {
+        "kind": "dropout_speed",
+        "name": f"dropout-{stem}{suffix}",
+        "recipe": " ".join([args.config, *(f"--set {s}" for s in args.set)]),
+        "steps": args.steps,
+        "tokens_per_s": {name: round(v) for name, v in speeds.items()},
+        "speedup": {name: round(v / base, 2) for name, v in speeds.items()},
+        "threads": torch.get_num_threads(),
+        "command": "python benchmarks/dropout_speed.py "
+        + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{record['name']}.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record, indent=2))
+    print(f"wrote {write_results_md()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
