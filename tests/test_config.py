@@ -1,5 +1,7 @@
 """Recipes: typed loading, overrides, and one-line errors for typos and bad values."""
 
+from pathlib import Path
+
 import pytest
 
 from attnkit.config import ConfigError, RunConfig, apply_overrides, load_config
@@ -44,3 +46,13 @@ def test_file_errors(tmp_path):
         load_config(bad)
     with pytest.raises(ConfigError, match="key=value"):
         apply_overrides({}, ["training.lr"])
+
+
+RECIPES = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
+def test_every_shipped_recipe_loads(path):
+    cfg = load_config(path)  # every key known, every value valid
+    if cfg.model.objective == "electra":
+        assert cfg.task == "mlm" and cfg.model.generator_d_model
