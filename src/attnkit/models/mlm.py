@@ -64,8 +64,9 @@ class ElectraPretrainer(TransformerEncoderModel):
             -> Linear + GELU + Linear                           (B, T)   "replaced?" logits
 
     The discriminator learns from every token, not only from the 15% that masked-LM
-    predicts, and never sees [MASK], so per unit of compute it learns more than a masked
-    LM of the same size, most of all for small models. It keeps the parameter names
+    predicts, and never sees [MASK]; the paper found it learns more per unit of compute than
+    a masked LM of the same size (over 16 CPU minutes on NSMC it did not:
+    benchmarks/notes-sentiment.md). It keeps the parameter names
     ``embed.*``, ``pos.*``, ``encoder.*`` (what ``model.init_from`` copies into a
     classifier); the generator lives under ``generator.*`` and is discarded after
     pretraining. ``generator_d_model``: the generator's width (ELECTRA: 1/4 to 1/2 of the

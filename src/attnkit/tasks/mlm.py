@@ -1,4 +1,5 @@
-"""Masked-LM pretraining (task ``mlm``) and starting a classifier from its encoder.
+"""Masked-LM pretraining (task ``mlm``; ``model.objective: mlm`` BERT's masked LM or
+``electra`` replaced-token detection) and starting a classifier from its encoder.
 
     attnkit train configs/nsmc-pretrain.yaml          # unlabelled reviews -> runs/nsmc-pretrain
     attnkit train configs/nsmc-transformer.yaml       # model.init_from: runs/nsmc-pretrain
@@ -7,7 +8,8 @@ The corpus is every text that is safe to learn from without labels (for the cata
 datasets never the test set; see ``attnkit.data.readers.read_unlabeled``), cut into pieces of
 at most ``data.max_len`` tokens. Training batches are corrupted afresh each time
 (``attnkit.data.mlm.mask_tokens``); validation texts are corrupted once with a fixed seed, so
-every evaluation scores the same positions. Model selection: lowest validation loss.
+every evaluation scores the same positions. Model selection: lowest validation loss (ELECTRA:
+the generator's masked-LM loss).
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ __all__ = [
     "build_task",
     "init_classifier",
     "prepare_data",
-    "sample_tokens",
     "pretrained_config",
+    "sample_tokens",
 ]
 
 # A training item is a list of token ids (masked in ``collate``); a validation item is the
