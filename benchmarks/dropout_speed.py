@@ -15,17 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from attnkit.api import train
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import RESULTS, ROOT, write_results_md  # noqa: E402
+from report import ROOT, save, train_tokens_per_s, write_results_md  # noqa: E402
 
 VARIANTS = {
     "recipe": [],
@@ -43,10 +40,7 @@ def measure(config: str, steps: int, overrides: list[str]) -> float:
         "training.progress=false",
         "data.val_fraction=0.01",
     ]
-    train(config, out=out, overrides=overrides, force=True, log=lambda *_: None)
-    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    speeds = [r["tokens_per_s"] for r in rows if "tokens_per_s" in r][1:]
-    return statistics.median(speeds)
+    return train_tokens_per_s(config, out, overrides)
 
 
 def main() -> int:
@@ -71,8 +65,7 @@ def main() -> int:
         + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{record['name']}.json").write_text(json.dumps(record, indent=2) + "\n")
+    save(record)
     print(json.dumps(record, indent=2))
     print(f"wrote {write_results_md()}")
     return 0

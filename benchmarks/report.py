@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import platform
 import resource
+import statistics
 from pathlib import Path
 
 import torch
@@ -38,6 +39,16 @@ def save(record: dict) -> Path:
     path = RESULTS / f"{record['name']}.json"
     path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def train_tokens_per_s(config: str, out: Path, overrides: list[str]) -> float:
+    """Train ``config`` with ``overrides`` into ``out`` and return the median training
+    tokens/s the Trainer logged (the first log window dropped as warm-up)."""
+    from attnkit.api import train
+
+    train(config, out=out, overrides=overrides, force=True, log=lambda *_: None)
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    return statistics.median([r["tokens_per_s"] for r in rows if "tokens_per_s" in r][1:])
 
 
 def _notes(name: str) -> list[str]:
