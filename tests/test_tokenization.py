@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer, train_tokenizer
+from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer, train_tokenizer, truncate
 
 KO_SUBJECTS = ["이 영화는", "배우들의 연기가", "스토리가", "음악이", "감독의 연출이", "결말이"]
 KO_PREDICATES = [
@@ -115,6 +115,28 @@ def test_encode_specials_and_truncation(wordpiece):
     assert not truncated and same == full
     with pytest.raises(ValueError, match="no room"):
         wordpiece.encode(text, max_len=1, add_cls=True, add_sep=True)
+
+
+def test_truncate_keeps_head_tail_or_both():
+    ids = list(range(10))
+    assert truncate(ids, 4) == [0, 1, 2, 3]
+    assert truncate(ids, 4, "tail") == [6, 7, 8, 9]
+    assert truncate(ids, 8, "head+tail") == [0, 1, 4, 5, 6, 7, 8, 9]  # 8 // 4 = 2 from the head
+    assert truncate(ids, 3, "head+tail") == [7, 8, 9]  # 3 // 4 = 0: tail only
+    assert truncate(ids, 10, "tail") == ids and truncate(ids, 0, "tail") == []
+    with pytest.raises(ValueError, match="keep must be one of"):
+        truncate(ids, 4, "middle")
+
+
+def test_encode_truncation_keeps_specials(wordpiece):
+    text = "친구랑 봤는데 이 영화는 정말 재미있었어요."
+    plain = wordpiece.encode(text)
+    assert len(plain) > 6
+    for keep in ("head", "tail", "head+tail"):
+        ids, cut = wordpiece.encode(text, max_len=6, add_cls=True, keep=keep, return_truncated=True)
+        assert cut and ids == [wordpiece.cls_id, *truncate(plain, 5, keep)]
+        batch = wordpiece.encode_batch([text, "좋다"], max_len=6, add_cls=True, keep=keep)
+        assert batch[0] == ids and batch[1] == wordpiece.encode("좋다", add_cls=True)
 
 
 def test_encode_batch_matches_encode(bpe):

@@ -205,3 +205,27 @@ def test_limit_takes_a_seeded_subset_not_the_head(tmp_path):
     assert len(data.train) + len(data.validation) == 60
     again = prepare_data(cfg, tokenizer=data.tokenizer, log=lambda *_: None)
     assert again.train == data.train  # same seed, same subset
+
+
+def test_truncation_setting_reaches_training_and_prediction(tmp_path):
+    """`data.truncation: tail` keeps the end of long reviews in training and in predict."""
+    from attnkit.tasks.classify import ClassifierPredictor, prepare_data
+    from conftest import make_sentiment_rows, write_csv
+
+    rows = make_sentiment_rows(60, seed=4)
+    long_text = " ".join(["the movie"] * 10 + ["great"])  # the verdict comes after max_len
+    rows[0]["text"] = long_text
+    write_csv(tmp_path / "train.csv", rows)
+    write_csv(tmp_path / "test.csv", rows[:5])
+    recipe = tiny_recipe(tmp_path)
+    recipe["data"].update(val_fraction=0.0, max_len=6, truncation="tail")
+    cfg = RunConfig.from_dict(recipe)
+    data = prepare_data(cfg, log=lambda *_: None)
+    tok = data.tokenizer
+    expected = tok.encode(long_text, max_len=6, keep="tail")
+    assert expected[-1] == tok.encode("great")[-1] != tok.encode(long_text, max_len=6)[-1]
+    assert data.train[0][0] == expected and data.truncated >= 1
+    predictor = ClassifierPredictor(torch.nn.Identity(), tok, cfg, ["neg", "pos"])
+    with pytest.warns(UserWarning, match=r"truncated \(kept: tail\)"):
+        ids, cut = predictor._encode([long_text])
+    assert ids == [expected] and cut == [True]

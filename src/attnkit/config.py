@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from attnkit.tokenization import TRUNCATION
+
 __all__ = [
     "ConfigError",
     "DataConfig",
@@ -43,6 +45,7 @@ class DataConfig:
     label_column: str = "label"
     val_fraction: float = 0.05  # held out from train when there is no validation file
     max_len: int = 128  # tokens per example (longer ones are truncated)
+    truncation: str = "head"  # which part of a longer text is kept: head | tail | head+tail
     limit: int | None = None  # use a seeded random subset of N training examples (quick runs)
     data_dir: str | None = None
     mask_prob: float = 0.15  # mlm: share of tokens the model must predict (BERT: 15%)
@@ -248,6 +251,7 @@ def _validate(cfg: RunConfig) -> None:
             "training.batch_size, grad_accum and epochs must be > 0",
         ),
         (d.max_len > 1, "data.max_len must be > 1"),
+        (d.truncation in TRUNCATION, f"data.truncation must be {'|'.join(TRUNCATION)}"),
         (0.0 <= d.val_fraction < 1.0, "data.val_fraction must be in [0, 1)"),
         (
             m.arch != "transformer" or m.d_model % m.num_heads == 0,

@@ -75,9 +75,17 @@ def read_split(cfg: RunConfig, split: str) -> Examples:
 
 
 def _encode(
-    tokenizer: Tokenizer, texts: list[str], max_len: int, add_cls: bool
+    tokenizer: Tokenizer, texts: list[str], cfg: RunConfig
 ) -> tuple[list[list[int]], list[bool]]:
-    return tokenizer.encode_batch(texts, max_len=max_len, add_cls=add_cls, return_truncated=True)
+    """Token ids of ``texts`` as the classifier sees them (cut to ``data.max_len``, keeping
+    ``data.truncation``; ``[CLS]`` first for cls pooling), and which texts were cut."""
+    return tokenizer.encode_batch(
+        texts,
+        max_len=cfg.data.max_len,
+        add_cls=cfg.model.pooling == "cls",
+        keep=cfg.data.truncation,
+        return_truncated=True,
+    )
 
 
 def _has_split(cfg: RunConfig, split: str) -> bool:
@@ -128,9 +136,7 @@ def encode_examples(
         if key not in to_id:
             raise DataError(f"{split} label {key!r} never appears in the training data")
         targets.append(to_id[key])
-    ids, cut = _encode(
-        tokenizer, [ex.text for ex in examples], cfg.data.max_len, cfg.model.pooling == "cls"
-    )
+    ids, cut = _encode(tokenizer, [ex.text for ex in examples], cfg)
     return list(zip(ids, targets, strict=True)), sum(cut)
 
 
@@ -253,17 +259,13 @@ class ClassifierPredictor:
         for i, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
                 raise ValueError(f"input {i + 1} is empty or whitespace only")
-        ids, cut = _encode(
-            self.tokenizer,
-            list(texts),
-            self.config.data.max_len,
-            self.config.model.pooling == "cls",
-        )
+        ids, cut = _encode(self.tokenizer, list(texts), self.config)
+        d = self.config.data
         for i, was_cut in enumerate(cut):
             if was_cut:
                 warnings.warn(
-                    f"input {i + 1} is longer than max_len={self.config.data.max_len} tokens; "
-                    "it was truncated",
+                    f"input {i + 1} is longer than max_len={d.max_len} tokens; "
+                    f"it was truncated (kept: {d.truncation})",
                     stacklevel=3,
                 )
         return ids, cut
