@@ -28,6 +28,7 @@ def test_defaults_and_overrides(tmp_path):
         ({"task": "dance"}, "unknown task"),
         ({"model": {"attention_dropout": 1.0}}, "model.attention_dropout must be in [0, 1)"),
         ({"data": {"truncation": "middle"}}, "data.truncation must be head|tail|head+tail"),
+        ({"data": {"val_split": "first"}}, "data.val_split must be random|last"),
         ({"data": 3}, "data must be a mapping"),
     ],
 )

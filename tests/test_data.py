@@ -438,6 +438,20 @@ def test_train_val_split_deterministic():
         train_val_split(items, 1.0, seed=0)
 
 
+def test_train_val_split_last_keeps_neighbours_together():
+    """how="last": the last share of each label in file order (IMDB: whole movies held out)."""
+    rows = [("neg", i) for i in range(40)] + [("pos", i) for i in range(60)]  # sorted by label
+    train, val = train_val_split(rows, 0.1, how="last", key=lambda r: r[0])
+    assert val == [("neg", i) for i in range(36, 40)] + [("pos", i) for i in range(54, 60)]
+    assert sorted(train + val) == rows and train == sorted(train) and len(train) == 90
+    assert train_val_split(rows, 0.1, seed=5, how="last", key=lambda r: r[0])[1] == val
+    assert train_val_split(list(range(10)), 0.2, how="last") == (list(range(8)), [8, 9])
+    assert train_val_split([1, 2], 0.01, how="last") == ([1], [2])  # at least one each
+    assert train_val_split([1, 2], 0.9, how="last") == ([1], [2])
+    with pytest.raises(ValueError, match="random or last"):
+        train_val_split(rows, 0.1, how="first")
+
+
 @needs_shared
 def test_offline_copy_readers():
     train = read_nsmc("train", SHARED)

@@ -229,3 +229,21 @@ def test_truncation_setting_reaches_training_and_prediction(tmp_path):
     with pytest.warns(UserWarning, match=r"truncated \(kept: tail\)"):
         ids, cut = predictor._encode([long_text])
     assert ids == [expected] and cut == [True]
+
+
+def test_val_split_last_holds_out_the_end_of_each_class(tmp_path):
+    from attnkit.tasks.classify import prepare_data
+    from conftest import make_sentiment_rows, write_csv
+
+    rows = sorted(make_sentiment_rows(100, seed=6), key=lambda r: r["label"])  # like IMDB
+    write_csv(tmp_path / "train.csv", rows)
+    write_csv(tmp_path / "test.csv", rows[:5])
+    recipe = tiny_recipe(tmp_path)
+    recipe["data"].update(val_split="last", val_fraction=0.1)
+    data = prepare_data(RunConfig.from_dict(recipe), log=lambda *_: None)
+    tok = data.tokenizer
+    neg = [r["text"] for r in rows if r["label"] == "neg"]
+    pos = [r["text"] for r in rows if r["label"] == "pos"]
+    held_out = neg[-round(len(neg) * 0.1) :] + pos[-round(len(pos) * 0.1) :]
+    assert [ids for ids, _ in data.validation] == [tok.encode(t, max_len=16) for t in held_out]
+    assert len(data.train) + len(data.validation) == 100

@@ -44,6 +44,7 @@ class DataConfig:
     text_column: str = "text"
     label_column: str = "label"
     val_fraction: float = 0.05  # held out from train when there is no validation file
+    val_split: str = "random"  # random | last: the last val_fraction of each class, in file order
     max_len: int = 128  # tokens per example (longer ones are truncated)
     truncation: str = "head"  # which part of a longer text is kept: head | tail | head+tail
     limit: int | None = None  # use a seeded random subset of N training examples (quick runs)
@@ -253,6 +254,7 @@ def _validate(cfg: RunConfig) -> None:
         (d.max_len > 1, "data.max_len must be > 1"),
         (d.truncation in TRUNCATION, f"data.truncation must be {'|'.join(TRUNCATION)}"),
         (0.0 <= d.val_fraction < 1.0, "data.val_fraction must be in [0, 1)"),
+        (d.val_split in ("random", "last"), "data.val_split must be random|last"),
         (
             m.arch != "transformer" or m.d_model % m.num_heads == 0,
             "model.d_model must be divisible by model.num_heads",

@@ -14,7 +14,7 @@ import os
 import random
 import re
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, NamedTuple, TypeVar
 
@@ -380,21 +380,47 @@ def load_text_classification(
 
 
 def train_val_split(
-    examples: Sequence[T], val_fraction: float, seed: int = 0
+    examples: Sequence[T],
+    val_fraction: float,
+    seed: int = 0,
+    how: str = "random",
+    key: Callable[[T], Hashable] | None = None,
 ) -> tuple[list[T], list[T]]:
     """Split ``examples`` into (train, validation) deterministically for a given ``seed``.
 
     ``round(len * val_fraction)`` examples (at least 1, leaving at least 1 for training) go to
     validation. Both parts keep the original order.
+
+    ``how="last"`` takes the last ``val_fraction`` of each ``key`` group (e.g. of each label)
+    in file order instead of a random sample, so that neighbouring rows stay on one side.
+    That matters when neighbours are related: IMDB's training reviews are grouped by movie,
+    and a random validation sample shares movies (titles, names) with the training data and
+    overestimates the accuracy on the test set, whose movies are all different.
     """
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be between 0 and 1, got {val_fraction}")
     n = len(examples)
     if n < 2:
         raise DataError(f"cannot split {n} example(s) into train and validation")
-    n_val = min(max(1, round(n * val_fraction)), n - 1)
-    order = list(range(n))
-    random.Random(seed).shuffle(order)
-    val_idx = sorted(order[:n_val])
-    train_idx = sorted(order[n_val:])
+    if how == "last":
+        groups: dict[Hashable, list[int]] = {}
+        for i, ex in enumerate(examples):
+            groups.setdefault(key(ex) if key else None, []).append(i)
+        val_set: set[int] = set()
+        for idx in groups.values():
+            val_set.update(idx[len(idx) - round(len(idx) * val_fraction) :])
+        if not val_set:  # groups too small for a share: the last example
+            val_set = {n - 1}
+        elif len(val_set) == n:  # everything rounded up into validation: keep one to train on
+            val_set.discard(0)
+        val_idx = sorted(val_set)
+        train_idx = [i for i in range(n) if i not in val_set]
+    elif how == "random":
+        n_val = min(max(1, round(n * val_fraction)), n - 1)
+        order = list(range(n))
+        random.Random(seed).shuffle(order)
+        val_idx = sorted(order[:n_val])
+        train_idx = sorted(order[n_val:])
+    else:
+        raise ValueError(f"how must be random or last, got {how!r}")
     return [examples[i] for i in train_idx], [examples[i] for i in val_idx]

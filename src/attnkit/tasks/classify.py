@@ -104,7 +104,13 @@ def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None = None, log=print) 
     if _has_split(cfg, "validation"):
         val_ex = list(read_split(cfg, "validation"))
     elif d.val_fraction > 0:
-        train_ex, val_ex = train_val_split(train_ex, d.val_fraction, seed=cfg.training.seed)
+        train_ex, val_ex = train_val_split(
+            train_ex,
+            d.val_fraction,
+            seed=cfg.training.seed,
+            how=d.val_split,
+            key=lambda ex: str(ex.label).strip(),
+        )
     else:  # no validation: the last weights are kept
         val_ex = []
 
