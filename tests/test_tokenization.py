@@ -124,8 +124,9 @@ def test_truncate_keeps_head_tail_or_both():
     assert truncate(ids, 8, "head+tail") == [0, 1, 4, 5, 6, 7, 8, 9]  # 8 // 4 = 2 from the head
     assert truncate(ids, 3, "head+tail") == [7, 8, 9]  # 3 // 4 = 0: tail only
     assert truncate(ids, 10, "tail") == ids and truncate(ids, 0, "tail") == []
-    with pytest.raises(ValueError, match="keep must be one of"):
-        truncate(ids, 4, "middle")
+    for budget in (4, 20):  # a bad choice is an error even when nothing needs cutting
+        with pytest.raises(ValueError, match="keep must be one of"):
+            truncate(ids, budget, "middle")
 
 
 def test_encode_truncation_keeps_specials(wordpiece):

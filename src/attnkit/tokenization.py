@@ -26,7 +26,7 @@ from typing import Literal, overload
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-__all__ = ["SPECIAL_TOKENS", "Tokenizer", "train_tokenizer"]
+__all__ = ["SPECIAL_TOKENS", "TRUNCATION", "Tokenizer", "train_tokenizer", "truncate"]
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[BOS]", "[EOS]"]
 TokenizerKind = Literal["wordpiece", "bpe"]
@@ -42,16 +42,16 @@ def truncate(ids: list[int], budget: int, keep: str = "head") -> list[int]:
     their verdict at the end: for BERT on IMDB (Sun et al. 2019, "How to Fine-Tune BERT for
     Text Classification") head+tail (128 + 382 of 510 tokens) beat head only.
     """
+    if keep not in TRUNCATION:
+        raise ValueError(f"keep must be one of {', '.join(TRUNCATION)}, got {keep!r}")
     if len(ids) <= budget:
         return ids
     if keep == "head":
         return ids[:budget]
     if keep == "tail":
         return ids[len(ids) - budget :]
-    if keep == "head+tail":
-        head = budget // 4
-        return ids[:head] + ids[len(ids) - (budget - head) :]
-    raise ValueError(f"keep must be one of {', '.join(TRUNCATION)}, got {keep!r}")
+    head = budget // 4  # head+tail
+    return ids[:head] + ids[len(ids) - (budget - head) :]
 
 
 class Tokenizer:
@@ -155,8 +155,8 @@ class Tokenizer:
             budget = max_len - len(prefix) - len(suffix)
             if budget < 0:
                 raise ValueError(f"max_len={max_len} leaves no room for the special tokens")
-            if len(ids) > budget:
-                ids, truncated = truncate(ids, budget, keep), True
+            truncated = len(ids) > budget
+            ids = truncate(ids, budget, keep)
         return prefix + ids + suffix, truncated
 
     def _affixes(
