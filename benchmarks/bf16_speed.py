@@ -10,8 +10,6 @@ benchmarks/results/speed-<recipe>.json; docs/results.md is rebuilt.
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -21,7 +19,7 @@ import torch
 from attnkit.training import cpu_has_native_bf16
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import ROOT, save, train_tokens_per_s, write_results_md  # noqa: E402
+from report import ROOT, command_line, publish, train_tokens_per_s  # noqa: E402
 
 
 def measure(config: str, steps: int, bf16: bool) -> float:
@@ -53,13 +51,10 @@ def main() -> int:
         "bf16_speedup": round(bf16 / fp32, 3),
         "cpu_native_bf16": cpu_has_native_bf16(),
         "threads": torch.get_num_threads(),
-        "command": "python benchmarks/bf16_speed.py "
-        + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "command": command_line("bf16_speed.py"),
         "date": time.strftime("%Y-%m-%d"),
     }
-    save(record)
-    print(json.dumps(record, indent=2))
-    print(f"wrote {write_results_md()}")
+    publish(record)
     return 0
 
 

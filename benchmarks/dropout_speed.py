@@ -13,8 +13,6 @@ benchmarks/results/dropout-<recipe>.json; docs/results.md is rebuilt.
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -22,7 +20,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import ROOT, save, train_tokens_per_s, write_results_md  # noqa: E402
+from report import ROOT, command_line, publish, train_tokens_per_s  # noqa: E402
 
 VARIANTS = {
     "recipe": [],
@@ -61,13 +59,10 @@ def main() -> int:
         "tokens_per_s": {name: round(v) for name, v in speeds.items()},
         "speedup": {name: round(v / base, 2) for name, v in speeds.items()},
         "threads": torch.get_num_threads(),
-        "command": "python benchmarks/dropout_speed.py "
-        + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "command": command_line("dropout_speed.py"),
         "date": time.strftime("%Y-%m-%d"),
     }
-    save(record)
-    print(json.dumps(record, indent=2))
-    print(f"wrote {write_results_md()}")
+    publish(record)
     return 0
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import platform
 import resource
+import shlex
 import statistics
+import sys
 from pathlib import Path
 
 import torch
@@ -39,6 +41,20 @@ def save(record: dict) -> Path:
     path = RESULTS / f"{record['name']}.json"
     path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def command_line(script: str, skip: tuple[str, ...] = ()) -> str:
+    """How this benchmark was started: ``python benchmarks/SCRIPT`` + its arguments (minus
+    ``skip``), the command written next to every result."""
+    args = (shlex.quote(a) for a in sys.argv[1:] if a not in skip)
+    return " ".join([f"python benchmarks/{script}", *args])
+
+
+def publish(record: dict) -> None:
+    """Save ``record``, print it, and rebuild docs/results.md."""
+    save(record)
+    print(json.dumps(record, indent=2, ensure_ascii=False))
+    print(f"wrote {write_results_md()}")
 
 
 def train_tokens_per_s(config: str, out: Path, overrides: list[str]) -> float:

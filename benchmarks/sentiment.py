@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import statistics
-import sys
 import time
 from pathlib import Path
 
 from attnkit.api import evaluate, train
-from report import ROOT, machine, peak_rss_mb, save, write_results_md
+from report import ROOT, command_line, machine, peak_rss_mb, publish, write_results_md
 
 
 def pretrain(config: str, name: str) -> tuple[Path, dict]:
@@ -68,8 +66,7 @@ def run(config: str, name: str, overrides: list[str], pretrain_config: str | Non
     cfg = json.loads((out / "config.json").read_text())
     return {
         "name": name,
-        "command": "python benchmarks/sentiment.py "
-        + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "command": command_line("sentiment.py"),
         "dataset": cfg["data"]["name"],
         "arch": cfg["model"]["arch"],
         "num_parameters": cfg["num_parameters"],
@@ -104,9 +101,9 @@ def main() -> int:
             parser.error("give a recipe")
         name = args.name or Path(args.config).stem
         record = run(args.config, name, ["training.progress=false", *args.set], args.pretrain)
-        save(record)
-        print(json.dumps(record, indent=2))
-    print(f"wrote {write_results_md()}")
+        publish(record)
+    else:
+        print(f"wrote {write_results_md()}")
     return 0
 
 

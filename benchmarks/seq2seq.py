@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -31,7 +29,7 @@ from attnkit.api import evaluate, train
 from attnkit.data.batching import pad_batch
 from attnkit.models.transformer import Transformer
 from attnkit.tasks import seq2seq
-from report import ROOT, machine, peak_rss_mb, save, write_results_md
+from report import ROOT, command_line, machine, peak_rss_mb, publish
 
 BEAMS = (1, 5)
 
@@ -156,8 +154,7 @@ def main() -> int:
     record = {
         "name": name,
         "kind": cfg["task"],
-        "command": "python benchmarks/seq2seq.py "
-        + " ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--skip-train"),
+        "command": command_line("seq2seq.py", skip=("--skip-train",)),
         "dataset": cfg["data"]["name"],
         "model": model,
         "num_parameters": cfg["num_parameters"],
@@ -168,9 +165,7 @@ def main() -> int:
     else:
         record.update(measure_chat(out, 10))
     record.update(peak_rss_mb=peak_rss_mb(), machine=machine(), date=time.strftime("%Y-%m-%d"))
-    print(json.dumps(record, indent=2, ensure_ascii=False))
-    save(record)
-    print(f"wrote {write_results_md()}")
+    publish(record)
     return 0
 
 
