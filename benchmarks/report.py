@@ -33,7 +33,12 @@ def machine() -> str:
 
 
 def peak_rss_mb() -> int:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    """The largest resident set of this process or of any child it waited for (MB)."""
+    usage = (
+        resource.getrusage(who).ru_maxrss
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return round(max(usage) / 1024)
 
 
 def save(record: dict) -> Path:
@@ -79,7 +84,9 @@ def _sentiment(rows: list[dict]) -> list[str]:
         "Start: `scratch` = random initialisation; `MLM` = the encoder was first pretrained "
         "as a masked language model on the dataset's unlabelled reviews (`--pretrain`), in "
         "the same command; `ELECTRA` = pretrained the same way by replaced-token detection "
-        "(`model.objective: electra`). *pretrain min* + *train min* = the training time of the recipe; "
+        "(`model.objective: electra`); an ensemble (`--ensemble`) averages the probabilities of "
+        "several classifiers, *train min* summing their training. "
+        "*pretrain min* + *train min* = the training time of the recipe; "
         "*total min* adds reading data, tokenizer training and evaluation.",
         "",
         "| run | dataset | model | params | start | bf16 | test acc | macro-F1 | pretrain min "
@@ -100,6 +107,11 @@ def _sentiment(rows: list[dict]) -> list[str]:
             )
         else:
             start = f"MLM, {r['pretrain_steps']:,} steps (val loss {r['pretrain_val_loss']})"
+        if r.get("ensemble"):  # each member's own test accuracy; the others are from scratch
+            first, *others = r["ensemble"]
+            start += f" [alone {first['test_accuracy']:.4f}]" + "".join(
+                f" + {m['arch']} from scratch [alone {m['test_accuracy']:.4f}]" for m in others
+            )
         total = round(r["total_minutes"] + r.get("pretrain_total_minutes", 0.0), 2)
         lines.append(
             f"| {r['name']} | {r['dataset']} | {r['arch']} | {r['num_parameters']:,} | {start} "

@@ -1,6 +1,7 @@
 """attnkit train / evaluate / predict / data: happy paths and every bad input, each a
 one-line error with exit code 2 that leaves nothing half-written."""
 
+import csv
 import io
 import json
 import sys
@@ -23,6 +24,10 @@ def trained(tmp_path_factory):
     recipe = root / "tiny.yaml"
     recipe.write_text(yaml.safe_dump(tiny_recipe(data, epochs=8)))
     assert main(["train", str(recipe), "--out", str(root / "run")]) == 0
+    gru = tiny_recipe(data, epochs=8)  # a second, different model for ensembles
+    gru["model"] = {"arch": "gru", "d_model": 32, "hidden_size": 32}
+    (root / "gru.yaml").write_text(yaml.safe_dump(gru))
+    assert main(["train", str(root / "gru.yaml"), "--out", str(root / "gru")]) == 0
     return root
 
 
@@ -90,6 +95,38 @@ def test_predict_text_stdin_file_json_explain(trained, capsys, monkeypatch, tmp_
     assert code == 0 and png.is_file() and "wrote" in err
 
 
+def test_evaluate_and_predict_an_ensemble(trained, capsys):
+    runs = [str(trained / "run"), str(trained / "gru")]
+    code, out, _ = _run(["evaluate", *runs, "--json"], capsys)
+    report = json.loads(out)
+    assert code == 0 and [m["run"] for m in report["members"]] == runs
+    singles = [json.loads(_run(["evaluate", r, "--json"], capsys)[1]) for r in runs]
+    assert [m["accuracy"] for m in report["members"]] == [r["accuracy"] for r in singles]
+    # the ensemble's score is that of the averaged probabilities from the Python API
+    with (trained / "data" / "test.csv").open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    texts = [r["text"] for r in rows]
+    preds = load(runs).predict(texts)
+    correct = sum(p.label == r["label"] for p, r in zip(preds, rows, strict=True))
+    assert report["accuracy"] == pytest.approx(correct / len(rows))
+    code, out, _ = _run(["evaluate", *runs], capsys)
+    assert code == 0 and "member" in out and "ensemble (averaged probabilities)" in out
+    code, out, _ = _run(["predict", runs[0], "--ensemble", runs[1], *texts[:5]], capsys)
+    assert code == 0
+    assert [line.split("\t")[0] for line in out.strip().splitlines()] == [
+        p.label for p in preds[:5]
+    ]
+
+
+def test_ensemble_of_a_missing_run_is_a_clean_error(trained, capsys, tmp_path):
+    code, out, err = _run(["evaluate", str(trained / "run"), str(tmp_path)], capsys)
+    assert code == 2 and "not a run directory" in err and len(err.strip().splitlines()) == 1
+    code, out, err = _run(
+        ["predict", str(trained / "run"), "--ensemble", str(tmp_path), "x"], capsys
+    )
+    assert code == 2 and "not a run directory" in err and out == ""
+
+
 def test_predict_overlong_input_truncates_with_warning(trained, capsys):
     long_text = " ".join(["great"] * 200)
     code, out, err = _run(["predict", str(trained / "run"), long_text], capsys)
@@ -107,6 +144,7 @@ def test_predict_overlong_input_truncates_with_warning(trained, capsys):
         ([], None, "no input text"),
         (["--file", "/nonexistent.txt"], None, "cannot read"),
         (["x", "--layer", "5", "--explain", "e.png"], None, "layer must be in"),
+        (["x", "--bogus", "y"], None, "unrecognized arguments: --bogus y"),
     ],
 )
 def test_predict_bad_input(trained, capsys, monkeypatch, argv_tail, stdin, message, tmp_path):

@@ -23,6 +23,7 @@ from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.models.classifier import TransformerClassifier
 from attnkit.models.mlm import ElectraPretrainer, TransformerMLM
 from attnkit.tasks import mlm
+from attnkit.tasks.classify import build_model
 from attnkit.tokenization import train_tokenizer
 from conftest import FILLER, NEG, POS, tiny_recipe
 
@@ -155,6 +156,20 @@ def test_pretrain_then_fine_tune_from_the_encoder(tmp_path: Path, tiny_data: Pat
     attnkit.train(RunConfig.from_dict(clf_recipe), out=out, log=lambda *_: None)
     saved = json.loads((out / "config.json").read_text())
     assert saved["model"]["d_model"] == 32 and saved["model"]["init_from"] == str(run)
+    assert (out / "tokenizer.json").read_text() == (run / "tokenizer.json").read_text()
+    assert attnkit.evaluate(out, "test")["accuracy"] > 0.8
+
+    # a recurrent classifier takes the token embedding only, as the encoder saw it
+    # (E * sqrt(d_model)), and the width; its own sizes (num_layers) stay
+    gru_recipe = tiny_recipe(tiny_data, epochs=3)
+    gru_recipe["model"] = {"arch": "gru", "d_model": 64, "num_layers": 2, "init_from": str(run)}
+    gru_cfg, _ = mlm.pretrained_config(RunConfig.from_dict(gru_recipe), log=lambda *_: None)
+    assert gru_cfg.model.d_model == 32 and gru_cfg.model.num_layers == 2
+    gru = build_model(gru_cfg, tok.vocab_size, 2, tok.pad_id)
+    assert mlm.init_classifier(gru, run) == 1
+    torch.testing.assert_close(gru.embed.weight, pre["embed.embedding.weight"] * math.sqrt(32))
+    out = tmp_path / "finetune-gru"
+    attnkit.train(RunConfig.from_dict(gru_recipe), out=out, log=lambda *_: None)
     assert (out / "tokenizer.json").read_text() == (run / "tokenizer.json").read_text()
     assert attnkit.evaluate(out, "test")["accuracy"] > 0.8
 

@@ -1,5 +1,6 @@
 """The Trainer: exact resume after SIGKILL, early stopping, atomic checkpoints, schedules."""
 
+import copy
 import json
 import subprocess
 import sys
@@ -12,9 +13,9 @@ from safetensors.torch import load_file
 
 from attnkit import checkpoint as ckpt
 from attnkit.api import RunError, load, train
-from attnkit.config import RunConfig
+from attnkit.config import RunConfig, TrainingConfig
 from attnkit.tokenization import train_tokenizer
-from attnkit.training import lr_multiplier
+from attnkit.training import lr_multiplier, make_adamw
 from conftest import tiny_recipe
 
 KILL_AT_STEP = 7
@@ -165,6 +166,41 @@ def test_no_pickle_in_run_directory(tmp_path, tiny_data):
     train(cfg, out=tmp_path / "run", log=lambda *_: None)
     suffixes = {p.suffix for p in (tmp_path / "run").rglob("*") if p.is_file()}
     assert suffixes <= {".json", ".jsonl", ".safetensors", ".png"}
+
+
+def test_trainer_adamw_matches_the_reference_adamw():
+    """The Trainer's AdamW (fused where PyTorch has the kernel) takes the same steps as the
+    textbook for-loop AdamW, with weight decay on matrices only."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 3)
+    )
+    ref_model = copy.deepcopy(model)
+    start = copy.deepcopy(model)
+    cfg = TrainingConfig(lr=1e-2, weight_decay=0.1)
+    opt = make_adamw(model, cfg)
+    assert opt.defaults["fused"] or opt.defaults["foreach"]
+    params = list(ref_model.parameters())
+    ref = torch.optim.AdamW(
+        [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ],
+        lr=1e-2,
+        betas=tuple(cfg.betas),
+        foreach=False,
+    )
+    x, y = torch.randn(32, 8), torch.randint(0, 3, (32,))
+    for _ in range(20):
+        for m, o in ((model, opt), (ref_model, ref)):
+            o.zero_grad()
+            torch.nn.functional.cross_entropy(m(x), y).backward()
+            o.step()
+    for p, q, p0 in zip(
+        model.parameters(), ref_model.parameters(), start.parameters(), strict=True
+    ):
+        assert not torch.allclose(p, p0)
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("schedule", ["linear", "cosine", "constant"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,12 @@ import torch
 from attnkit import __version__
 from attnkit.checkpoint import load_model_weights
 from attnkit.config import SEQ2SEQ_TASKS, ConfigError, RunConfig, load_config
+from attnkit.metrics import accuracy, classification_report
 from attnkit.tasks import mlm
 from attnkit.tasks.classify import (
     ClassificationTask,
     ClassifierPredictor,
+    EnsemblePredictor,
     build_model,
     encode_examples,
     label_ids,
@@ -129,7 +132,8 @@ def train(
     log(f"model: {cfg.model.arch}, {n_params:,} parameters")
     if cfg.model.init_from and not resume:
         copied = mlm.init_classifier(model, cfg.model.init_from)
-        log(f"encoder initialised from {cfg.model.init_from} ({copied} tensors)")
+        what = "encoder" if cfg.model.arch == "transformer" else "token embedding"
+        log(f"{what} initialised from {cfg.model.init_from} ({copied} tensors)")
     if not resume:
         _start_run(run_dir, cfg, tok, n_params, labels=data.labels)
     task = ClassificationTask(data.labels, tok.pad_id, cfg.training.label_smoothing)
@@ -242,11 +246,24 @@ def _train_seq2seq(
     return trainer.fit(resume=resume)
 
 
-def load(run_dir: str | Path) -> ClassifierPredictor | Seq2SeqPredictor | mlm.FillMaskPredictor:
+Predictor = ClassifierPredictor | EnsemblePredictor | Seq2SeqPredictor | mlm.FillMaskPredictor
+
+
+def load(run_dir: str | Path | Sequence[str | Path]) -> Predictor:
     """A predictor for a finished (or in-progress, best-so-far) run: ``ClassifierPredictor``
     (``.predict``) for classify runs, ``Seq2SeqPredictor`` (``.translate``, ``.chat``,
     ``.alignment``, ``.trace``) for translate / chat runs, ``FillMaskPredictor``
-    (``.fill_mask``) for mlm runs."""
+    (``.fill_mask``) for mlm runs. A list of classify runs gives an ``EnsemblePredictor``
+    (``.predict`` with their averaged probabilities)."""
+    if not isinstance(run_dir, (str, Path)):
+        runs = list(run_dir)
+        if len(runs) == 1:
+            return load(runs[0])
+        members = [load(r) for r in runs]
+        for r, m in zip(runs, members, strict=True):
+            if not isinstance(m, ClassifierPredictor):
+                raise RunError(f"only classify runs can be ensembled; {r} is a {m.task} run")
+        return EnsemblePredictor(members)
     run_dir = Path(run_dir)
     if not _is_run(run_dir):
         raise RunError(f"{run_dir} is not a run directory (no config.json)")
@@ -274,7 +291,7 @@ def load(run_dir: str | Path) -> ClassifierPredictor | Seq2SeqPredictor | mlm.Fi
 
 
 def evaluate(
-    run_dir: str | Path,
+    run_dir: str | Path | Sequence[str | Path],
     split: str = "test",
     data_dir: str | None = None,
     batch_size: int = 128,
@@ -282,9 +299,11 @@ def evaluate(
 ) -> dict[str, Any]:
     """A run's metrics on a dataset split: accuracy, macro-F1 and the confusion matrix
     (classify); loss, perplexity and sacreBLEU with its signature (translate, decoding
-    greedy or with ``beam``); loss and perplexity (chat)."""
-    from attnkit.data.batching import BucketBatchSampler
-
+    greedy or with ``beam``); loss and perplexity (chat). Several classify runs are
+    evaluated as an ensemble (averaged probabilities); the report then also lists each
+    member's accuracy under ``members``."""
+    if not isinstance(run_dir, (str, Path)) and len(run_dir) == 1:
+        run_dir = run_dir[0]
     predictor = load(run_dir)
     if isinstance(predictor, mlm.FillMaskPredictor):
         raise RunError(
@@ -293,17 +312,33 @@ def evaluate(
         )
     if isinstance(predictor, Seq2SeqPredictor):
         return _evaluate_seq2seq(predictor, split, data_dir, batch_size, beam)
+    members = predictor.members if isinstance(predictor, EnsemblePredictor) else [predictor]
     cfg = predictor.config
     if data_dir:
         cfg.data.data_dir = data_dir
     examples = read_split(cfg, split)
-    to_id = label_ids(cfg, predictor.labels)
-    items, _ = encode_examples(examples, predictor.tokenizer, cfg, to_id, split)
-    ids = [x for x, _ in items]
-    task = ClassificationTask(predictor.labels, predictor.tokenizer.pad_id)
-    sampler = BucketBatchSampler([len(x) for x in ids], batch_size=batch_size, shuffle=False)
-    batches = (task.collate([items[i] for i in b]) for b in sampler)
-    report = task.evaluate(predictor.model, batches)
+    y_true: list[int] = []
+    member_probs = []
+    for m in members:
+        if m.config.data.name != cfg.data.name:
+            raise RunError(
+                f"cannot ensemble runs trained on different datasets: {m.run_dir} "
+                f"({m.config.data.name}) and {predictor.run_dir} ({cfg.data.name})"
+            )
+        items, _ = encode_examples(
+            examples, m.tokenizer, m.config, label_ids(m.config, m.labels), split
+        )
+        y_true = [y for _, y in items]
+        member_probs.append(m.probabilities([x for x, _ in items], batch_size))
+    probs = torch.stack(member_probs).mean(0)  # (N, num_classes)
+    report = classification_report(y_true, probs.argmax(-1).tolist(), predictor.labels)
+    target = torch.tensor(y_true)
+    report["loss"] = float(-probs[torch.arange(len(target)), target].clamp_min(1e-12).log().mean())
+    if len(members) > 1:
+        report["members"] = [
+            {"run": str(m.run_dir), "accuracy": accuracy(y_true, p.argmax(-1).tolist())}
+            for m, p in zip(members, member_probs, strict=True)
+        ]
     report["split"] = split
     return report
 

@@ -151,12 +151,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from attnkit.metrics import format_confusion_matrix
 
     report = evaluate(args.run, args.split, args.data_dir, beam=args.beam)
+    name = " + ".join(args.run)
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
         return 0
     if "confusion_matrix" not in report:  # translate / chat
         print(
-            f"{args.run} on {report['split']} ({report['num_examples']:,} pairs, "
+            f"{name} on {report['split']} ({report['num_examples']:,} pairs, "
             f"{report['num_tokens']:,} target tokens)"
         )
         print(f"loss        {report['loss']:.4f}")
@@ -166,7 +167,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             print(f"signature   {report['bleu_signature']}")
             print(f"BLEU lc     {report['bleu_lowercase']:.2f}  (lowercased 13a tokens)")
         return 0
-    print(f"{args.run} on {report['split']} ({report['num_examples']:,} examples)")
+    print(f"{name} on {report['split']} ({report['num_examples']:,} examples)")
+    for m in report.get("members", []):
+        print(f"  member {m['run']}: accuracy {m['accuracy']:.4f}")
+    if "members" in report:
+        print("ensemble (averaged probabilities):")
     print(f"accuracy  {report['accuracy']:.4f}")
     print(f"macro-F1  {report['macro_f1']:.4f}")
     print(f"loss      {report['loss']:.4f}")
@@ -194,7 +199,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         help="a run's metrics on a split: accuracy/F1/confusion (classify), BLEU (translate), "
         "loss/perplexity (chat)",
     )
-    ev.add_argument("run")
+    ev.add_argument(
+        "run", nargs="+", help="run directory; several classify runs: evaluate their ensemble"
+    )
     ev.add_argument("--split", default="test")
     ev.add_argument("--data-dir")
     ev.add_argument(
@@ -244,7 +251,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from attnkit.api import load
 
     texts = _read_inputs(args)
-    predictor = load(args.run)
+    predictor = load([args.run, *args.ensemble])
     if predictor.task == "mlm":
         return _fill_mask(predictor, texts, args.json)
     if predictor.task != "classify":
@@ -254,8 +261,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         predictions = predictor.predict(texts)
-    for w in caught:
-        print(f"attnkit: warning: {w.message}", file=sys.stderr)
+    for message in dict.fromkeys(str(w.message) for w in caught):  # once each (ensembles)
+        print(f"attnkit: warning: {message}", file=sys.stderr)
     if args.json:
         print(predictor.to_json(predictions))
     else:
@@ -295,6 +302,13 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("run", help="run directory")
     pr.add_argument("text", nargs="*", help="texts; '-' reads lines from stdin")
     pr.add_argument("--file", help="read one text per line from a UTF-8 file")
+    pr.add_argument(
+        "--ensemble",
+        metavar="RUN",
+        action="append",
+        default=[],
+        help="another classify run to average with (repeatable): an ensemble",
+    )
     pr.add_argument("--json", action="store_true", help="one JSON object per line")
     pr.add_argument("--explain", metavar="PNG", help="save the attention heatmap of the first text")
     pr.add_argument("--layer", type=int, default=-1, help="layer for --explain (default: last)")
@@ -507,7 +521,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse binds `RUN TEXT...` in one go, so texts given after an option
+    # (`predict RUN --ensemble RUN2 "text"`) come back unrecognised: they are texts too
+    texts_only = not any(x.startswith("-") and x != "-" for x in extra)
+    if extra and texts_only and isinstance(getattr(args, "text", None), list):
+        args.text += extra
+        extra = []
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args) or 0)
     except (UsageError, *_user_errors()) as exc:

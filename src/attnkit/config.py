@@ -81,6 +81,7 @@ class ModelConfig:
     rtd_weight: float = 50.0  # electra: weight of the discriminator's loss (the paper's lambda)
     init_from: str | None = None  # classify: a task-mlm run whose encoder (and tokenizer)
     # the classifier starts from; its sizes replace d_model / num_heads / d_ff / num_layers
+    # (recurrent models: only the token embedding and d_model are taken)
     hidden_size: int = 256  # recurrent models
     bidirectional: bool = True  # recurrent models
     # sequence to sequence (task: translate | chat)
@@ -295,7 +296,6 @@ def _validate(cfg: RunConfig) -> None:
     if m.init_from is not None:
         checks += [
             (cfg.task == "classify", "model.init_from is for task classify"),
-            (m.arch == "transformer", "model.init_from needs model.arch: transformer"),
             (
                 cfg.tokenizer.path is None,
                 "model.init_from brings its run's tokenizer; remove tokenizer.path",

@@ -15,6 +15,7 @@ the generator's masked-LM loss).
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -315,7 +316,10 @@ def pretrained_config(cfg: RunConfig, log=print) -> tuple[RunConfig, Tokenizer]:
     the pretrained run's tokenizer (a classifier must read text exactly as its encoder did)."""
     run_dir, saved = _read_run(cfg.model.init_from)
     changed = []
-    for key in ENCODER_KEYS:
+    # a recurrent classifier takes only the token embedding (the feature-based use of a
+    # pretrained model, like word2vec vectors), so only its width must match
+    keys = ENCODER_KEYS if cfg.model.arch == "transformer" else ("d_model",)
+    for key in keys:
         value = saved["model"][key]
         if getattr(cfg.model, key) != value:
             changed.append(f"{key}={value}")
@@ -333,12 +337,25 @@ def pretrained_config(cfg: RunConfig, log=print) -> tuple[RunConfig, Tokenizer]:
 def init_classifier(model: nn.Module, run: str | Path) -> int:
     """Copy the pretrained encoder (``embed.*``, ``pos.*``, ``encoder.*``) into a
     ``TransformerClassifier``; returns the number of tensors copied. The pooling and head stay
-    freshly initialised. Learned positions are cut to the classifier's ``max_len``."""
+    freshly initialised. Learned positions are cut to the classifier's ``max_len``.
+
+    An ``RNNClassifier`` gets the token embedding only, as the vectors the encoder saw:
+    ``E * sqrt(d_model)`` (``TokenEmbedding``'s scale), so they have the size the recurrent
+    layer expects of its inputs."""
     from safetensors.torch import load_file
 
-    run_dir, _ = _read_run(run)
+    run_dir, saved = _read_run(run)
     pretrained = load_file(run_dir / "model.safetensors")
     own = model.state_dict()
+    if "embed.weight" in own and "embed.embedding.weight" not in own:  # RNNClassifier
+        value = pretrained["embed.embedding.weight"] * math.sqrt(saved["model"]["d_model"])
+        if value.shape != own["embed.weight"].shape:
+            raise ConfigError(
+                f"model.init_from: the token embedding has shape {tuple(value.shape)} in "
+                f"{run_dir}, {tuple(own['embed.weight'].shape)} in the classifier"
+            )
+        model.load_state_dict({"embed.weight": value}, strict=False)
+        return 1
     wanted = [k for k in own if k.startswith(("embed.", "pos.", "encoder."))]
     missing = [k for k in wanted if k not in pretrained]
     if missing:
