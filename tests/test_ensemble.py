@@ -11,6 +11,9 @@ from attnkit.tasks.classify import ClassifierPredictor, EnsemblePredictor
 from attnkit.tokenization import train_tokenizer
 from conftest import make_sentiment_rows, tiny_recipe
 
+# two of the texts are longer than the tiny models' max_len on purpose (truncation warnings)
+pytestmark = pytest.mark.filterwarnings("ignore:input .* is longer than max_len")
+
 TEXTS = [
     "great",
     "the movie was really boring and the story was awful , 정말 지루해요",
