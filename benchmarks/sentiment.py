@@ -5,8 +5,8 @@ accuracy, training minutes, tokens/s and peak RSS, and regenerate docs/results.m
     python benchmarks/sentiment.py configs/imdb-transformer.yaml --set training.bf16=true --name imdb-bf16
     python benchmarks/sentiment.py configs/nsmc-finetune.yaml --pretrain configs/nsmc-pretrain.yaml
     python benchmarks/sentiment.py configs/nsmc-finetune.yaml --pretrain configs/nsmc-pretrain.yaml \
-        --pretrain-set training.max_steps=3000 --ensemble configs/nsmc-gru.yaml \
-        --ensemble-set training.epochs=2 --name nsmc-ensemble
+        --pretrain-set training.max_steps=2800 --ensemble configs/nsmc-gru.yaml \
+        --ensemble-set model.hidden_size=128 --name nsmc-ensemble
 
 ``--ensemble CONFIG`` (repeatable) trains more classifiers after the first and scores the
 ensemble of all of them (averaged probabilities, ``attnkit evaluate RUN RUN ...``); the
@@ -79,10 +79,10 @@ def member(config: str, name: str, i: int, overrides: list[str]) -> tuple[Path, 
     out = ROOT / "runs" / f"bench-{name}-member{i}"
     start = time.perf_counter()
     argv = [config, str(out), "training.progress=false", *overrides]
-    proc = subprocess.run(
-        [sys.executable, "-c", MEMBER, *argv], capture_output=True, text=True, check=True
-    )
+    proc = subprocess.run([sys.executable, "-c", MEMBER, *argv], capture_output=True, text=True)
     wall = time.perf_counter() - start
+    if proc.returncode:
+        raise SystemExit(f"ensemble member {config} failed:\n{proc.stderr}")
     print(proc.stdout, end="")
     result = json.loads(proc.stdout.rsplit("RESULT ", 1)[1])
     cfg = json.loads((out / "config.json").read_text())
