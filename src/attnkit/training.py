@@ -107,7 +107,8 @@ def make_adamw(model: nn.Module, config: TrainingConfig) -> torch.optim.AdamW:
 
     On the CPU, PyTorch's default AdamW updates each tensor in a Python loop; the fused
     kernel does the same arithmetic in one pass and is ~7x faster (3.7 vs 25.6 ms per step
-    for the 4.1M-parameter NSMC classifier, a quarter of its whole training step).
+    for the 4.1M-parameter NSMC classifier, whose fine-tuning step went from 0.118 to
+    0.104 s in full runs).
     """
     groups = _param_groups(model, config.weight_decay)
     kwargs = {"lr": config.lr, "betas": tuple(config.betas)}
