@@ -158,6 +158,8 @@ def test_pretrain_then_fine_tune_from_the_encoder(tmp_path: Path, tiny_data: Pat
     assert saved["model"]["d_model"] == 32 and saved["model"]["init_from"] == str(run)
     assert (out / "tokenizer.json").read_text() == (run / "tokenizer.json").read_text()
     assert attnkit.evaluate(out, "test")["accuracy"] > 0.8
+    with pytest.raises(RunError, match="only classify runs can be ensembled"):
+        attnkit.evaluate([out, run], "test")
 
     # a recurrent classifier takes the token embedding only, as the encoder saw it
     # (E * sqrt(d_model)), and the width; its own sizes (num_layers) stay
