@@ -25,6 +25,7 @@ from attnkit import __version__
 from attnkit.checkpoint import load_model_weights
 from attnkit.config import SEQ2SEQ_TASKS, ConfigError, RunConfig, load_config
 from attnkit.metrics import accuracy, classification_report
+from attnkit.models.ngram import NgramClassifier
 from attnkit.tasks import mlm
 from attnkit.tasks.classify import (
     ClassificationTask,
@@ -33,6 +34,7 @@ from attnkit.tasks.classify import (
     build_model,
     encode_examples,
     label_ids,
+    naive_bayes_batches,
     prepare_data,
     read_split,
 )
@@ -130,6 +132,12 @@ def train(
     model = build_model(cfg, tok.vocab_size, len(data.labels), tok.pad_id)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model: {cfg.model.arch}, {n_params:,} parameters")
+    if isinstance(model, NgramClassifier) and cfg.model.nb_weighting and not resume:
+        start = time.perf_counter()
+        model.fit_nb(naive_bayes_batches(data.train, tok.pad_id))
+        log(
+            f"Naive Bayes ratios from {len(data.train):,} texts ({time.perf_counter() - start:.1f}s)"
+        )
     if cfg.model.init_from and not resume:
         copied = mlm.init_classifier(model, cfg.model.init_from)
         what = "encoder" if cfg.model.arch == "transformer" else "token embedding"

@@ -310,7 +310,11 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
         help="another classify run to average with (repeatable): an ensemble",
     )
     pr.add_argument("--json", action="store_true", help="one JSON object per line")
-    pr.add_argument("--explain", metavar="PNG", help="save the attention heatmap of the first text")
+    pr.add_argument(
+        "--explain",
+        metavar="PNG",
+        help="save the attention heatmap of the first text (arch ngram: its n-gram contributions)",
+    )
     pr.add_argument("--layer", type=int, default=-1, help="layer for --explain (default: last)")
     pr.add_argument("--head", type=int, default=None, help="head for --explain (default: mean)")
     pr.set_defaults(func=_cmd_predict)

@@ -65,7 +65,7 @@ class TokenizerConfig:
 
 @dataclass
 class ModelConfig:
-    arch: str = "transformer"  # transformer | rnn | lstm | gru
+    arch: str = "transformer"  # transformer | rnn | lstm | gru | ngram (bag of n-grams, NBSVM)
     d_model: int = 256
     num_heads: int = 4
     d_ff: int = 1024
@@ -84,6 +84,9 @@ class ModelConfig:
     # (recurrent models: only the token embedding and d_model are taken)
     hidden_size: int = 256  # recurrent models
     bidirectional: bool = True  # recurrent models
+    ngram_max: int = 2  # ngram: longest token n-gram (1: bag of tokens)
+    num_buckets: int = 4194304  # ngram: hash buckets for the n-grams of 2+ tokens (2**22)
+    nb_weighting: bool = True  # ngram: Naive Bayes feature scaling (NBSVM); false: logistic
     # sequence to sequence (task: translate | chat)
     preset: str | None = None  # small | base: d_model/num_heads/d_ff/num_layers (Transformer)
     num_decoder_layers: int | None = None  # None: same as num_layers
@@ -242,8 +245,12 @@ def _validate(cfg: RunConfig) -> None:
             "training.schedule must be constant|linear|cosine|noam",
         ),
         (
-            m.arch in ("transformer", "rnn", "lstm", "gru"),
-            "model.arch must be transformer|rnn|lstm|gru",
+            m.arch in ("transformer", "rnn", "lstm", "gru", "ngram"),
+            "model.arch must be transformer|rnn|lstm|gru|ngram",
+        ),
+        (
+            m.ngram_max >= 1 and m.num_buckets >= 1,
+            "model.ngram_max and model.num_buckets must be >= 1",
         ),
         (m.pooling in ("mean", "max", "cls", "last"), "model.pooling must be mean|max|cls|last"),
         (cfg.tokenizer.kind in ("wordpiece", "bpe"), "tokenizer.kind must be wordpiece|bpe"),
@@ -296,6 +303,7 @@ def _validate(cfg: RunConfig) -> None:
     if m.init_from is not None:
         checks += [
             (cfg.task == "classify", "model.init_from is for task classify"),
+            (m.arch != "ngram", "model.init_from does not apply to arch ngram (no embedding)"),
             (
                 cfg.tokenizer.path is None,
                 "model.init_from brings its run's tokenizer; remove tokenizer.path",

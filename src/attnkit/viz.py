@@ -21,7 +21,13 @@ from matplotlib import font_manager  # noqa: E402
 
 from attnkit.layers import sinusoidal_encoding  # noqa: E402
 
-__all__ = ["plot_attention", "plot_curves", "plot_positional_encoding", "save_figure"]
+__all__ = [
+    "plot_attention",
+    "plot_contributions",
+    "plot_curves",
+    "plot_positional_encoding",
+    "save_figure",
+]
 
 _HANGUL_FONTS = ("NanumGothic", "Noto Sans CJK KR", "Noto Sans KR", "Malgun Gothic", "AppleGothic")
 _font_ready = False
@@ -105,6 +111,29 @@ def plot_attention(
     if title:
         ax.set_title(title)
     fig.colorbar(im, ax=ax)
+    return save_figure(fig, path)
+
+
+def plot_contributions(
+    names: Sequence[str],
+    values: Sequence[float],
+    path: str | os.PathLike = "contributions.png",
+    title: str | None = None,
+) -> Path:
+    """Horizontal bars, one per feature (e.g. an n-gram), in the given order from the top:
+    positive values (for the prediction) green, negative ones red."""
+    _use_hangul_font()
+    if len(names) != len(values):
+        raise ValueError(f"{len(names)} names but {len(values)} values")
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.32 * len(names) + 1.2)))
+    colors = ["tab:green" if v >= 0 else "tab:red" for v in values]
+    ax.barh(range(len(names)), list(values), color=colors)
+    ax.set_yticks(range(len(names)), labels=list(names))
+    ax.invert_yaxis()
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_xlabel("contribution to the logit margin")
+    if title:
+        ax.set_title(title)
     return save_figure(fig, path)
 
 

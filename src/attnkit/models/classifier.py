@@ -31,6 +31,7 @@ from attnkit.layers import (
     SinusoidalPositionalEncoding,
     TokenEmbedding,
 )
+from attnkit.models.ngram import NgramClassifier
 
 __all__ = [
     "ARCHS",
@@ -314,7 +315,7 @@ class RNNClassifier(nn.Module):
 # --------------------------------------------------------------------------------------
 # Factory
 # --------------------------------------------------------------------------------------
-ARCHS = ("transformer", "rnn", "lstm", "gru")
+ARCHS = ("transformer", "rnn", "lstm", "gru", "ngram")
 
 # Arguments the factory fills itself (the cell comes from ``arch``).
 _RESERVED = {"self", "vocab_size", "num_classes", "pad_id", "cell"}
@@ -324,12 +325,15 @@ def build_classifier(
     arch: str, vocab_size: int, num_classes: int, pad_id: int, **hparams: object
 ) -> nn.Module:
     """Build a classifier by name: "transformer" -> TransformerClassifier; "rnn" | "lstm" |
-    "gru" -> RNNClassifier with that cell. ``hparams`` are the class's keyword arguments;
+    "gru" -> RNNClassifier with that cell; "ngram" -> ``attnkit.models.ngram.NgramClassifier``
+    (bag of n-grams, NBSVM). ``hparams`` are the class's keyword arguments;
     an unknown arch or hyperparameter name raises ValueError listing the valid ones."""
     arch = arch.lower()
     if arch not in ARCHS:
         raise ValueError(f"unknown classifier arch {arch!r}; choose one of {', '.join(ARCHS)}")
-    cls = TransformerClassifier if arch == "transformer" else RNNClassifier
+    cls: type[nn.Module] = {"transformer": TransformerClassifier, "ngram": NgramClassifier}.get(
+        arch, RNNClassifier
+    )
     valid = [n for n in inspect.signature(cls.__init__).parameters if n not in _RESERVED]
     unknown = sorted(set(hparams) - set(valid))
     if unknown:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ __all__ = [
     "Prediction",
     "PreparedData",
     "build_model",
+    "naive_bayes_batches",
     "prepare_data",
 ]
 
@@ -169,6 +170,8 @@ def build_model(cfg: RunConfig, vocab_size: int, num_classes: int, pad_id: int) 
     m = cfg.model
     if m.arch == "transformer":
         hp = dict(encoder_hparams(cfg), pooling=m.pooling)
+    elif m.arch == "ngram":
+        hp = dict(ngram_max=m.ngram_max, num_buckets=m.num_buckets, nb_weighting=m.nb_weighting)
     else:
         hp = dict(
             d_model=m.d_model,
@@ -179,6 +182,18 @@ def build_model(cfg: RunConfig, vocab_size: int, num_classes: int, pad_id: int) 
             pooling=m.pooling,
         )
     return build_classifier(m.arch, vocab_size, num_classes, pad_id, **hp)
+
+
+def naive_bayes_batches(
+    items: Sequence[Item], pad_id: int, batch_size: int = 256
+) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    """(input_ids (B, T), attention_mask (B, T), labels (B,)) over all training items, for
+    ``NgramClassifier.fit_nb`` (in length order: each batch pads only to its own longest)."""
+    order = sorted(range(len(items)), key=lambda i: len(items[i][0]))
+    for start in range(0, len(order), batch_size):
+        rows = [items[i] for i in order[start : start + batch_size]]
+        ids, mask = pad_batch([ids for ids, _ in rows], pad_id)
+        yield ids, mask, torch.tensor([y for _, y in rows])
 
 
 class ClassificationTask:
@@ -311,6 +326,22 @@ class ClassifierPredictor:
         return probs
 
     @torch.no_grad()
+    def ngram_contributions(self, text: str) -> list[tuple[str, float]]:
+        """A bag-of-n-grams model's exact explanation of one text: (n-gram, how much it
+        raises the predicted class's logit above the mean of all logits), largest effect
+        first. The values plus the bias sum to that logit margin."""
+        if not hasattr(self.model, "contributions"):
+            raise ValueError("n-gram contributions exist only for arch ngram")
+        ids, _ = self._encode([text])
+        parts = self.model.contributions(torch.tensor(ids[0]))
+        k = int(sum(v for _, _, v in parts).argmax()) if parts else 0
+        out = [
+            (self.tokenizer.decode(ids[0][start : start + n]), float(v[k] - v.mean()))
+            for start, n, v in parts
+        ]
+        return sorted(out, key=lambda gv: -abs(gv[1]))
+
+    @torch.no_grad()
     def attention(self, text: str) -> tuple[list[str], list[Tensor]]:
         """(tokens, per-layer self-attention weights (H, T, T)) for one text."""
         if not hasattr(self.model, "encoder"):
@@ -324,8 +355,15 @@ class ClassifierPredictor:
     def explain(
         self, text: str, path: str | Path, layer: int = -1, head: int | None = None
     ) -> Path:
-        """Save the self-attention heatmap of ``layer`` (``head`` or the mean over heads)."""
-        from attnkit.viz import plot_attention
+        """Save the self-attention heatmap of ``layer`` (``head`` or the mean over heads); for
+        a bag-of-n-grams model (no attention), the bar chart of ``ngram_contributions``."""
+        from attnkit.viz import plot_attention, plot_contributions
+
+        if hasattr(self.model, "contributions"):
+            pred = self.predict([text])[0]
+            top = self.ngram_contributions(text)[:20]
+            title = f"n-grams for {pred.label} ({pred.probability:.2f}) vs the other classes"
+            return plot_contributions([g for g, _ in top], [v for _, v in top], path, title)
 
         tokens, weights = self.attention(text)
         n_layers = len(weights)
