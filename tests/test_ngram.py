@@ -155,11 +155,13 @@ def test_train_load_predict_and_ensemble(tmp_path: Path, tiny_data: Path):
     text = "the movie was really wonderful 정말"
     parts = clf.ngram_contributions(text)
     assert parts and abs(parts[0][1]) >= abs(parts[-1][1])
-    assert parts[0][0] == "wonderful"  # the only word that carries the label
+    top, value = parts[0]  # the tiny vocabulary splits "wonderful" into pieces
+    assert top.replace("##", "") in "wonderful" and value > 0
+    assert abs(dict(parts)["the"]) < value  # a filler word matters less
     ids, _ = clf._encode([text])
-    logits = clf.model(torch.tensor(ids))[0][0]
+    logits = clf.model(torch.tensor(ids))[0][0].detach()
     k = int(logits.argmax())
-    bias = clf.model.bias
+    bias = clf.model.bias.detach()
     margin = sum(v for _, v in parts) + float(bias[k] - bias.mean())
     assert margin == pytest.approx(float(logits[k] - logits.mean()), abs=1e-4)
     png = clf.explain(text, tmp_path / "why.png")
