@@ -22,3 +22,10 @@ def evaluate(*args, **kwargs):
     from attnkit.api import evaluate as _evaluate
 
     return _evaluate(*args, **kwargs)
+
+
+def calibrate(*args, **kwargs):
+    """Fit a classify run's softmax temperature; see :func:`attnkit.api.calibrate`."""
+    from attnkit.api import calibrate as _calibrate
+
+    return _calibrate(*args, **kwargs)

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from attnkit import __version__
-from attnkit.checkpoint import load_model_weights
+from attnkit.checkpoint import atomic_write_text, load_model_weights
 from attnkit.config import SEQ2SEQ_TASKS, ConfigError, RunConfig, load_config
 from attnkit.metrics import accuracy, classification_report
 from attnkit.models.ngram import NgramClassifier
@@ -33,6 +34,7 @@ from attnkit.tasks.classify import (
     EnsemblePredictor,
     build_model,
     encode_examples,
+    fit_temperature,
     label_ids,
     naive_bayes_batches,
     prepare_data,
@@ -42,7 +44,7 @@ from attnkit.tasks.seq2seq import Seq2SeqPredictor
 from attnkit.tokenization import Tokenizer
 from attnkit.training import Trainer, TrainResult
 
-__all__ = ["evaluate", "load", "train"]
+__all__ = ["calibrate", "evaluate", "load", "train"]
 
 
 class RunError(ValueError):
@@ -156,7 +158,10 @@ def train(
         run_dir,
         d_model=cfg.model.d_model,
     )
-    return trainer.fit(resume=resume)
+    result = trainer.fit(resume=resume)
+    if data.validation and (run_dir / "model.safetensors").is_file():
+        _save_temperature(run_dir, load(run_dir), data.validation, log)
+    return result
 
 
 def _train_mlm(
@@ -295,7 +300,48 @@ def load(run_dir: str | Path | Sequence[str | Path]) -> Predictor:
     labels = saved["labels"]
     model = build_model(cfg, saved["vocab_size"], len(labels), tokenizer.pad_id)
     load_model_weights(model, run_dir / "model.safetensors")
-    return ClassifierPredictor(model, tokenizer, cfg, labels, run_dir)
+    temperature = float(saved.get("temperature", 1.0))
+    return ClassifierPredictor(model, tokenizer, cfg, labels, run_dir, temperature=temperature)
+
+
+def calibrate(run_dir: str | Path, data_dir: str | None = None, log=print) -> dict[str, Any]:
+    """Fit a classify run's softmax temperature on its validation split (temperature
+    scaling, ``attnkit.tasks.classify.fit_temperature``) and store it in its config.json;
+    ``predict``, ``evaluate`` and ensembles then use calibrated probabilities. Training does
+    this itself; this is for runs trained before it did. Returns the temperature and the
+    validation NLL before and after."""
+    run_dir = Path(run_dir)
+    predictor = load(run_dir)
+    if not isinstance(predictor, ClassifierPredictor):
+        raise RunError(f"only classify runs are calibrated; {run_dir} is a {predictor.task} run")
+    if data_dir is not None:
+        predictor.config.data.data_dir = data_dir
+    data = prepare_data(predictor.config, predictor.tokenizer, log=lambda *_: None)
+    return _save_temperature(run_dir, predictor, data.validation, log)
+
+
+def _save_temperature(
+    run_dir: Path, predictor: ClassifierPredictor, validation: Sequence, log
+) -> dict[str, Any]:
+    """Fit the temperature on encoded validation items and write it into config.json."""
+    if not validation:
+        raise RunError(f"{run_dir} has no validation split to calibrate on")
+    logits = predictor.logits([ids for ids, _ in validation])
+    labels = torch.tensor([y for _, y in validation])
+    temperature = fit_temperature(logits, labels)
+    before = F.cross_entropy(logits, labels).item()
+    after = F.cross_entropy(logits / temperature, labels).item()
+    saved = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    saved["temperature"] = round(temperature, 4)
+    atomic_write_text(
+        run_dir / "config.json", json.dumps(saved, indent=2, ensure_ascii=False) + "\n"
+    )
+    predictor.temperature = saved["temperature"]
+    log(
+        f"temperature scaling: T = {temperature:.3f} on {len(labels):,} validation examples "
+        f"(NLL {before:.4f} -> {after:.4f})"
+    )
+    return {"temperature": saved["temperature"], "nll_before": before, "nll_after": after}
 
 
 def evaluate(

@@ -180,6 +180,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from attnkit.api import calibrate
+
+    for run in args.run:
+        calibrate(run, data_dir=args.data_dir, log=lambda line, run=run: print(f"{run}: {line}"))
+    return 0
+
+
 def _add_train(sub: argparse._SubParsersAction) -> None:
     train = sub.add_parser("train", help="train a model from a YAML recipe")
     train.add_argument("config", nargs="?", help="recipe, e.g. configs/nsmc-transformer.yaml")
@@ -209,6 +217,14 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--json", action="store_true", help="machine-readable output")
     ev.set_defaults(func=_cmd_evaluate)
+    cal = sub.add_parser(
+        "calibrate",
+        help="fit a classify run's softmax temperature on its validation split (training "
+        "does this; for older runs)",
+    )
+    cal.add_argument("run", nargs="+", help="classify run directory (or several)")
+    cal.add_argument("--data-dir", help="data folder (default: $ATTNKIT_DATA, ~/.cache/attnkit)")
+    cal.set_defaults(func=_cmd_calibrate)
 
 
 # ----------------------------------------------------------------------------- predict

@@ -8,6 +8,7 @@ sees tensors.
 from __future__ import annotations
 
 import json
+import math
 import random
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -35,6 +36,7 @@ __all__ = [
     "Prediction",
     "PreparedData",
     "build_model",
+    "fit_temperature",
     "naive_bayes_batches",
     "prepare_data",
 ]
@@ -196,6 +198,36 @@ def naive_bayes_batches(
         yield ids, mask, torch.tensor([y for _, y in rows])
 
 
+def fit_temperature(logits: Tensor, labels: Tensor, low: float = 0.05, high: float = 20.0) -> float:
+    """Temperature scaling (Guo et al. 2017, "On Calibration of Modern Neural Networks"):
+    the T in [low, high] that minimises the validation NLL of softmax(logits / T).
+
+    logits (N, C), labels (N,). The NLL is convex in 1/T (the scaled logits are linear in
+    it), hence unimodal in log T: a golden-section search over log T finds the minimum.
+    T > 1 softens an over-confident model, T < 1 sharpens an under-confident one; the
+    argmax, hence accuracy, never changes. A validation set the model gets all right pushes
+    T to ``low``."""
+    z = logits.detach().double()
+
+    def nll(log_t: float) -> float:
+        return F.cross_entropy(z / math.exp(log_t), labels).item()
+
+    a, b = math.log(low), math.log(high)
+    ratio = (math.sqrt(5) - 1) / 2
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = nll(c), nll(d)
+    for _ in range(60):  # the bracket shrinks by 0.618 per step: 60 steps -> ~1e-12
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = nll(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = nll(d)
+    return math.exp((a + b) / 2)
+
+
 class ClassificationTask:
     """Cross-entropy over classes; model selection by validation accuracy."""
 
@@ -281,12 +313,14 @@ class ClassifierPredictor:
         config: RunConfig,
         labels: Sequence[str],
         run_dir: Path | None = None,
+        temperature: float = 1.0,
     ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.config = config
         self.labels = list(labels)
         self.run_dir = run_dir
+        self.temperature = temperature  # probabilities = softmax(logits / temperature)
 
     def _encode(self, texts: Sequence[str]) -> tuple[list[list[int]], list[bool]]:
         for i, text in enumerate(texts):
@@ -312,18 +346,23 @@ class ClassifierPredictor:
         return _predictions(texts, self.probabilities(ids, batch_size), cut, self.labels)
 
     @torch.no_grad()
-    def probabilities(self, ids: Sequence[Sequence[int]], batch_size: int = 64) -> Tensor:
-        """Class probabilities (N, num_classes) for N encoded texts, in their order.
+    def logits(self, ids: Sequence[Sequence[int]], batch_size: int = 64) -> Tensor:
+        """Class logits (N, num_classes) for N encoded texts, in their order.
 
         Texts are batched in order of length, so a batch is padded only to its own longest
         text (NSMC's 50K test reviews, batch 64: 24 s instead of 86 s in input order)."""
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        probs = torch.empty(len(ids), len(self.labels))
+        out = torch.empty(len(ids), len(self.labels))
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
             input_ids, mask = pad_batch([ids[i] for i in rows], self.tokenizer.pad_id)
-            probs[rows] = self.model(input_ids, mask)[0].float().softmax(-1)
-        return probs
+            out[rows] = self.model(input_ids, mask)[0].float()
+        return out
+
+    def probabilities(self, ids: Sequence[Sequence[int]], batch_size: int = 64) -> Tensor:
+        """Class probabilities (N, num_classes) for N encoded texts: softmax(logits / T),
+        with the run's fitted temperature T (``attnkit calibrate``; 1 if never fitted)."""
+        return (self.logits(ids, batch_size) / self.temperature).softmax(-1)
 
     @torch.no_grad()
     def ngram_contributions(self, text: str) -> list[tuple[str, float]]:
@@ -391,7 +430,9 @@ class EnsemblePredictor:
 
     Models with different inductive biases make different mistakes (a Transformer and a
     BiGRU on NSMC: benchmarks/notes-sentiment.md), so their average is often more accurate
-    than either. The members must have the same labels in the same order.
+    than either. Each p_m uses its run's fitted temperature, so a member that is more
+    confident than it is accurate does not outvote a better calibrated one (IMDB: 0.8969
+    uncalibrated, 0.9065 calibrated). The members must have the same labels in the same order.
     """
 
     task = "classify"
