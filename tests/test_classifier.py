@@ -56,9 +56,13 @@ def test_shapes_and_padding_invariance(arch, hp):
 
 
 def test_needs_cls_flag():
-    assert TransformerClassifier(VOCAB, 2, **SMALL_TF, pooling="cls").needs_cls
-    assert not TransformerClassifier(VOCAB, 2, **SMALL_TF, pooling="mean").needs_cls
-    assert not RNNClassifier(VOCAB, 2, **SMALL_RNN).needs_cls
+    assert TransformerClassifier(
+        vocab_size=VOCAB, num_classes=2, **SMALL_TF, pooling="cls"
+    ).needs_cls
+    assert not TransformerClassifier(
+        vocab_size=VOCAB, num_classes=2, **SMALL_TF, pooling="mean"
+    ).needs_cls
+    assert not RNNClassifier(vocab_size=VOCAB, num_classes=2, **SMALL_RNN).needs_cls
 
 
 def test_masked_mean_equals_manual_mean():
@@ -72,7 +76,9 @@ def test_masked_mean_equals_manual_mean():
 
 
 def test_masked_mean_in_model_equals_manual_mean():
-    model = TransformerClassifier(VOCAB, CLASSES, **SMALL_TF, dropout=0.0).eval()
+    model = TransformerClassifier(
+        vocab_size=VOCAB, num_classes=CLASSES, **SMALL_TF, dropout=0.0
+    ).eval()
     ids = batch()
     seen = {}
     model.head.register_forward_hook(lambda m, inp, out: seen.update(pooled=inp[0]))
@@ -119,7 +125,14 @@ def test_tiny_overfit_order_patterns():
     ids = torch.tensor([a, b] * 4)
     labels = torch.tensor([0, 1] * 4)
     model = TransformerClassifier(
-        VOCAB, 2, d_model=32, num_heads=2, d_ff=64, num_layers=1, dropout=0.0, max_len=8
+        vocab_size=VOCAB,
+        num_classes=2,
+        d_model=32,
+        num_heads=2,
+        d_ff=64,
+        num_layers=1,
+        dropout=0.0,
+        max_len=8,
     )
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(100):

@@ -10,6 +10,7 @@ from torch import nn
 from attnkit.attention import causal_mask
 from attnkit.layers import (
     AddNorm,
+    BlockConfig,
     Decoder,
     DecoderLayer,
     Encoder,
@@ -106,7 +107,9 @@ def _check_grads(ours_out, ref_out, ours_inputs, ref_inputs):
 def test_encoder_layer_parity(norm_first, activation):
     torch.manual_seed(0)
     d, h, d_ff = 16, 4, 32
-    ours = EncoderLayer(d, h, d_ff, dropout=0.0, activation=activation, norm_first=norm_first)
+    ours = EncoderLayer(
+        BlockConfig(d, h, d_ff, dropout=0.0, activation=activation, norm_first=norm_first)
+    )
     ref = nn.TransformerEncoderLayer(
         d, h, d_ff, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first
     )
@@ -148,7 +151,7 @@ def test_encoder_layer_parity(norm_first, activation):
 def test_decoder_layer_parity(norm_first):
     torch.manual_seed(0)
     d, h, d_ff = 16, 4, 32
-    ours = DecoderLayer(d, h, d_ff, dropout=0.0, norm_first=norm_first)
+    ours = DecoderLayer(BlockConfig(d, h, d_ff, dropout=0.0, norm_first=norm_first))
     ref = nn.TransformerDecoderLayer(
         d, h, d_ff, dropout=0.0, batch_first=True, norm_first=norm_first
     )
@@ -191,7 +194,7 @@ def test_decoder_layer_parity(norm_first):
 def test_stacks_parity(norm_first):
     torch.manual_seed(0)
     d, h, d_ff, n = 8, 2, 16, 2
-    enc = Encoder(n, d, h, d_ff, dropout=0.0, norm_first=norm_first)
+    enc = Encoder(BlockConfig(d, h, d_ff, dropout=0.0, norm_first=norm_first), n)
     layer = nn.TransformerEncoderLayer(d, h, d_ff, 0.0, batch_first=True, norm_first=norm_first)
     ref = nn.TransformerEncoder(
         layer, n, norm=nn.LayerNorm(d) if norm_first else None, enable_nested_tensor=False
@@ -212,7 +215,8 @@ def test_stacks_parity(norm_first):
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_cache_matches_full_recomputation(norm_first):
     torch.manual_seed(0)
-    dec = Decoder(2, 16, 4, 32, dropout=0.1, norm_first=norm_first, d_memory=12).eval()
+    dec = Decoder(BlockConfig(16, 4, 32, dropout=0.1, norm_first=norm_first), 2, d_memory=12)
+    dec.eval()
     y = torch.randn(2, 6, 16)
     mem = torch.randn(2, 5, 12)
     mkpm = torch.tensor([[True] * 5, [True, True, True, False, False]])
@@ -226,7 +230,7 @@ def test_decoder_cache_matches_full_recomputation(norm_first):
 
 
 def test_dropout_is_active_in_training_only():
-    layer = EncoderLayer(8, 2, 16, dropout=0.5)
+    layer = EncoderLayer(BlockConfig(8, 2, 16, dropout=0.5))
     x = torch.randn(2, 4, 8)
     layer.train()
     assert not torch.equal(layer(x)[0], layer(x)[0])
@@ -237,14 +241,14 @@ def test_dropout_is_active_in_training_only():
 def test_attention_dropout_is_separate_from_hidden_dropout():
     """attention_dropout defaults to dropout; set on its own it reaches every attention
     (self and cross), and at 0 with dropout 0 the layer is deterministic in training."""
-    assert EncoderLayer(8, 2, 16, dropout=0.3).self_attn.dropout == 0.3
-    enc = Encoder(2, 8, 2, 16, dropout=0.3, attention_dropout=0.0)
+    assert EncoderLayer(BlockConfig(8, 2, 16, dropout=0.3)).self_attn.dropout == 0.3
+    enc = Encoder(BlockConfig(8, 2, 16, dropout=0.3, attention_dropout=0.0), 2)
     assert [layer.self_attn.dropout for layer in enc.layers] == [0.0, 0.0]
     assert enc.layers[0].add_norm1.dropout.p == 0.3
-    dec = Decoder(1, 8, 2, 16, dropout=0.1, attention_dropout=0.2)
+    dec = Decoder(BlockConfig(8, 2, 16, dropout=0.1, attention_dropout=0.2), 1)
     assert (dec.layers[0].self_attn.dropout, dec.layers[0].cross_attn.dropout) == (0.2, 0.2)
-    layer = EncoderLayer(8, 2, 16, dropout=0.0, attention_dropout=0.5).train()
+    layer = EncoderLayer(BlockConfig(8, 2, 16, dropout=0.0, attention_dropout=0.5)).train()
     x = torch.randn(2, 4, 8)
     assert not torch.equal(layer(x)[0], layer(x)[0])  # only the attention weights drop
-    layer = EncoderLayer(8, 2, 16, dropout=0.0, attention_dropout=0.0).train()
+    layer = EncoderLayer(BlockConfig(8, 2, 16, dropout=0.0, attention_dropout=0.0)).train()
     assert torch.equal(layer(x)[0], layer(x)[0])

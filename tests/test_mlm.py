@@ -23,7 +23,6 @@ from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.models.classifier import TransformerClassifier
 from attnkit.models.mlm import ElectraPretrainer, TransformerMLM
 from attnkit.tasks import mlm
-from attnkit.tasks.classify import build_model
 from attnkit.tokenization import train_tokenizer
 from conftest import FILLER, NEG, POS, tiny_recipe
 
@@ -76,7 +75,9 @@ def test_chunk_ids_keeps_all_text() -> None:
 
 def test_mlm_model_scores_only_the_chosen_positions_with_tied_output() -> None:
     torch.manual_seed(0)
-    model = TransformerMLM(VOCAB, d_model=32, num_heads=2, d_ff=64, num_layers=1, max_len=64)
+    model = TransformerMLM(
+        vocab_size=VOCAB, d_model=32, num_heads=2, d_ff=64, num_layers=1, max_len=64
+    )
     model.eval()
     ids, mask = _batch(b=3, t=10)
     chosen = torch.zeros_like(mask)
@@ -142,9 +143,9 @@ def test_pretrain_then_fine_tune_from_the_encoder(tmp_path: Path, tiny_data: Pat
     cfg, tok = mlm.pretrained_config(clf_cfg, log=lambda *_: None)
     assert cfg.model.d_model == 32 and cfg.model.num_heads == 2
     assert tok.backend.get_vocab() == filler.tokenizer.backend.get_vocab()
-    clf = TransformerClassifier(tok.vocab_size, 2, d_model=32, num_heads=2, d_ff=64,
+    clf = TransformerClassifier(vocab_size=tok.vocab_size, d_model=32, num_heads=2, d_ff=64,
                                 num_layers=1, max_len=16)  # fmt: skip
-    assert mlm.init_classifier(clf, run) == len(
+    assert clf.load_pretrained_encoder(mlm.pretrained_weights(run), str(run)) == len(
         [k for k in clf.state_dict() if k.startswith(("embed.", "encoder."))]
     )
     pre = filler.model.state_dict()
@@ -167,8 +168,8 @@ def test_pretrain_then_fine_tune_from_the_encoder(tmp_path: Path, tiny_data: Pat
     gru_recipe["model"] = {"arch": "gru", "d_model": 64, "num_layers": 2, "init_from": str(run)}
     gru_cfg, _ = mlm.pretrained_config(RunConfig.from_dict(gru_recipe), log=lambda *_: None)
     assert gru_cfg.model.d_model == 32 and gru_cfg.model.num_layers == 2
-    gru = build_model(gru_cfg, tok.vocab_size, 2, tok.pad_id)
-    assert mlm.init_classifier(gru, run) == 1
+    gru = gru_cfg.model.replace(vocab_size=tok.vocab_size, pad_id=tok.pad_id).build()
+    assert gru.load_pretrained_encoder(mlm.pretrained_weights(run), str(run)) == 1
     torch.testing.assert_close(gru.embed.weight, pre["embed.embedding.weight"] * math.sqrt(32))
     out = tmp_path / "finetune-gru"
     attnkit.train(RunConfig.from_dict(gru_recipe), out=out, log=lambda *_: None)
@@ -193,13 +194,15 @@ def test_mlm_training_is_deterministic(tmp_path: Path) -> None:
 
 def test_electra_model_keeps_the_encoder_names_and_a_small_generator() -> None:
     torch.manual_seed(0)
-    model = ElectraPretrainer(VOCAB, d_model=64, num_heads=4, d_ff=128, num_layers=2, max_len=32)
+    model = ElectraPretrainer(
+        vocab_size=VOCAB, d_model=64, num_heads=4, d_ff=128, num_layers=2, max_len=32
+    )
     assert model.generator.d_model == 16 and len(model.generator.encoder.layers) == 2
     ids, mask = _batch(b=3, t=10)
     assert model(ids, mask).shape == (3, 10)
     top = {n.split(".")[0] for n, _ in model.named_parameters()}
     assert top == {"embed", "encoder", "rtd_dense", "rtd_head", "generator"}
-    assert ElectraPretrainer(VOCAB, generator_d_model=128, d_model=64, num_heads=4,
+    assert ElectraPretrainer(vocab_size=VOCAB, generator_d_model=128, d_model=64, num_heads=4,
                              max_len=32).generator.encoder.layers[0].self_attn.num_heads == 2  # fmt: skip
 
 
@@ -209,7 +212,7 @@ def test_electra_task_replaces_only_masked_positions() -> None:
     torch.manual_seed(0)
     tok = train_tokenizer([" ".join(FILLER + POS + NEG)] * 3, vocab_size=200)
     task = mlm.ElectraTask(tok, mask_prob=0.3, rtd_weight=50.0)
-    model = ElectraPretrainer(tok.vocab_size, d_model=32, num_heads=2, d_ff=64, num_layers=1,
+    model = ElectraPretrainer(vocab_size=tok.vocab_size, d_model=32, num_heads=2, d_ff=64, num_layers=1,
                               max_len=32, dropout=0.0)  # fmt: skip
     items = [torch.randint(10, tok.vocab_size, (n,)).tolist() for n in (12, 7, 9)]
     batch = task.collate(items)
@@ -256,9 +259,9 @@ def test_electra_pretraining_learns_and_fine_tunes(tmp_path: Path, tiny_data: Pa
 
     clf_recipe = tiny_recipe(tiny_data, epochs=2)
     clf_recipe["model"]["init_from"] = str(run)
-    clf = TransformerClassifier(filler.tokenizer.vocab_size, 2, d_model=32, num_heads=2,
-                                d_ff=64, num_layers=1, max_len=16)  # fmt: skip
-    mlm.init_classifier(clf, run)
+    clf = TransformerClassifier(vocab_size=filler.tokenizer.vocab_size, d_model=32,
+                                num_heads=2, d_ff=64, num_layers=1, max_len=16)  # fmt: skip
+    clf.load_pretrained_encoder(mlm.pretrained_weights(run), str(run))
     from safetensors.torch import load_file
 
     pre = load_file(run / "model.safetensors")

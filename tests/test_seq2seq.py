@@ -23,7 +23,6 @@ from attnkit.data.paths import DataError
 from attnkit.tasks.seq2seq import (
     Seq2SeqPredictor,
     Seq2SeqTask,
-    build_model,
     encode_pairs,
     read_split,
 )
@@ -118,7 +117,7 @@ def _run(argv, capsys, monkeypatch=None, stdin: bytes | None = None):
 
 # ----------------------------------------------------------------------------- config
 def _base(**changes) -> dict:
-    raw = s2s_recipe(Path("/nonexistent"))
+    raw = s2s_recipe(Path("/nonexistent"), arch=changes.pop("model__arch", "transformer"))
     for dotted, value in changes.items():
         section, key = dotted.split("__")
         raw[section][key] = value
@@ -155,7 +154,7 @@ def test_config_seq2seq_keys_and_preset():
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        (_base(model__atention="dot"), "did you mean 'attention'"),
+        (_base(model__arch="lstm", model__atention="dot"), "did you mean 'attention'"),
         (_base(training__teacher_forcing=0.5), "did you mean 'teacher_forcing_ratio'"),
         (_base(model__preset="huge"), "model.preset"),
         (_base(model__arch="gru"), "transformer or lstm"),
@@ -183,7 +182,7 @@ def test_recipes_load():
     assert load_config(ROOT / "configs" / "chatbot-ko.yaml").training.schedule == "noam"
     assert load_config(ROOT / "configs" / "multi30k-lstm.yaml").model.attention is None
     classify = load_config(ROOT / "configs" / "nsmc-transformer.yaml")
-    assert classify.task == "classify" and classify.model.attention is None
+    assert classify.task == "classify" and not hasattr(classify.model, "attention")
 
 
 # ----------------------------------------------------------------------------- batch + loss
@@ -218,11 +217,10 @@ def test_collate_shapes_and_shift(toy):
 @pytest.mark.parametrize("arch", ["transformer", "lstm"])
 def test_loss_ignores_padding(toy, arch):
     pairs, tok = toy
-    cfg = RunConfig.from_dict(
-        s2s_recipe(Path("/x"), arch=arch, attention="dot" if arch == "lstm" else None)
-    )
+    extra = {"attention": "dot"} if arch == "lstm" else {}
+    cfg = RunConfig.from_dict(s2s_recipe(Path("/x"), arch=arch, **extra))
     torch.manual_seed(0)
-    model = build_model(cfg, tok.vocab_size, tok.pad_id).eval()
+    model = cfg.model.replace(vocab_size=tok.vocab_size, pad_id=tok.pad_id).build().eval()
     task = Seq2SeqTask("translate", tok, 12, label_smoothing=0.1)
     items, _ = encode_pairs(pairs, tok, max_len=12)
     short = min(items, key=lambda it: len(it[1]) + len(it[0]))

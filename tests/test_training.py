@@ -137,7 +137,7 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     opt = torch.optim.AdamW(model.parameters())
     model(torch.randn(4, 3)).sum().backward()
     opt.step()
-    ckpt.save_training_state(tmp_path, model, opt, {"step": 1})
+    ckpt.save_training_state(tmp_path / "last", model, opt, {"step": 1})
     good = (tmp_path / "last/model.safetensors").read_bytes()
 
     def broken(*args, **kwargs):
@@ -147,14 +147,14 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     with torch.no_grad():
         model.weight.add_(1.0)
     with pytest.raises(OSError, match="disk full"):
-        ckpt.save_training_state(tmp_path, model, opt, {"step": 2})
+        ckpt.save_training_state(tmp_path / "last", model, opt, {"step": 2})
     assert (tmp_path / "last/model.safetensors").read_bytes() == good
     assert json.loads((tmp_path / "last/state.json").read_text())["step"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last"]  # no temp leftovers
     monkeypatch.undo()
     fresh = torch.nn.Linear(3, 2)
     fresh_opt = torch.optim.AdamW(fresh.parameters())
-    state = ckpt.load_training_state(tmp_path, fresh, fresh_opt)
+    state = ckpt.load_training_state(tmp_path / "last", fresh, fresh_opt)
     assert state["step"] == 1
     torch.testing.assert_close(
         fresh_opt.state_dict()["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"]
@@ -260,7 +260,7 @@ def test_truncation_setting_reaches_training_and_prediction(tmp_path):
     tok = data.tokenizer
     expected = tok.encode(long_text, max_len=6, keep="tail")
     assert expected[-1] == tok.encode("great")[-1] != tok.encode(long_text, max_len=6)[-1]
-    assert data.train[0][0] == expected and data.truncated >= 1
+    assert data.train[0][0] == expected and data.extras["truncated"] >= 1
     predictor = ClassifierPredictor(torch.nn.Identity(), tok, cfg, ["neg", "pos"])
     with pytest.warns(UserWarning, match=r"truncated \(kept: tail\)"):
         ids, cut = predictor._encode([long_text])

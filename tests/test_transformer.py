@@ -15,12 +15,11 @@ PAD, BOS, EOS = 0, 1, 2
 def _tiny(**kw):
     torch.manual_seed(0)
     return Transformer(
-        20,
-        20,
+        vocab_size=20,
         d_model=32,
         num_heads=4,
         d_ff=64,
-        num_encoder_layers=2,
+        num_layers=2,
         num_decoder_layers=2,
         dropout=0.0,
         max_len=32,
@@ -32,7 +31,7 @@ def test_shapes_tying_and_presets():
     model = _tiny(share_embeddings=True)
     src = torch.randint(3, 20, (2, 7))
     tgt = torch.randint(3, 20, (2, 5))
-    assert model(src, tgt).shape == (2, 5, 20)
+    assert model(src, tgt).logits.shape == (2, 5, 20)
     assert model.generator.weight is model.src_embed.embedding.weight
     assert PRESETS["base"] == {
         "d_model": 512,
@@ -49,12 +48,12 @@ def test_decoder_cannot_look_ahead_and_ignores_padding():
     model = _tiny()
     src = torch.randint(3, 20, (1, 6))
     tgt = torch.randint(3, 20, (1, 5))
-    base = model(src, tgt)
+    base = model(src, tgt).logits
     changed = tgt.clone()
     changed[0, 3:] = 7  # change the future
-    torch.testing.assert_close(model(src, changed)[:, :3], base[:, :3])
+    torch.testing.assert_close(model(src, changed).logits[:, :3], base[:, :3])
     padded_src = torch.cat([src, torch.zeros(1, 4, dtype=torch.long)], 1)
-    torch.testing.assert_close(model(padded_src, tgt), base, atol=1e-5, rtol=0)
+    torch.testing.assert_close(model(padded_src, tgt).logits, base, atol=1e-5, rtol=0)
 
 
 def test_cached_and_uncached_decoding_give_identical_tokens():
@@ -73,12 +72,11 @@ def test_cached_and_uncached_decoding_give_identical_tokens():
 def test_learns_to_copy_with_teacher_forcing():
     torch.manual_seed(0)
     model = Transformer(
-        12,
-        12,
+        vocab_size=12,
         d_model=64,
         num_heads=4,
         d_ff=128,
-        num_encoder_layers=1,
+        num_layers=1,
         num_decoder_layers=1,
         dropout=0.0,
         max_len=16,
@@ -90,7 +88,7 @@ def test_learns_to_copy_with_teacher_forcing():
         src = torch.randint(3, 12, (32, 6), generator=gen)
         tgt_in = torch.cat([torch.full((32, 1), BOS), src], 1)
         tgt_out = torch.cat([src, torch.full((32, 1), EOS)], 1)
-        loss = F.cross_entropy(model(src, tgt_in).reshape(-1, 12), tgt_out.reshape(-1))
+        loss = F.cross_entropy(model(src, tgt_in).logits.reshape(-1, 12), tgt_out.reshape(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()

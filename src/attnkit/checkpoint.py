@@ -3,11 +3,16 @@
 Every file is written to a temporary name in the same directory and renamed into place,
 so a crash (or SIGKILL) never leaves a half-written file behind. No pickle anywhere.
 
-    run_dir/model.safetensors          best weights
-    run_dir/last/model.safetensors     latest weights        } written together, then the
-    run_dir/last/optimizer.safetensors optimizer tensors     } folder is swapped in with
-    run_dir/last/state.json            step, epoch, sampler, } one rename
-                                       scheduler, RNG, best
+    model.safetensors              weights (``save_model_weights``)
+    last/model.safetensors         latest weights        } written together by
+    last/optimizer.safetensors     optimizer tensors,    } ``save_training_state``, then the
+                                   torch RNG (CPU, CUDA) } folder is swapped in with one
+    last/state.json                step, epoch, sampler, } rename
+                                   Python RNG, best      }
+
+Which file lives where in a run directory is ``attnkit.run.RunDir``'s business; these
+functions take the paths they are given. Tensors are loaded onto ``map_location`` (a
+checkpoint written on a GPU loads on a CPU and the other way round).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
+
+from attnkit.errors import MissingFileError
 
 __all__ = [
     "atomic_write_text",
@@ -62,27 +69,52 @@ def _atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata=
         raise
 
 
+def _cpu_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous CPU copy with its own storage (safetensors takes neither GPU tensors nor
+    tensors that share memory)."""
+    tensor = tensor.detach().contiguous()
+    return tensor.clone() if tensor.device.type == "cpu" else tensor.cpu()
+
+
 def save_model_weights(model: nn.Module, path: str | os.PathLike) -> Path:
-    """state_dict -> safetensors (tied/shared tensors are stored once each, contiguous)."""
-    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    """state_dict -> safetensors, from any device (tied/shared tensors are stored once each,
+    contiguous, on the CPU)."""
+    state = {k: _cpu_copy(v) for k, v in model.state_dict().items()}
     _atomic_save_tensors(state, Path(path), metadata={"format": "pt"})
     return Path(path)
 
 
-def load_model_weights(model: nn.Module, path: str | os.PathLike, strict: bool = True) -> None:
-    model.load_state_dict(load_file(str(path)), strict=strict)
+def load_model_weights(
+    model: nn.Module,
+    path: str | os.PathLike,
+    strict: bool = True,
+    map_location: str | torch.device = "cpu",
+) -> None:
+    """Load safetensors weights into ``model`` (copied onto each parameter's own device)."""
+    model.load_state_dict(load_file(str(path), device=str(map_location)), strict=strict)
 
 
 def rng_state() -> dict[str, Any]:
-    """Python and torch RNG states (torch's as a uint8 tensor, Python's as JSON)."""
+    """Python and torch RNG states (torch's as uint8 tensors, Python's as JSON).
+
+    ``cuda`` (one state per GPU) is there only once CUDA is in use in this process.
+    """
     version, internal, gauss = random.getstate()
-    return {"torch": torch.get_rng_state(), "python": [version, list(internal), gauss]}
+    state = {"torch": torch.get_rng_state(), "python": [version, list(internal), gauss]}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore ``rng_state()``. CUDA states are restored for the GPUs this machine has; a
+    state without them (written on a CPU) leaves the CUDA generators as they are."""
     torch.set_rng_state(state["torch"])
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
+    if state.get("cuda") and torch.cuda.is_available():
+        for index, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state.cpu(), index)
 
 
 def _flatten_optimizer(opt_state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
@@ -91,7 +123,7 @@ def _flatten_optimizer(opt_state: dict[str, Any]) -> tuple[dict[str, torch.Tenso
     for idx, per_param in opt_state["state"].items():
         for name, value in per_param.items():
             if torch.is_tensor(value):
-                tensors[f"{idx}.{name}"] = value.detach().contiguous()
+                tensors[f"{idx}.{name}"] = value.detach().contiguous().cpu()
             else:
                 scalars.setdefault(str(idx), {})[name] = value
     return tensors, {"param_groups": opt_state["param_groups"], "scalars": scalars}
@@ -108,28 +140,31 @@ def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict[s
 
 
 def save_training_state(
-    run_dir: str | os.PathLike,
+    last: str | os.PathLike,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     state: dict[str, Any],
 ) -> Path:
-    """Write ``run_dir/last/`` (weights, optimizer, JSON state incl. RNG) atomically.
+    """Write the folder ``last`` (weights, optimizer, JSON state incl. RNG) atomically.
 
-    The three files go into a fresh temporary folder that then replaces ``last/`` (the old
-    one is removed only after the new one is complete).
+    The three files go into a fresh temporary sibling folder that then replaces ``last``
+    (the old one is removed only after the new one is complete).
     """
-    run_dir = Path(run_dir)
-    tmp = Path(tempfile.mkdtemp(dir=run_dir, prefix=".last."))
+    last = Path(last)
+    run_dir = last.parent
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=run_dir, prefix=f".{last.name}."))
     try:
         save_model_weights(model, tmp / "model.safetensors")
         opt_tensors, opt_meta = _flatten_optimizer(optimizer.state_dict())
         rng = rng_state()
         opt_tensors["__rng_torch__"] = rng["torch"]
+        for index, cuda_state in enumerate(rng.get("cuda", [])):
+            opt_tensors[f"__rng_cuda_{index}__"] = cuda_state
         _atomic_save_tensors(opt_tensors, tmp / "optimizer.safetensors")
         payload = {**state, "optimizer": opt_meta, "rng_python": rng["python"]}
         atomic_write_text(tmp / "state.json", json.dumps(payload))
-        last = run_dir / "last"
-        old = run_dir / ".last.old"
+        old = run_dir / f".{last.name}.old"
         if last.exists():
             shutil.rmtree(old, ignore_errors=True)
             os.replace(last, old)
@@ -138,24 +173,30 @@ def save_training_state(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return run_dir / "last"
+    return last
 
 
 def load_training_state(
-    run_dir: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer
+    last: str | os.PathLike,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    map_location: str | torch.device = "cpu",
 ) -> dict[str, Any]:
-    """Restore weights, optimizer and RNG from ``run_dir/last``; returns the JSON state."""
-    last = Path(run_dir) / "last"
+    """Restore weights, optimizer and RNG from the folder ``last``; returns the JSON state.
+    Weights and optimizer tensors go to ``map_location`` (the model's device)."""
+    last = Path(last)
     if not (last / "state.json").is_file():
-        old = Path(run_dir) / ".last.old"  # killed between the two renames
+        old = last.parent / f".{last.name}.old"  # killed between the two renames
         if (old / "state.json").is_file():
             last = old
         else:
-            raise FileNotFoundError(f"no resumable checkpoint in {last}")
+            raise MissingFileError(f"no resumable checkpoint in {last}")
     state = json.loads((last / "state.json").read_text(encoding="utf-8"))
-    load_model_weights(model, last / "model.safetensors")
-    tensors = load_file(str(last / "optimizer.safetensors"))
-    torch_rng = tensors.pop("__rng_torch__")
+    load_model_weights(model, last / "model.safetensors", map_location=map_location)
+    tensors = load_file(str(last / "optimizer.safetensors"), device=str(map_location))
+    torch_rng = tensors.pop("__rng_torch__").cpu()
+    n_cuda = sum(key.startswith("__rng_cuda_") for key in tensors)
+    cuda_rng = [tensors.pop(f"__rng_cuda_{i}__").cpu() for i in range(n_cuda)]
     optimizer.load_state_dict(_unflatten_optimizer(tensors, state.pop("optimizer")))
-    set_rng_state({"torch": torch_rng, "python": state.pop("rng_python")})
+    set_rng_state({"torch": torch_rng, "python": state.pop("rng_python"), "cuda": cuda_rng})
     return state

@@ -268,12 +268,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
     texts = _read_inputs(args)
     predictor = load([args.run, *args.ensemble])
-    if predictor.task == "mlm":
-        return _fill_mask(predictor, texts, args.json)
-    if predictor.task != "classify":
-        raise UsageError(
-            f"{args.run} is a {predictor.task} run; use `attnkit translate` or `attnkit chat`"
-        )
+    _require_verb(predictor, "predict", args.run)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         predictions = predictor.predict(texts)
@@ -283,31 +278,24 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         print(predictor.to_json(predictions))
     else:
         for p in predictions:
-            print(f"{p.label}\t{p.probability:.4f}\t{p.text}")
+            print(p.format())
     if args.explain:
+        if not hasattr(predictor, "explain"):
+            raise UsageError(f"--explain has nothing to draw for a {predictor.task} run")
         path = predictor.explain(texts[0], args.explain, layer=args.layer, head=args.head)
         print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
-def _fill_mask(predictor, texts: list[str], as_json: bool) -> int:
-    """``predict`` on a masked-LM run: the 5 likeliest tokens for each [MASK]."""
-    import json
+VERBS = ("predict", "translate", "chat")  # what a predictor can do, by its methods
 
-    for text in texts:
-        try:
-            fills = predictor.fill_mask(text, top_k=5)
-        except ValueError as exc:
-            raise UsageError(f"{exc}: {text!r}") from None
-        if as_json:
-            row = {"text": text, "fills": [[{"token": t, "probability": p} for t, p in f]
-                                           for f in fills]}  # fmt: skip
-            print(json.dumps(row, ensure_ascii=False))
-            continue
-        for i, options in enumerate(fills, 1):
-            listed = "  ".join(f"{t} {p:.3f}" for t, p in options)
-            print(f"[MASK] {i}\t{listed}\t{text}")
-    return 0
+
+def _require_verb(predictor, verb: str, run: str) -> None:
+    """A verb works on a run whose predictor has the method of that name."""
+    if not hasattr(predictor, verb):
+        others = [f"`attnkit {v}`" for v in VERBS if hasattr(predictor, v)]
+        hint = f"; use {' or '.join(others)}" if others else ""
+        raise UsageError(f"{run} is a {predictor.task} run{hint}")
 
 
 def _add_predict(sub: argparse._SubParsersAction) -> None:
@@ -354,12 +342,11 @@ def _read_lines_kept(args: argparse.Namespace) -> list[str]:
     return texts
 
 
-def _load_seq2seq(run: str):
+def _load_for(run: str, verb: str):
     from attnkit.api import load
 
     predictor = load(run)
-    if predictor.task not in ("translate", "chat"):
-        raise UsageError(f"{run} is a {predictor.task} run; use `attnkit predict`")
+    _require_verb(predictor, verb, run)
     return predictor
 
 
@@ -379,7 +366,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     if args.trace and args.beam > 1:
         raise UsageError("--trace shows greedy decoding step by step; leave out --beam")
     texts = _read_lines_kept(args)
-    predictor = _load_seq2seq(args.run)
+    predictor = _load_for(args.run, "translate")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if args.trace:
@@ -430,7 +417,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     import warnings
 
     _sampling_args(args)
-    predictor = _load_seq2seq(args.run)
+    predictor = _load_for(args.run, "chat")
     turn = 0
 
     def answer(text: str) -> str:
@@ -516,12 +503,11 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
-    """Exceptions that mean "bad input", reported as one line with exit code 2."""
-    from attnkit.api import RunError
-    from attnkit.config import ConfigError
-    from attnkit.data.paths import DataError
+    """Exceptions that mean "bad input", reported as one line with exit code 2 (any other
+    exception is a bug and keeps its traceback)."""
+    from attnkit.errors import AttnkitError
 
-    return (ConfigError, DataError, RunError, FileNotFoundError, ValueError)
+    return (AttnkitError,)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,7 +20,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.layers import Decoder, Encoder, SinusoidalPositionalEncoding, TokenEmbedding
+from attnkit.layers import (
+    BlockConfig,
+    Decoder,
+    Encoder,
+    SinusoidalPositionalEncoding,
+    TokenEmbedding,
+)
 from attnkit.viz import plot_attention, plot_positional_encoding
 
 BOS, VOCAB, SEQ = 10, 11, 8  # digits 0-9, then <bos>
@@ -33,8 +39,9 @@ class TinyReverser(nn.Module):
         super().__init__()
         self.embed = TokenEmbedding(VOCAB, d_model)
         self.pos = SinusoidalPositionalEncoding(d_model, max_len=64)
-        self.encoder = Encoder(num_layers, d_model, num_heads, 4 * d_model, dropout=0.0)
-        self.decoder = Decoder(num_layers, d_model, num_heads, 4 * d_model, dropout=0.0)
+        block = BlockConfig(d_model, num_heads, d_ff=4 * d_model, dropout=0.0)
+        self.encoder = Encoder(block, num_layers)
+        self.decoder = Decoder(block, num_layers)
         self.lm_head = nn.Linear(d_model, VOCAB)
 
     def forward(self, src: Tensor, tgt_in: Tensor, need_weights: bool = False):

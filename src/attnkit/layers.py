@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +27,7 @@ from attnkit.attention import KVCache, MultiHeadAttention
 
 __all__ = [
     "AddNorm",
+    "BlockConfig",
     "Decoder",
     "DecoderLayer",
     "Encoder",
@@ -183,6 +185,30 @@ class AddNorm(nn.Module):
 # --------------------------------------------------------------------------------------
 # Encoder and decoder layers
 # --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BlockConfig:
+    """The sizes and options of one encoder or decoder layer (the paper's names).
+
+    d_model: width of every position's vector; num_heads: attention heads (d_model must be
+    divisible by it); d_ff: the feed-forward's inner width; dropout: on sublayer outputs and
+    inside the FFN; attention_dropout: on the attention weights (None: ``dropout``; Hugging
+    Face's ``attention_probs_dropout_prob``); activation: relu | gelu; norm_first: pre-norm
+    instead of the paper's post-norm; eps: LayerNorm epsilon."""
+
+    d_model: int
+    num_heads: int
+    d_ff: int
+    dropout: float = 0.1
+    attention_dropout: float | None = None
+    activation: str = "relu"
+    norm_first: bool = False
+    eps: float = 1e-5
+
+    @property
+    def attention_p(self) -> float:
+        return self.dropout if self.attention_dropout is None else self.attention_dropout
+
+
 class EncoderLayer(nn.Module):
     """Self-attention + FFN, each wrapped in Add & Norm. (B, T, d_model) -> same.
 
@@ -191,23 +217,13 @@ class EncoderLayer(nn.Module):
     ``attention_probs_dropout_prob``). At 0 the fused attention kernel runs, which on the CPU
     is several times faster for long sequences (no (B, H, T, T) weights are built)."""
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        norm_first: bool = False,
-        eps: float = 1e-5,
-        attention_dropout: float | None = None,
-    ) -> None:
+    def __init__(self, config: BlockConfig) -> None:
         super().__init__()
-        attn_p = dropout if attention_dropout is None else attention_dropout
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=attn_p)
-        self.add_norm1 = AddNorm(d_model, dropout, norm_first, eps)
-        self.ffn = FeedForward(d_model, d_ff, dropout, activation)
-        self.add_norm2 = AddNorm(d_model, dropout, norm_first, eps)
+        c = config
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.attention_p)
+        self.add_norm1 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
+        self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, c.activation)
+        self.add_norm2 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
 
     def forward(
         self,
@@ -234,30 +250,19 @@ class EncoderLayer(nn.Module):
 
 class DecoderLayer(nn.Module):
     """Masked self-attention, encoder-decoder (cross) attention and FFN, each with Add & Norm.
-    ``dropout`` / ``attention_dropout`` as in ``EncoderLayer``."""
+    ``d_memory``: the encoder output's width if it differs from ``config.d_model``."""
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        norm_first: bool = False,
-        eps: float = 1e-5,
-        d_memory: int | None = None,
-        attention_dropout: float | None = None,
-    ) -> None:
+    def __init__(self, config: BlockConfig, d_memory: int | None = None) -> None:
         super().__init__()
-        attn_p = dropout if attention_dropout is None else attention_dropout
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=attn_p)
-        self.add_norm1 = AddNorm(d_model, dropout, norm_first, eps)
+        c = config
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.attention_p)
+        self.add_norm1 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
         self.cross_attn = MultiHeadAttention(
-            d_model, num_heads, dropout=attn_p, kdim=d_memory, vdim=d_memory
+            c.d_model, c.num_heads, dropout=c.attention_p, kdim=d_memory, vdim=d_memory
         )
-        self.add_norm2 = AddNorm(d_model, dropout, norm_first, eps)
-        self.ffn = FeedForward(d_model, d_ff, dropout, activation)
-        self.add_norm3 = AddNorm(d_model, dropout, norm_first, eps)
+        self.add_norm2 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
+        self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, c.activation)
+        self.add_norm3 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
 
     def forward(
         self,
@@ -308,26 +313,12 @@ class DecoderLayer(nn.Module):
 class Encoder(nn.Module):
     """num_layers EncoderLayers (+ a final LayerNorm when pre-norm). (B, T, d) -> (B, T, d)."""
 
-    def __init__(
-        self,
-        num_layers: int,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        norm_first: bool = False,
-        eps: float = 1e-5,
-        attention_dropout: float | None = None,
-    ) -> None:
+    def __init__(self, config: BlockConfig, num_layers: int) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(
-            EncoderLayer(
-                d_model, num_heads, d_ff, dropout, activation, norm_first, eps, attention_dropout
-            )
-            for _ in range(num_layers)
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(num_layers))
+        self.norm = (
+            nn.LayerNorm(config.d_model, eps=config.eps) if config.norm_first else nn.Identity()
         )
-        self.norm = nn.LayerNorm(d_model, eps=eps) if norm_first else nn.Identity()
 
     def forward(
         self,
@@ -348,35 +339,12 @@ class Encoder(nn.Module):
 class Decoder(nn.Module):
     """num_layers DecoderLayers (+ a final LayerNorm when pre-norm)."""
 
-    def __init__(
-        self,
-        num_layers: int,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        norm_first: bool = False,
-        eps: float = 1e-5,
-        d_memory: int | None = None,
-        attention_dropout: float | None = None,
-    ) -> None:
+    def __init__(self, config: BlockConfig, num_layers: int, d_memory: int | None = None) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(
-            DecoderLayer(
-                d_model,
-                num_heads,
-                d_ff,
-                dropout,
-                activation,
-                norm_first,
-                eps,
-                d_memory,
-                attention_dropout,
-            )
-            for _ in range(num_layers)
+        self.layers = nn.ModuleList(DecoderLayer(config, d_memory) for _ in range(num_layers))
+        self.norm = (
+            nn.LayerNorm(config.d_model, eps=config.eps) if config.norm_first else nn.Identity()
         )
-        self.norm = nn.LayerNorm(d_model, eps=eps) if norm_first else nn.Identity()
 
     def init_cache(self) -> list[dict[str, KVCache]]:
         """An empty per-layer cache for step-by-step decoding (see ``forward``)."""

@@ -26,6 +26,8 @@ from typing import Literal, overload
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from attnkit.errors import DataError, MissingFileError
+
 __all__ = ["SPECIAL_TOKENS", "TRUNCATION", "Tokenizer", "train_tokenizer", "truncate"]
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[BOS]", "[EOS]"]
@@ -314,13 +316,13 @@ class Tokenizer:
         path = Path(path).expanduser()
         file = path / TOKENIZER_FILE if path.is_dir() else path
         if not file.is_file():
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"no tokenizer at {path}: expected a tokenizer.json file or a directory with one"
             )
         try:
             backend = tokenizers.Tokenizer.from_file(str(file))
         except Exception as err:  # the Rust side raises plain Exception
-            raise ValueError(f"{file} is not a valid tokenizer.json: {err}") from None
+            raise DataError(f"{file} is not a valid tokenizer.json: {err}") from None
         return cls(backend)
 
     def __repr__(self) -> str:

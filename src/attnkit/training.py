@@ -1,10 +1,17 @@
 """The one Trainer, shared by every task.
 
 AdamW (no weight decay on biases and norms), warmup + linear / cosine decay or the paper's
-Noam schedule, gradient clipping and accumulation, optional bf16 autocast, evaluation every
-epoch or every N steps, early stopping, the best checkpoint by the task's metric, a progress
-bar (loss, tokens/s, ETA), ``metrics.jsonl`` and ``curves.png``, and exact resume from
-``last/`` (weights, optimizer, sampler position and RNG states).
+Noam schedule (scaled by the model's ``config.hidden_width``), gradient clipping and
+accumulation, evaluation every epoch or every N steps, early stopping, the best weights by
+the task's metric, a progress bar (loss, tokens/s, lr, ETA), ``metrics.jsonl`` and
+``curves.png``, and exact resume from ``last/`` (weights, optimizer, sampler position, RNG).
+
+Devices (``training.device``): auto | cpu | cuda | cuda:N | mps, auto = CUDA if present, else
+MPS, else CPU. The model moves there once; every batch is copied there (on CUDA from pinned
+memory, without blocking). Mixed precision: ``bf16`` autocasts to bfloat16 on CPU and CUDA,
+``fp16`` autocasts to float16 with a GradScaler (CUDA only); MPS trains in fp32. ``compile``
+runs the training forward through ``torch.compile``; evaluation and saving use the plain
+module, so weight names never change. Checkpoints load on whichever device resumes them.
 
 A task (see ``attnkit.tasks``) tells the Trainer how to batch, what the loss is and how to
 evaluate; the Trainer knows nothing about data formats or models.
@@ -13,14 +20,13 @@ evaluate; the Trainer knows nothing about data formats or models.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import random
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,16 +34,23 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from attnkit.checkpoint import (
-    atomic_write_text,
-    load_training_state,
-    save_model_weights,
-    save_training_state,
-)
-from attnkit.config import TrainingConfig
+from attnkit.config import ConfigError, TrainingConfig
 from attnkit.data.batching import BucketBatchSampler
+from attnkit.run import RunDir
 
-__all__ = ["Task", "Trainer", "TrainResult", "lr_multiplier"]
+__all__ = [
+    "Task",
+    "Trainer",
+    "TrainResult",
+    "cpu_has_native_bf16",
+    "lr_multiplier",
+    "make_adamw",
+    "resolve_device",
+    "schedule_width",
+    "to_device",
+]
+
+NOAM_DEFAULT_WIDTH = 512  # d_model of the paper's base model, for models without a config
 
 
 class Task(Protocol):
@@ -130,11 +143,101 @@ def cpu_has_native_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+def schedule_width(model: nn.Module) -> int:
+    """The d_model the Noam schedule scales by: ``model.config.hidden_width``, else 512."""
+    width = getattr(getattr(model, "config", None), "hidden_width", None)
+    return NOAM_DEFAULT_WIDTH if width is None else int(width)
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return mps is not None and mps.is_available()
+
+
+def resolve_device(name: str) -> torch.device:
+    """``training.device`` -> a torch.device; raises ConfigError for one this machine lacks.
+
+    auto: CUDA if present, else MPS, else CPU. cpu | cuda | cuda:N | mps: exactly that one.
+    """
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps" if _mps_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(
+            f"training.device: unknown device {name!r} (auto | cpu | cuda | cuda:N | mps)"
+        )
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"training.device is {name!r} but CUDA is not available here")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"training.device is {name!r} but there are {torch.cuda.device_count()} GPUs"
+            )
+    if device.type == "mps" and not _mps_available():
+        raise ConfigError(f"training.device is {name!r} but MPS is not available here")
+    return device
+
+
+def _autocast_dtype(config: TrainingConfig, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for ``config.bf16`` / ``config.fp16`` on ``device`` (None: fp32)."""
+    where = f"(training.device resolved to {device})"
+    if config.bf16 and config.fp16:
+        raise ConfigError("training.bf16 and training.fp16 are both on: choose one")
+    if config.fp16 and device.type != "cuda":
+        raise ConfigError(f"training.fp16 needs a CUDA device {where}")
+    if config.bf16 and device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"training.bf16 needs a CPU or CUDA device {where}")
+    if config.bf16:
+        return torch.bfloat16
+    return torch.float16 if config.fp16 else None
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    """``batch`` with every tensor in it (nested in dicts, lists, tuples) copied to ``device``;
+    anything else is returned as it is. On CUDA, CPU tensors are pinned first so that the
+    copy does not block the host."""
+    if isinstance(batch, Tensor):
+        if device.type == "cuda" and batch.device.type == "cpu":
+            batch = batch.pin_memory()
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {key: to_device(value, device) for key, value in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        items = [to_device(value, device) for value in batch]
+        if hasattr(batch, "_fields"):  # a namedtuple
+            return type(batch)(*items)
+        return type(batch)(items)
+    return batch
+
+
+@dataclass
+class _State:
+    """What ``fit`` changes as it goes (the first five are saved in last/state.json)."""
+
+    step: int = 0  # optimizer steps taken
+    epoch: int = 0
+    best: float | None = None  # best value of task.metric so far
+    best_step: int | None = None
+    bad_evals: int = 0  # evaluations since the best one
+    stopped_early: bool = False
+    last_metrics: dict[str, Any] = field(default_factory=dict)  # the latest validation row
+    ema: float | None = None  # smoothed training loss, for the progress bar
+    start: float = 0.0  # perf_counter() when fit started
+    window_start: float = 0.0  # tokens/s is measured since the last metrics row
+    window_tokens: int = 0
+
+
 class Trainer:
-    """Train ``model`` on ``train_items`` for ``task``; write everything into ``run_dir``.
+    """Train ``model`` on ``train_items`` for ``task``; write everything into ``run``.
 
     train_items / val_items: sequences of task items (e.g. (token ids, label) pairs);
-    lengths: token count per training item (for length-bucketed batching).
+    lengths / val_lengths: token count per item (for length-bucketed batching).
+    on_best: called with the run directory each time the best weights are saved.
     """
 
     def __init__(
@@ -146,15 +249,27 @@ class Trainer:
         val_items: Sequence[Any] | None,
         val_lengths: Sequence[int] | None,
         config: TrainingConfig,
-        run_dir: str | Path,
-        d_model: int = 512,
+        run: RunDir | str | Path,
         on_best: Callable[[Path], None] | None = None,
     ) -> None:
-        self.model, self.task, self.cfg = model, task, config
+        self.task, self.cfg, self.on_best = task, config, on_best
         self.train_items, self.val_items = train_items, val_items
-        self.run_dir = Path(run_dir)
-        self.d_model = d_model
-        self.on_best = on_best
+        self.run = run if isinstance(run, RunDir) else RunDir(run)
+        self.device = resolve_device(config.device)
+        self.autocast_dtype = _autocast_dtype(config, self.device)
+        if config.bf16 and self.device.type == "cpu" and not cpu_has_native_bf16():
+            warnings.warn(
+                "training.bf16 is on but this CPU has no native bf16 (avx512_bf16/amx_bf16): "
+                "autocast is emulated and usually slower than fp32",
+                stacklevel=2,
+            )
+        # self.model: saved, loaded, evaluated, optimized; self.train_model: the training forward
+        self.model = model.to(self.device)
+        self.train_model = torch.compile(self.model) if config.compile else self.model
+        self.optimizer = make_adamw(self.model, config)
+        self.scaler = torch.amp.GradScaler("cuda") if config.fp16 else None
+        self.width = schedule_width(self.model)
+
         self.sampler = BucketBatchSampler(
             lengths,
             batch_size=None if config.max_tokens else config.batch_size,
@@ -166,215 +281,253 @@ class Trainer:
             if val_items
             else []
         )
-        self.optimizer = make_adamw(model, config)
-        micro_per_epoch = len(self.sampler)
-        self.steps_per_epoch = math.ceil(micro_per_epoch / config.grad_accum)
+        self.steps_per_epoch = math.ceil(len(self.sampler) / config.grad_accum)
         self.total_steps = config.max_steps or config.epochs * self.steps_per_epoch
         self.warmup = (
             config.warmup_steps
             if config.warmup_steps is not None
             else int(config.warmup_ratio * self.total_steps)
         )
-        self.metrics_path = self.run_dir / "metrics.jsonl"
-        if config.bf16 and not cpu_has_native_bf16():
-            warnings.warn(
-                "training.bf16 is on but this CPU has no native bf16 (avx512_bf16/amx_bf16): "
-                "autocast is emulated and usually slower than fp32",
-                stacklevel=2,
-            )
+        self._bar: tqdm | None = None
 
-    # ------------------------------------------------------------------ helpers
-    def _autocast(self):
-        if self.cfg.bf16:
-            return torch.autocast("cpu", dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+    # ------------------------------------------------------------------ the loop
+    def fit(self, resume: bool = False) -> TrainResult:
+        """Train for ``max_steps`` (else ``epochs``) or until early stopping.
+
+        resume: continue from last/ exactly where the checkpoint left off; otherwise start
+        over (an old metrics.jsonl is removed).
+        """
+        cfg = self.cfg
+        self.run.create()
+        if cfg.num_threads:
+            torch.set_num_threads(cfg.num_threads)
+        torch.manual_seed(cfg.seed)
+        random.seed(cfg.seed)
+        s = self._restore() if resume else self._start()
+        self._bar = self._progress_bar(s.step)
+        self.model.train()
+        s.start = s.window_start = time.perf_counter()
+        done = s.step >= self.total_steps
+        while not done:
+            done = self._train_epoch(s)
+        self._bar.close()
+        if s.best is None:  # no validation data: the last weights are the result
+            self.run.save_weights(self.model)
+        self._plot()
+        return TrainResult(
+            run_dir=self.run.path,
+            step=s.step,
+            best_metric=s.best,
+            best_step=s.best_step,
+            last_metrics=s.last_metrics,
+            stopped_early=s.stopped_early,
+            train_seconds=time.perf_counter() - s.start,
+        )
+
+    def _start(self) -> _State:
+        """A fresh run."""
+        self.run.clear_metrics()
+        return _State()
+
+    def _restore(self) -> _State:
+        """Weights, optimizer, RNG, sampler and counters from last/, onto this device; the
+        metrics rows logged after that checkpoint are dropped (they will be logged again)."""
+        saved = self.run.load_checkpoint(self.model, self.optimizer, map_location=self.device)
+        self.sampler.load_state_dict(saved["sampler"])
+        if self.scaler is not None and "grad_scaler" in saved:
+            self.scaler.load_state_dict(saved["grad_scaler"])
+        s = _State(
+            step=saved["step"],
+            epoch=saved["epoch"],
+            best=saved["best"],
+            best_step=saved["best_step"],
+            bad_evals=saved["bad_evals"],
+        )
+        if self.sampler.position >= len(self.sampler):
+            # saved after the last step of an epoch that also ended training (max_steps):
+            # go on with the next epoch, as a run that had not stopped there does
+            s.epoch += 1
+            self.sampler.set_epoch(s.epoch)
+        self.run.keep_metrics_until(s.step)
+        return s
+
+    def _train_epoch(self, s: _State) -> bool:
+        """The rest of epoch ``s.epoch``: one optimizer step per ``grad_accum`` micro-batches,
+        then logging, evaluation and checkpoints as configured. True when training is over."""
+        cfg = self.cfg
+        self.sampler.set_epoch(s.epoch)
+        batches = iter(self.sampler)
+        remaining = len(self.sampler) - self.sampler.position  # micro-batches left
+        micro, accum_loss = 0, 0.0
+        self.optimizer.zero_grad(set_to_none=True)
+        for i, indices in enumerate(batches):
+            # the last accumulation group of an epoch may be shorter
+            group = min(cfg.grad_accum, remaining - (i - micro))
+            accum_loss += self._backward(s, indices, group)
+            micro += 1
+            if micro < group:
+                continue
+            micro = 0
+            lr = self._step(s)
+            self._log_train(s, accum_loss, lr)
+            accum_loss = 0.0
+
+            end_of_epoch = self.sampler.position >= len(self.sampler)
+            done = s.step >= self.total_steps
+            want_eval = (
+                (cfg.eval_every and s.step % cfg.eval_every == 0)
+                or (not cfg.eval_every and end_of_epoch)
+                or done
+            )
+            if want_eval and self.val_items:
+                s.stopped_early = self._evaluate_and_select(s)
+                done = done or s.stopped_early
+            if end_of_epoch and not done:
+                s.epoch += 1
+                self.sampler.set_epoch(s.epoch)
+            if want_eval or (cfg.save_every and s.step % cfg.save_every == 0) or done:
+                self._checkpoint(s)
+            if done or end_of_epoch:
+                return done
+        return False
+
+    def _backward(self, s: _State, indices: list[int], group: int) -> float:
+        """Forward and backward of one micro-batch, its loss divided by ``group`` (the
+        micro-batches in this optimizer step); returns that share of the step's loss."""
+        batch = to_device(self.task.collate([self.train_items[j] for j in indices]), self.device)
+        with self._autocast():
+            loss, n_tokens = self.task.loss(self.train_model, batch)
+        share = loss / group
+        (share if self.scaler is None else self.scaler.scale(share)).backward()
+        s.window_tokens += n_tokens
+        return loss.item() / group
+
+    def _step(self, s: _State) -> float:
+        """Clip the gradients, set the learning rate of step ``s.step + 1``, update the
+        weights; returns that learning rate."""
+        if self.cfg.clip_grad_norm:
+            if self.scaler is not None:
+                self.scaler.unscale_(self.optimizer)  # clip the true gradients
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad_norm)
+        s.step += 1
+        lr = self._set_lr(s.step)
+        if self.scaler is None:
+            self.optimizer.step()
+        else:  # skips the update if the fp16 gradients overflowed, then adapts the scale
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        return lr
 
     def _set_lr(self, step: int) -> float:
         lr = self.cfg.lr * lr_multiplier(
-            self.cfg.schedule, step, self.warmup, self.total_steps, self.d_model
+            self.cfg.schedule, step, self.warmup, self.total_steps, self.width
         )
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
 
-    def _log(self, row: dict[str, Any]) -> None:
-        with self.metrics_path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
-    def _history(self) -> list[dict[str, Any]]:
-        if not self.metrics_path.is_file():
-            return []
-        lines = self.metrics_path.read_text(encoding="utf-8").splitlines()
-        rows = []
-        for line in lines:
-            with contextlib.suppress(json.JSONDecodeError):  # a line cut by a kill
-                rows.append(json.loads(line))
-        return rows
-
+    # ------------------------------------------------------------------ evaluation
     def evaluate(self) -> dict[str, Any]:
-        """Run the task's evaluation on the validation items."""
+        """The task's metrics on the validation items (eval mode, no gradients)."""
         self.model.eval()
-        batches = (self.task.collate([self.val_items[i] for i in b]) for b in self.val_batches)
+        batches = (
+            to_device(self.task.collate([self.val_items[i] for i in b]), self.device)
+            for b in self.val_batches
+        )
         with torch.no_grad(), self._autocast():
             result = self.task.evaluate(self.model, batches)
         self.model.train()
         return result
 
+    def _evaluate_and_select(self, s: _State) -> bool:
+        """Evaluate, log, keep the best weights (model.safetensors, then ``on_best``);
+        True when ``patience`` evaluations in a row brought no improvement."""
+        result = self.evaluate()
+        value = float(result[self.task.metric])
+        row = {"step": s.step, "epoch": s.epoch}
+        row.update({f"val_{k}": v for k, v in result.items() if isinstance(v, (int, float))})
+        self._log(row)
+        s.last_metrics = row
+        better = s.best is None or (
+            value > s.best if self.task.greater_is_better else value < s.best
+        )
+        if better:
+            s.best, s.best_step, s.bad_evals = value, s.step, 0
+            self.run.save_weights(self.model)
+            if self.on_best:
+                self.on_best(self.run.path)
+        else:
+            s.bad_evals += 1
+        self._bar.write(
+            f"step {s.step}: val {self.task.metric} {value:.4f}"
+            f" (best {s.best:.4f} at step {s.best_step})"
+            + (f", val loss {result['loss']:.4f}" if self.task.metric != "loss" else "")
+        )
+        self._plot()
+        return bool(self.cfg.patience) and s.bad_evals >= self.cfg.patience
+
+    # ------------------------------------------------------------------ output
+    def _checkpoint(self, s: _State) -> None:
+        """Write last/: weights, optimizer, RNG, and the state ``_restore`` reads back."""
+        state = {
+            "step": s.step,
+            "epoch": s.epoch,
+            "sampler": self.sampler.state_dict(),
+            "best": s.best,
+            "best_step": s.best_step,
+            "bad_evals": s.bad_evals,
+        }
+        if self.scaler is not None:
+            state["grad_scaler"] = self.scaler.state_dict()  # a few floats and ints
+        self.run.save_checkpoint(self.model, self.optimizer, state)
+
+    def _log_train(self, s: _State, loss: float, lr: float) -> None:
+        """After each optimizer step: the progress bar (smoothed loss, tokens/s, lr); every
+        ``log_every`` steps also a metrics.jsonl row."""
+        s.ema = loss if s.ema is None else 0.98 * s.ema + 0.02 * loss
+        now = time.perf_counter()
+        tok_s = s.window_tokens / max(now - s.window_start, 1e-9)
+        self._bar.update(1)
+        self._bar.set_postfix(loss=f"{s.ema:.4f}", tok_s=f"{tok_s:,.0f}", lr=f"{lr:.2e}")
+        if s.step % self.cfg.log_every == 0:
+            self._log(
+                {
+                    "step": s.step,
+                    "epoch": s.epoch,
+                    "train_loss": loss,
+                    "lr": lr,
+                    "tokens_per_s": round(tok_s, 1),
+                    "elapsed_s": round(now - s.start, 2),
+                }
+            )
+            s.window_tokens, s.window_start = 0, now
+
+    def _log(self, row: dict[str, Any]) -> None:
+        """Append one metrics.jsonl row (every row goes through here)."""
+        self.run.append_metrics(row)
+
     def _plot(self) -> None:
         try:
             from attnkit.viz import plot_curves
 
-            plot_curves(self._history(), self.run_dir / "curves.png")
+            plot_curves(self.run.read_metrics(), self.run.curves_path)
         except Exception as exc:  # a plot must never kill a training run
             print(f"warning: could not draw curves.png: {exc}")
 
-    # ------------------------------------------------------------------ main loop
-    def fit(self, resume: bool = False) -> TrainResult:
-        cfg = self.cfg
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        if cfg.num_threads:
-            torch.set_num_threads(cfg.num_threads)
-        torch.manual_seed(cfg.seed)
-        random.seed(cfg.seed)
-        step, epoch, best, best_step, bad_evals = 0, 0, None, None, 0
-        if resume:
-            state = load_training_state(self.run_dir, self.model, self.optimizer)
-            step, epoch = state["step"], state["epoch"]
-            best, best_step, bad_evals = state["best"], state["best_step"], state["bad_evals"]
-            self.sampler.load_state_dict(state["sampler"])
-            # drop log rows written after the checkpoint (the resumed run rewrites them)
-            kept = [r for r in self._history() if r.get("step", 0) <= step]
-            atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
-        elif self.metrics_path.exists():
-            self.metrics_path.unlink()
-
-        def checkpoint() -> None:
-            save_training_state(
-                self.run_dir,
-                self.model,
-                self.optimizer,
-                {
-                    "step": step,
-                    "epoch": epoch,
-                    "sampler": self.sampler.state_dict(),
-                    "best": best,
-                    "best_step": best_step,
-                    "bad_evals": bad_evals,
-                },
-            )
-
-        def run_eval() -> bool:
-            """Evaluate, log, keep the best weights; returns True to stop early."""
-            nonlocal best, best_step, bad_evals
-            result = self.evaluate()
-            value = float(result[self.task.metric])
-            row = {"step": step, "epoch": epoch}
-            row.update({f"val_{k}": v for k, v in result.items() if isinstance(v, (int, float))})
-            self._log(row)
-            improved = best is None or (
-                value > best if self.task.greater_is_better else value < best
-            )
-            if improved:
-                best, best_step, bad_evals = value, step, 0
-                save_model_weights(self.model, self.run_dir / "model.safetensors")
-                if self.on_best:
-                    self.on_best(self.run_dir)
-            else:
-                bad_evals += 1
-            bar.write(
-                f"step {step}: val {self.task.metric} {value:.4f}"
-                f" (best {best:.4f} at step {best_step})"
-                + (f", val loss {result['loss']:.4f}" if self.task.metric != "loss" else "")
-            )
-            self._plot()
-            return bool(cfg.patience) and bad_evals >= cfg.patience
-
+    def _progress_bar(self, step: int) -> tqdm:
         interactive = sys.stderr.isatty()
-        bar = tqdm(
+        return tqdm(
             total=self.total_steps,
             initial=step,
-            disable=not cfg.progress,
+            disable=not self.cfg.progress,
             unit="step",
             dynamic_ncols=True,
             desc="train",
             mininterval=0.1 if interactive else 30.0,  # a log file gets a line every 30 s
-        )
-        self.model.train()
-        start = time.perf_counter()
-        window_tokens, window_start, ema = 0, time.perf_counter(), None
-        stopped_early, done = False, step >= self.total_steps
-        last_metrics: dict[str, Any] = {}
-        while not done:
-            self.sampler.set_epoch(epoch)
-            micro, accum_loss = 0, 0.0
-            self.optimizer.zero_grad(set_to_none=True)
-            batches = iter(self.sampler)
-            remaining = len(self.sampler) - self.sampler.position
-            for i, indices in enumerate(batches):
-                batch = self.task.collate([self.train_items[j] for j in indices])
-                with self._autocast():
-                    loss, n_tokens = self.task.loss(self.model, batch)
-                # the last accumulation group of an epoch may be shorter
-                group = min(cfg.grad_accum, remaining - (i - micro))
-                (loss / group).backward()
-                accum_loss += loss.item() / group
-                window_tokens += n_tokens
-                micro += 1
-                if micro < group:
-                    continue
-                micro = 0
-                if cfg.clip_grad_norm:
-                    nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_grad_norm)
-                step += 1
-                lr = self._set_lr(step)
-                self.optimizer.step()
-                self.optimizer.zero_grad(set_to_none=True)
-                ema = accum_loss if ema is None else 0.98 * ema + 0.02 * accum_loss
-                now = time.perf_counter()
-                tok_s = window_tokens / max(now - window_start, 1e-9)
-                bar.update(1)
-                bar.set_postfix(loss=f"{ema:.4f}", tok_s=f"{tok_s:,.0f}", lr=f"{lr:.2e}")
-                if step % cfg.log_every == 0:
-                    self._log(
-                        {
-                            "step": step,
-                            "epoch": epoch,
-                            "train_loss": accum_loss,
-                            "lr": lr,
-                            "tokens_per_s": round(tok_s, 1),
-                            "elapsed_s": round(now - start, 2),
-                        }
-                    )
-                    window_tokens, window_start = 0, now
-                accum_loss = 0.0
-                end_of_epoch = self.sampler.position >= len(self.sampler)
-                done = step >= self.total_steps
-                want_eval = (
-                    (cfg.eval_every and step % cfg.eval_every == 0)
-                    or (not cfg.eval_every and end_of_epoch)
-                    or done
-                )
-                if want_eval and self.val_items:
-                    stopped_early = run_eval()
-                    last_metrics = self._history()[-1]
-                    done = done or stopped_early
-                if end_of_epoch and not done:
-                    epoch += 1
-                    self.sampler.set_epoch(epoch)
-                if want_eval or (cfg.save_every and step % cfg.save_every == 0) or done:
-                    checkpoint()
-                if done or end_of_epoch:
-                    break
-        bar.close()
-        if best is None:  # no validation data: the last weights are the result
-            save_model_weights(self.model, self.run_dir / "model.safetensors")
-        self._plot()
-        return TrainResult(
-            run_dir=self.run_dir,
-            step=step,
-            best_metric=best,
-            best_step=best_step,
-            last_metrics=last_metrics,
-            stopped_early=stopped_early,
-            train_seconds=time.perf_counter() - start,
         )

@@ -6,13 +6,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from attnkit.errors import DataError
+
 __all__ = ["DataError", "DatasetNotFoundError", "resolve_data_dir"]
 
 ENV_DATA_DIR = "ATTNKIT_DATA"
-
-
-class DataError(ValueError):
-    """A problem with input data, described in one user-facing line (no traceback needed)."""
 
 
 class DatasetNotFoundError(DataError):

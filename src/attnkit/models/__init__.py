@@ -1,6 +1,92 @@
-"""Models built from ``attnkit.attention`` and ``attnkit.layers``; they know only tensors."""
+"""Models built from ``attnkit.attention`` and ``attnkit.layers``; they know only tensors.
 
-from attnkit.models.classifier import RNNClassifier, TransformerClassifier, build_classifier
-from attnkit.models.ngram import NgramClassifier
+Each model family declares its config dataclass (``attnkit.models.base.ModelConfig``) and is
+registered here by its family (the ``model_type`` a task trains) and ``arch`` (the recipe's
+``model.arch``). Adding a model = its module + one line in ``MODEL_CONFIGS``.
 
-__all__ = ["NgramClassifier", "RNNClassifier", "TransformerClassifier", "build_classifier"]
+    config = config_class("classifier", "gru")(vocab_size=8000, num_classes=2)
+    model = build_model(config)
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from attnkit.config import ConfigError
+from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, read_model_config
+from attnkit.models.classifier import (
+    RNNClassifier,
+    RNNClassifierConfig,
+    TransformerClassifier,
+    TransformerClassifierConfig,
+    build_classifier,
+)
+from attnkit.models.mlm import MaskedLMConfig
+from attnkit.models.ngram import NgramClassifier, NgramConfig
+from attnkit.models.rnn import Seq2SeqLSTMConfig
+from attnkit.models.transformer import TransformerConfig
+
+__all__ = [
+    "MODEL_CONFIGS",
+    "AttnkitModel",
+    "ModelConfig",
+    "NgramClassifier",
+    "RNNClassifier",
+    "Seq2SeqOutput",
+    "TransformerClassifier",
+    "build_classifier",
+    "build_model",
+    "config_class",
+    "from_pretrained",
+    "register_model",
+]
+
+# family (model_type) -> arch -> config class
+MODEL_CONFIGS: dict[str, dict[str, type[ModelConfig]]] = {
+    "classifier": {
+        "transformer": TransformerClassifierConfig,
+        "rnn": RNNClassifierConfig,
+        "lstm": RNNClassifierConfig,
+        "gru": RNNClassifierConfig,
+        "ngram": NgramConfig,
+    },
+    "seq2seq": {"transformer": TransformerConfig, "lstm": Seq2SeqLSTMConfig},
+    "masked_lm": {"transformer": MaskedLMConfig},
+}
+
+
+def register_model(family: str, arch: str, config: type[ModelConfig]) -> None:
+    """Make ``config`` (whose ``build()`` makes the model) the class of ``arch`` in ``family``."""
+    MODEL_CONFIGS.setdefault(family, {})[arch] = config
+
+
+def archs(family: str) -> list[str]:
+    """The ``model.arch`` names of a family."""
+    return list(MODEL_CONFIGS.get(family, {}))
+
+
+def config_class(family: str, arch: str) -> type[ModelConfig]:
+    """The config dataclass of ``arch`` in ``family``."""
+    if family not in MODEL_CONFIGS:
+        raise ConfigError(f"unknown model family {family!r} (known: {', '.join(MODEL_CONFIGS)})")
+    by_arch = MODEL_CONFIGS[family]
+    if arch not in by_arch:
+        raise ConfigError(
+            f"model.arch must be one of {', '.join(by_arch)} for a {family} model, got {arch!r}"
+        )
+    return by_arch[arch]
+
+
+def build_model(config: ModelConfig) -> nn.Module:
+    """The (freshly initialised) model a complete config describes."""
+    return config.build()
+
+
+def from_pretrained(directory, map_location: str = "cpu") -> nn.Module:
+    """Any attnkit model from a ``save_pretrained`` directory or a run directory."""
+    from attnkit.checkpoint import load_model_weights
+
+    config = read_model_config(directory)
+    model = config.build()
+    load_model_weights(model, f"{directory}/model.safetensors", map_location=map_location)
+    return model

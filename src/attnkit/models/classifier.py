@@ -14,34 +14,51 @@ padding never enters the recurrence. Both share one forward signature:
 ``attention_mask`` is True on real tokens (Hugging Face convention); when None it is
 derived from ``pad_id``. Padding is expected on the right (the data pipeline's layout).
 Models know only tensors: the task decides how logits become predictions and metrics.
+
+Each model is built from its config (``TransformerClassifierConfig``, ``RNNClassifierConfig``;
+``attnkit.models.base``), which a recipe's ``model:`` section fills in.
 """
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnkit.attention import padding_mask
+from attnkit.config import ConfigError, check
 from attnkit.layers import (
+    BlockConfig,
     Encoder,
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
     TokenEmbedding,
 )
-from attnkit.models.ngram import NgramClassifier
+from attnkit.models.base import AttnkitModel, ModelConfig, param
 
 __all__ = [
     "ARCHS",
     "RNNClassifier",
+    "RNNClassifierConfig",
     "TransformerClassifier",
+    "TransformerClassifierConfig",
+    "TransformerEncoderConfig",
     "TransformerEncoderModel",
     "build_classifier",
     "masked_max",
     "masked_mean",
 ]
+
+# keys of the masked-LM pretraining config: a classifier recipe that sets them gets this
+_PRETRAINING_ONLY = {
+    key: f"model.{key} is for task mlm (pretraining)"
+    for key in ("objective", "generator_d_model", "rtd_weight")
+}
 
 
 # --------------------------------------------------------------------------------------
@@ -82,58 +99,88 @@ def _real_token_mask(input_ids: Tensor, attention_mask: Tensor | None, pad_id: i
 # --------------------------------------------------------------------------------------
 # Transformer encoder (shared by the classifier and masked-LM pretraining)
 # --------------------------------------------------------------------------------------
-class TransformerEncoderModel(nn.Module):
+@dataclass
+class TransformerEncoderConfig(ModelConfig):
+    """The Transformer encoder's settings (shared by the classifier and the masked LM)."""
+
+    d_model: int = param(256, "width of every position's vector")
+    num_heads: int = param(4, "attention heads (d_model must be divisible by it)")
+    d_ff: int = param(1024, "inner width of the position-wise feed-forward network")
+    num_layers: int = param(2, "encoder layers")
+    dropout: float = param(0.1, "dropout on embeddings, sublayer outputs and in the FFN")
+    attention_dropout: float | None = param(None, "dropout on attention weights (None: dropout)")
+    positional: str = param("sinusoidal", "sinusoidal (the paper's) | learned (BERT's)")
+    norm_first: bool = param(False, "pre-norm instead of the paper's post-norm Add & Norm")
+    activation: str = param("gelu", "the feed-forward's activation: relu | gelu")
+    embed_scale: bool = param(True, "multiply token embeddings by sqrt(d_model) (the paper)")
+
+    POSITIONALS: ClassVar[tuple[str, ...]] = ("sinusoidal", "learned")
+
+    def validate(self) -> None:
+        super().validate()
+        check(
+            (
+                self.d_model > 0 and self.num_heads > 0 and self.d_ff > 0 and self.num_layers > 0,
+                "model.d_model, num_heads, d_ff and num_layers must be > 0",
+            ),
+            (
+                self.d_model % max(self.num_heads, 1) == 0,
+                "model.d_model must be divisible by model.num_heads",
+            ),
+            (0.0 <= self.dropout < 1.0, "model.dropout must be in [0, 1)"),
+            (
+                self.attention_dropout is None or 0.0 <= self.attention_dropout < 1.0,
+                "model.attention_dropout must be in [0, 1)",
+            ),
+            (
+                self.positional in self.POSITIONALS,
+                f"model.positional must be one of {', '.join(self.POSITIONALS)}, "
+                f"got {self.positional!r}",
+            ),
+            (self.activation in ("relu", "gelu"), "model.activation must be relu|gelu"),
+        )
+
+    def block(self) -> BlockConfig:
+        """The per-layer sizes for ``attnkit.layers``."""
+        return BlockConfig(
+            d_model=self.d_model,
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            activation=self.activation,
+            norm_first=self.norm_first,
+        )
+
+
+class TransformerEncoderModel(AttnkitModel):
     """Token embedding + positional encoding + ``num_layers`` encoder blocks.
 
     The body that ``TransformerClassifier`` (pooling + linear head) and ``TransformerMLM``
     (masked-LM head, ``attnkit.models.mlm``) add their heads to; both keep the parameter
     names ``embed.*``, ``pos.*`` and ``encoder.*``, so pretrained encoder weights load into a
     classifier one to one.
-    positional: "sinusoidal" (fixed, paper) or "learned" (BERT style).
-    attention_dropout: dropout on the attention weights (None: ``dropout``); see
-    ``attnkit.layers.EncoderLayer``.
     """
 
-    POSITIONALS = ("sinusoidal", "learned")
+    config_class: ClassVar[type[ModelConfig]] = TransformerEncoderConfig
+    returns_attention = True
+    POSITIONALS = TransformerEncoderConfig.POSITIONALS
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int = 256,
-        num_heads: int = 4,
-        d_ff: int = 1024,
-        num_layers: int = 2,
-        dropout: float = 0.1,
-        max_len: int = 512,
-        positional: str = "sinusoidal",
-        norm_first: bool = False,
-        activation: str = "gelu",
-        pad_id: int = 0,
-        embed_scale: bool = True,
-        attention_dropout: float | None = None,
-    ) -> None:
-        super().__init__()
-        if positional not in self.POSITIONALS:
-            raise ValueError(f"positional must be one of {self.POSITIONALS}, got {positional!r}")
-        self.pad_id = pad_id
-        self.max_len = max_len
-        self.d_model = d_model
-        self.embed = TokenEmbedding(vocab_size, d_model, padding_idx=pad_id, scale=embed_scale)
-        if positional == "sinusoidal":
-            self.pos = SinusoidalPositionalEncoding(d_model, max_len)
-        else:
-            self.pos = LearnedPositionalEmbedding(max_len, d_model)
-        self.embed_dropout = nn.Dropout(dropout)
-        self.encoder = Encoder(
-            num_layers,
-            d_model,
-            num_heads,
-            d_ff,
-            dropout,
-            activation,
-            norm_first,
-            attention_dropout=attention_dropout,
+    def __init__(self, config: TransformerEncoderConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        c = self.config
+        self.pad_id = c.pad_id
+        self.max_len = c.max_len
+        self.d_model = c.d_model
+        self.embed = TokenEmbedding(
+            c.vocab_size, c.d_model, padding_idx=c.pad_id, scale=c.embed_scale
         )
+        if c.positional == "sinusoidal":
+            self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len)
+        else:
+            self.pos = LearnedPositionalEmbedding(c.max_len, c.d_model)
+        self.embed_dropout = nn.Dropout(c.dropout)
+        self.encoder = Encoder(c.block(), c.num_layers)
 
     def encode(
         self,
@@ -160,6 +207,52 @@ class TransformerEncoderModel(nn.Module):
 # --------------------------------------------------------------------------------------
 # Transformer encoder classifier
 # --------------------------------------------------------------------------------------
+@dataclass
+class TransformerClassifierConfig(TransformerEncoderConfig):
+    """``arch: transformer`` for task classify."""
+
+    model_type: ClassVar[str] = "classifier"
+    KEY_HINTS: ClassVar[dict[str, str]] = _PRETRAINING_ONLY
+
+    arch: str = param("transformer", "transformer")
+    num_classes: int = param(2, "output classes (the labels in the training data)", True)
+    pooling: str = param("mean", "mean | max over real tokens, or cls (the vector at [CLS])")
+    init_from: str | None = param(
+        None,
+        "a task-mlm run whose encoder and tokenizer the classifier starts from; its sizes "
+        "replace d_model / num_heads / d_ff / num_layers",
+    )
+
+    POOLINGS: ClassVar[tuple[str, ...]] = ("mean", "max", "cls")
+    PRETRAINED_KEYS: ClassVar[tuple[str, ...]] = (
+        "d_model",
+        "num_heads",
+        "d_ff",
+        "num_layers",
+        "positional",
+        "norm_first",
+        "activation",
+    )
+
+    @property
+    def needs_cls(self) -> bool:
+        return self.pooling == "cls"
+
+    def validate(self) -> None:
+        super().validate()
+        check(
+            (self.num_classes > 0, "model.num_classes must be > 0"),
+            (
+                self.pooling in self.POOLINGS,
+                f"model.pooling must be one of {', '.join(self.POOLINGS)} for arch transformer, "
+                f"got {self.pooling!r}",
+            ),
+        )
+
+    def build(self) -> TransformerClassifier:
+        return TransformerClassifier(self)
+
+
 class TransformerClassifier(TransformerEncoderModel):
     """The encoder of ``TransformerEncoderModel``, then pooling and a linear head.
 
@@ -168,48 +261,40 @@ class TransformerClassifier(TransformerEncoderModel):
     positional: "sinusoidal" (fixed, paper) or "learned" (BERT style).
     """
 
-    POOLINGS = ("mean", "max", "cls")
+    config_class: ClassVar[type[ModelConfig]] = TransformerClassifierConfig
+    POOLINGS = TransformerClassifierConfig.POOLINGS
 
-    def __init__(
-        self,
-        vocab_size: int,
-        num_classes: int,
-        d_model: int = 256,
-        num_heads: int = 4,
-        d_ff: int = 1024,
-        num_layers: int = 2,
-        dropout: float = 0.1,
-        max_len: int = 512,
-        pooling: str = "mean",
-        positional: str = "sinusoidal",
-        norm_first: bool = False,
-        activation: str = "gelu",
-        pad_id: int = 0,
-        embed_scale: bool = True,
-        attention_dropout: float | None = None,
-    ) -> None:
-        if pooling not in self.POOLINGS:
-            raise ValueError(f"pooling must be one of {self.POOLINGS}, got {pooling!r}")
-        super().__init__(
-            vocab_size,
-            d_model=d_model,
-            num_heads=num_heads,
-            d_ff=d_ff,
-            num_layers=num_layers,
-            dropout=dropout,
-            max_len=max_len,
-            positional=positional,
-            norm_first=norm_first,
-            activation=activation,
-            pad_id=pad_id,
-            embed_scale=embed_scale,
-            attention_dropout=attention_dropout,
-        )
-        self.pooling = pooling
-        self.needs_cls = pooling == "cls"
-        self.num_classes = num_classes
-        self.head_dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(d_model, num_classes)
+    def __init__(self, config: TransformerClassifierConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        c = self.config
+        self.pooling = c.pooling
+        self.needs_cls = c.needs_cls
+        self.num_classes = c.num_classes
+        self.head_dropout = nn.Dropout(c.dropout)
+        self.head = nn.Linear(c.d_model, c.num_classes)
+
+    def load_pretrained_encoder(self, weights: dict[str, Tensor], source: str) -> int:
+        """Copy a pretrained encoder (``embed.*``, ``pos.*``, ``encoder.*`` of a masked-LM
+        run's weights) into this model; returns the number of tensors copied. The pooling
+        and head stay freshly initialised; learned positions are cut to this ``max_len``."""
+        own = self.state_dict()
+        wanted = [k for k in own if k.startswith(("embed.", "pos.", "encoder."))]
+        missing = [k for k in wanted if k not in weights]
+        if missing:
+            raise ConfigError(f"model.init_from: {source} lacks {', '.join(missing[:3])}")
+        update = {}
+        for k in wanted:
+            value = weights[k]
+            if k == "pos.embedding.weight":
+                value = value[: own[k].size(0)]
+            if value.shape != own[k].shape:
+                raise ConfigError(
+                    f"model.init_from: {k} has shape {tuple(value.shape)} in {source}, "
+                    f"{tuple(own[k].shape)} in the classifier"
+                )
+            update[k] = value
+        self.load_state_dict(update, strict=False)
+        return len(update)
 
     def forward(
         self,
@@ -236,7 +321,52 @@ class TransformerClassifier(TransformerEncoderModel):
 _CELLS: dict[str, type[nn.RNNBase]] = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
 
-class RNNClassifier(nn.Module):
+@dataclass
+class RNNClassifierConfig(ModelConfig):
+    """``arch: rnn | lstm | gru`` for task classify (the recurrent baselines)."""
+
+    model_type: ClassVar[str] = "classifier"
+    KEY_HINTS: ClassVar[dict[str, str]] = _PRETRAINING_ONLY
+
+    arch: str = param("lstm", "the recurrent cell: rnn | lstm | gru")
+    num_classes: int = param(2, "output classes (the labels in the training data)", True)
+    d_model: int = param(256, "token embedding size")
+    hidden_size: int = param(256, "hidden state size of each direction")
+    num_layers: int = param(2, "stacked recurrent layers")
+    bidirectional: bool = param(True, "read the text in both directions")
+    dropout: float = param(0.1, "dropout on embeddings, between layers and before the head")
+    pooling: str = param("mean", "mean | max over real positions, or last (final state)")
+    init_from: str | None = param(
+        None, "a task-mlm run whose token embedding (and tokenizer) the classifier starts from"
+    )
+
+    CELLS: ClassVar[tuple[str, ...]] = ("rnn", "lstm", "gru")
+    # a recurrent classifier takes only the token embedding, so only its width must match
+    PRETRAINED_KEYS: ClassVar[tuple[str, ...]] = ("d_model",)
+    POOLINGS: ClassVar[tuple[str, ...]] = ("mean", "max", "last")
+
+    def validate(self) -> None:
+        super().validate()
+        check(
+            (self.arch in self.CELLS, f"model.arch must be one of {', '.join(self.CELLS)}"),
+            (
+                self.d_model > 0 and self.hidden_size > 0 and self.num_layers > 0,
+                "model.d_model, hidden_size and num_layers must be > 0",
+            ),
+            (self.num_classes > 0, "model.num_classes must be > 0"),
+            (0.0 <= self.dropout < 1.0, "model.dropout must be in [0, 1)"),
+            (
+                self.pooling in self.POOLINGS,
+                f"model.pooling must be one of {', '.join(self.POOLINGS)} for arch {self.arch}, "
+                f"got {self.pooling!r}",
+            ),
+        )
+
+    def build(self) -> RNNClassifier:
+        return RNNClassifier(self)
+
+
+class RNNClassifier(AttnkitModel):
     """Embedding, a (bi)directional RNN / LSTM / GRU over packed sequences, pooling, head.
 
     pooling: "mean" / "max" over the real positions' outputs (B, T, hidden * directions),
@@ -245,43 +375,45 @@ class RNNClassifier(nn.Module):
     recurrence; the mask must be a prefix of each row (right padding).
     """
 
-    POOLINGS = ("mean", "max", "last")
-    needs_cls = False
+    config_class: ClassVar[type[ModelConfig]] = RNNClassifierConfig
+    POOLINGS = RNNClassifierConfig.POOLINGS
 
-    def __init__(
-        self,
-        vocab_size: int,
-        num_classes: int,
-        cell: str = "lstm",
-        d_model: int = 256,
-        hidden_size: int = 256,
-        num_layers: int = 1,
-        bidirectional: bool = True,
-        dropout: float = 0.1,
-        pooling: str = "mean",
-        pad_id: int = 0,
-    ) -> None:
-        super().__init__()
-        if cell not in _CELLS:
-            raise ValueError(f"cell must be one of {tuple(_CELLS)}, got {cell!r}")
-        if pooling not in self.POOLINGS:
-            raise ValueError(f"pooling must be one of {self.POOLINGS}, got {pooling!r}")
-        self.cell, self.pooling, self.pad_id = cell, pooling, pad_id
-        self.num_classes = num_classes
-        self.num_directions = 2 if bidirectional else 1
+    def __init__(self, config: RNNClassifierConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        c = self.config
+        self.cell, self.pooling, self.pad_id = c.arch, c.pooling, c.pad_id
+        self.num_classes = c.num_classes
+        self.num_directions = 2 if c.bidirectional else 1
 
-        self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
-        self.embed_dropout = nn.Dropout(dropout)
-        self.rnn = _CELLS[cell](
-            d_model,
-            hidden_size,
-            num_layers=num_layers,
+        self.embed = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_id)
+        self.embed_dropout = nn.Dropout(c.dropout)
+        self.rnn = _CELLS[c.arch](
+            c.d_model,
+            c.hidden_size,
+            num_layers=c.num_layers,
             batch_first=True,
-            bidirectional=bidirectional,
-            dropout=dropout if num_layers > 1 else 0.0,  # between layers only
+            bidirectional=c.bidirectional,
+            dropout=c.dropout if c.num_layers > 1 else 0.0,  # between layers only
         )
-        self.head_dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(hidden_size * self.num_directions, num_classes)
+        self.head_dropout = nn.Dropout(c.dropout)
+        self.head = nn.Linear(c.hidden_size * self.num_directions, c.num_classes)
+
+    def load_pretrained_encoder(self, weights: dict[str, Tensor], source: str) -> int:
+        """Take the token embedding of a pretrained Transformer encoder, as the vectors that
+        encoder saw: ``E * sqrt(d_model)`` (``TokenEmbedding``'s scale), so they have the
+        size the recurrent layer expects of its inputs (the feature-based use of a
+        pretrained model, like word2vec vectors). Returns 1 (tensors copied)."""
+        table = weights.get("embed.embedding.weight")
+        if table is None:
+            raise ConfigError(f"model.init_from: {source} has no token embedding")
+        value = table * math.sqrt(table.size(1))
+        if value.shape != self.embed.weight.shape:
+            raise ConfigError(
+                f"model.init_from: the token embedding has shape {tuple(value.shape)} in "
+                f"{source}, {tuple(self.embed.weight.shape)} in the classifier"
+            )
+        self.load_state_dict({"embed.weight": value}, strict=False)
+        return 1
 
     def forward(
         self,
@@ -317,30 +449,27 @@ class RNNClassifier(nn.Module):
 # --------------------------------------------------------------------------------------
 ARCHS = ("transformer", "rnn", "lstm", "gru", "ngram")
 
-# Arguments the factory fills itself (the cell comes from ``arch``).
-_RESERVED = {"self", "vocab_size", "num_classes", "pad_id", "cell"}
-
 
 def build_classifier(
     arch: str, vocab_size: int, num_classes: int, pad_id: int, **hparams: object
 ) -> nn.Module:
     """Build a classifier by name: "transformer" -> TransformerClassifier; "rnn" | "lstm" |
     "gru" -> RNNClassifier with that cell; "ngram" -> ``attnkit.models.ngram.NgramClassifier``
-    (bag of n-grams, NBSVM). ``hparams`` are the class's keyword arguments;
-    an unknown arch or hyperparameter name raises ValueError listing the valid ones."""
+    (bag of n-grams, NBSVM). ``hparams`` are the fields of the arch's config; an unknown
+    arch or hyperparameter name raises ``ConfigError`` (a ValueError) naming the valid ones."""
+    from attnkit.models import config_class
+
     arch = arch.lower()
     if arch not in ARCHS:
-        raise ValueError(f"unknown classifier arch {arch!r}; choose one of {', '.join(ARCHS)}")
-    cls: type[nn.Module] = {"transformer": TransformerClassifier, "ngram": NgramClassifier}.get(
-        arch, RNNClassifier
-    )
-    valid = [n for n in inspect.signature(cls.__init__).parameters if n not in _RESERVED]
+        raise ConfigError(f"unknown classifier arch {arch!r}; choose one of {', '.join(ARCHS)}")
+    cls = config_class("classifier", arch)
+    fixed = ("arch", "vocab_size", "pad_id", "num_classes", "max_len")
+    valid = [f.name for f in dataclasses.fields(cls) if f.name not in fixed] + ["max_len"]
     unknown = sorted(set(hparams) - set(valid))
     if unknown:
-        raise ValueError(
+        raise ConfigError(
             f"unknown hyperparameter(s) {', '.join(map(repr, unknown))} for arch {arch!r}; "
             f"valid: {', '.join(valid)}"
         )
-    if cls is RNNClassifier:
-        hparams["cell"] = arch
-    return cls(vocab_size=vocab_size, num_classes=num_classes, pad_id=pad_id, **hparams)
+    config = cls(arch=arch, vocab_size=vocab_size, num_classes=num_classes, pad_id=pad_id)
+    return config.replace(**hparams).build()

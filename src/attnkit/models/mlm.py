@@ -17,21 +17,68 @@ replaced-token detection instead, with a small ``TransformerMLM`` as its generat
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.models.classifier import TransformerEncoderModel
+from attnkit.config import check
+from attnkit.models.base import ModelConfig, param
+from attnkit.models.classifier import TransformerEncoderConfig, TransformerEncoderModel
 
-__all__ = ["ElectraPretrainer", "TransformerMLM"]
+__all__ = ["ElectraPretrainer", "MaskedLMConfig", "TransformerMLM"]
+
+OBJECTIVES = ("mlm", "electra")
+
+
+@dataclass
+class MaskedLMConfig(TransformerEncoderConfig):
+    """``arch: transformer`` for task mlm: the encoder plus a pretraining objective."""
+
+    model_type: ClassVar[str] = "masked_lm"
+    KEY_HINTS: ClassVar[dict[str, str]] = {
+        "init_from": "model.init_from is for task classify",
+        "pooling": "model.pooling is for task classify (pretraining predicts every position)",
+    }
+
+    arch: str = param("transformer", "transformer")
+    objective: str = param("mlm", "mlm (BERT's masked LM) | electra (replaced-token detection)")
+    generator_d_model: int | None = param(None, "electra: the generator's width (d_model // 4)")
+    rtd_weight: float = param(50.0, "electra: weight of the discriminator's loss (lambda)")
+
+    def validate(self) -> None:
+        super().validate()
+        g = self.generator_d_model
+        check(
+            (
+                self.objective in OBJECTIVES,
+                f"model.objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}",
+            ),
+            (self.rtd_weight > 0, "model.rtd_weight must be > 0"),
+            (
+                g is None or (g > 0 and g % max(g // 64, 1) == 0),
+                "model.generator_d_model must be > 0 and divisible by its heads (width // 64)",
+            ),
+        )
+
+    def build(self) -> TransformerMLM | ElectraPretrainer:
+        """A masked LM, or ELECTRA's discriminator with its generator."""
+        if self.objective == "electra":
+            return ElectraPretrainer(self)
+        return TransformerMLM(self)
 
 
 class TransformerMLM(TransformerEncoderModel):
     """``TransformerEncoderModel`` + BERT's masked-LM head with the output tied to the
-    input embedding. Same constructor arguments as the encoder."""
+    input embedding."""
 
-    def __init__(self, vocab_size: int, **encoder_kwargs) -> None:
-        super().__init__(vocab_size, **encoder_kwargs)
+    config_class: ClassVar[type[ModelConfig]] = MaskedLMConfig
+
+    def __init__(self, config: MaskedLMConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        vocab_size = self.config.vocab_size
         d = self.d_model
         self.mlm_dense = nn.Linear(d, d)
         self.mlm_norm = nn.LayerNorm(d)
@@ -51,6 +98,10 @@ class TransformerMLM(TransformerEncoderModel):
             x = x[positions]  # (N, d_model)
         h = self.mlm_norm(F.gelu(self.mlm_dense(x)))
         return F.linear(h, self.embed.weight, self.mlm_bias)  # (..., vocab)
+
+    def masked_lm(self) -> TransformerMLM:
+        """The model that fills in [MASK] (itself)."""
+        return self
 
 
 class ElectraPretrainer(TransformerEncoderModel):
@@ -73,14 +124,21 @@ class ElectraPretrainer(TransformerEncoderModel):
     discriminator's); its heads are 64 wide and its d_ff is 4 x its width.
     """
 
-    def __init__(self, vocab_size: int, generator_d_model: int | None = None, **encoder_kwargs):
-        super().__init__(vocab_size, **encoder_kwargs)
+    config_class: ClassVar[type[ModelConfig]] = MaskedLMConfig
+
+    def __init__(self, config: MaskedLMConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
         d = self.d_model
-        g = generator_d_model or max(d // 4, 16)
+        g = self.config.generator_d_model or max(d // 4, 16)
         self.rtd_dense = nn.Linear(d, d)
         self.rtd_head = nn.Linear(d, 1)
-        generator_kwargs = dict(encoder_kwargs, d_model=g, num_heads=max(g // 64, 1), d_ff=4 * g)
-        self.generator = TransformerMLM(vocab_size, **generator_kwargs)
+        self.generator = TransformerMLM(
+            self.config.replace(objective="mlm", d_model=g, num_heads=max(g // 64, 1), d_ff=4 * g)
+        )
+
+    def masked_lm(self) -> TransformerMLM:
+        """The model that fills in [MASK]: the generator (a small masked LM)."""
+        return self.generator
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """input_ids (B, T) (original text with some tokens replaced); attention_mask (B, T),

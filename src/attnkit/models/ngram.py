@@ -26,13 +26,17 @@ Same forward signature as the other classifiers:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from attnkit.attention import padding_mask
+from attnkit.config import check
+from attnkit.models.base import AttnkitModel, ModelConfig, param
 
-__all__ = ["NgramClassifier"]
+__all__ = ["NgramClassifier", "NgramConfig"]
 
 # Rolling polynomial hash mod a Mersenne prime: h < 2**31 and P < 2**20 keep every product
 # inside int64, so the hash is exact (no overflow) and identical on every device.
@@ -40,7 +44,37 @@ _PRIME_MOD = 2**31 - 1
 _BASE = 1_000_003
 
 
-class NgramClassifier(nn.Module):
+@dataclass
+class NgramConfig(ModelConfig):
+    """``arch: ngram`` for task classify: NBSVM over hashed token n-grams."""
+
+    model_type: ClassVar[str] = "classifier"
+    KEY_HINTS: ClassVar[dict[str, str]] = {
+        "init_from": "model.init_from does not apply to arch ngram (no embedding)",
+        "objective": "model.objective is for task mlm (pretraining)",
+    }
+
+    arch: str = param("ngram", "ngram")
+    num_classes: int = param(2, "output classes (the labels in the training data)", True)
+    ngram_max: int = param(2, "longest token n-gram (1: a bag of tokens)")
+    num_buckets: int = param(4194304, "hash buckets for the n-grams of 2+ tokens (2**22)")
+    nb_weighting: bool = param(True, "Naive Bayes feature scaling (NBSVM); false: logistic")
+
+    def validate(self) -> None:
+        super().validate()
+        check(
+            (
+                self.ngram_max >= 1 and self.num_buckets >= 1,
+                "model.ngram_max and model.num_buckets must be >= 1",
+            ),
+            (self.num_classes > 0, "model.num_classes must be > 0"),
+        )
+
+    def build(self) -> NgramClassifier:
+        return NgramClassifier(self)
+
+
+class NgramClassifier(AttnkitModel):
     """Linear classifier over binarised, hashed token n-grams (NBSVM / fastText style).
 
     ngram_max: the longest n-gram (1: bag of tokens). num_buckets: hash table size for the
@@ -49,31 +83,30 @@ class NgramClassifier(nn.Module):
     Padding is expected on the right (the data pipeline's layout).
     """
 
-    needs_cls = False
+    config_class: ClassVar[type[ModelConfig]] = NgramConfig
+    explains_by_contributions = True
 
-    def __init__(
-        self,
-        vocab_size: int,
-        num_classes: int,
-        ngram_max: int = 2,
-        num_buckets: int = 2**22,
-        nb_weighting: bool = True,
-        pad_id: int = 0,
-    ) -> None:
-        super().__init__()
-        if ngram_max < 1:
-            raise ValueError(f"ngram_max must be >= 1, got {ngram_max}")
-        if num_buckets < 1:
-            raise ValueError(f"num_buckets must be >= 1, got {num_buckets}")
-        self.vocab_size, self.num_classes = vocab_size, num_classes
-        self.ngram_max, self.num_buckets = ngram_max, num_buckets
-        self.nb_weighting, self.pad_id = nb_weighting, pad_id
-        num_features = vocab_size + (num_buckets if ngram_max > 1 else 0)
-        self.weight = nn.Embedding(num_features, num_classes)  # W (num_features, C)
+    def __init__(self, config: NgramConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        c = self.config
+        self.vocab_size, self.num_classes = c.vocab_size, c.num_classes
+        self.ngram_max, self.num_buckets = c.ngram_max, c.num_buckets
+        self.nb_weighting, self.pad_id = c.nb_weighting, c.pad_id
+        num_features = c.vocab_size + (c.num_buckets if c.ngram_max > 1 else 0)
+        self.weight = nn.Embedding(num_features, c.num_classes)  # W (num_features, C)
         nn.init.zeros_(self.weight.weight)
-        self.bias = nn.Parameter(torch.zeros(num_classes))
+        self.bias = nn.Parameter(torch.zeros(c.num_classes))
         # r (num_features, C): saved with the weights, so a loaded model needs no data
-        self.register_buffer("nb_ratio", torch.ones(num_features, num_classes))
+        self.register_buffer("nb_ratio", torch.ones(num_features, c.num_classes))
+
+    @property
+    def fits_from_data(self) -> bool:  # type: ignore[override]
+        """The Naive Bayes ratios must be counted before training (``fit_from_data``)."""
+        return self.nb_weighting
+
+    def fit_from_data(self, batches: Iterable[tuple[Tensor, Tensor, Tensor]]) -> None:
+        """The capability tasks call before training: ``fit_nb``."""
+        self.fit_nb(batches)
 
     @property
     def num_features(self) -> int:

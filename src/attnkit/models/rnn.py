@@ -18,54 +18,115 @@ probability ``teacher_forcing_ratio``, else its own previous prediction.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnkit.attention import SCORE_NAMES, attend, make_score, masked_softmax
+from attnkit.config import check
+from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, param
 
-__all__ = ["Seq2SeqLSTM", "LSTMStepper"]
+__all__ = ["LSTMStepper", "Seq2SeqLSTM", "Seq2SeqLSTMConfig"]
 
 
-class Seq2SeqLSTM(nn.Module):
-    def __init__(
-        self,
-        src_vocab_size: int,
-        tgt_vocab_size: int,
-        emb_dim: int = 256,
-        hid_dim: int = 512,
-        n_layers: int = 2,
-        dropout: float = 0.3,
-        bidirectional: bool = True,
-        attention: str | None = "general",
-        max_src_len: int = 128,
-        pad_id: int = 0,
-    ) -> None:
-        super().__init__()
-        if attention is not None and attention not in SCORE_NAMES:
-            raise ValueError(f"attention must be None or one of {SCORE_NAMES}, got {attention!r}")
-        self.pad_id, self.hid_dim, self.n_layers = pad_id, hid_dim, n_layers
-        self.attention_name = attention
-        self.src_embed = nn.Embedding(src_vocab_size, emb_dim, padding_idx=pad_id)
-        self.tgt_embed = nn.Embedding(tgt_vocab_size, emb_dim, padding_idx=pad_id)
-        enc_hid = hid_dim // 2 if bidirectional else hid_dim
-        if bidirectional and hid_dim % 2:
-            raise ValueError("hid_dim must be even for a bidirectional encoder")
-        self.bidirectional = bidirectional
+@dataclass
+class Seq2SeqLSTMConfig(ModelConfig):
+    """``arch: lstm`` for tasks translate and chat (``max_len``: the longest source, which
+    the location score needs)."""
+
+    model_type: ClassVar[str] = "seq2seq"
+    KEY_HINTS: ClassVar[dict[str, str]] = {
+        "preset": "model.preset sizes a Transformer; set emb_dim / hidden_size for an LSTM",
+        "d_model": "model.d_model sizes a Transformer; an LSTM has emb_dim and hidden_size",
+    }
+
+    arch: str = param("lstm", "lstm")
+    emb_dim: int = param(256, "token embedding size")
+    hidden_size: int = param(256, "decoder state size (the encoder's two directions together)")
+    num_layers: int = param(2, "stacked LSTM layers in the encoder and the decoder")
+    dropout: float = param(0.1, "dropout on embeddings, between layers and before the output")
+    bidirectional: bool = param(True, "bidirectional encoder")
+    attention: str | None = param(
+        None, "None (the context vector only) | dot | scaled_dot | general | concat | location"
+    )
+    share_embeddings: bool = param(False, "one embedding for source and target (joint vocab)")
+    tgt_vocab_size: int | None = param(None, "target vocabulary if not the joint one", True)
+
+    def validate(self) -> None:
+        super().validate()
+        check(
+            (
+                self.attention is None or self.attention in SCORE_NAMES,
+                f"model.attention must be null or one of {', '.join(SCORE_NAMES)}",
+            ),
+            (
+                self.num_layers > 0 and self.emb_dim > 0 and self.hidden_size > 0,
+                "model sizes must be > 0",
+            ),
+            (
+                not self.bidirectional or self.hidden_size % 2 == 0,
+                "model.hidden_size must be even for a bidirectional LSTM encoder",
+            ),
+            (0.0 <= self.dropout < 1.0, "model.dropout must be in [0, 1)"),
+            (
+                not self.share_embeddings or self.tgt_vocab_size in (None, self.vocab_size),
+                "share_embeddings needs one joint vocabulary (equal vocab sizes)",
+            ),
+        )
+
+    @property
+    def hidden_width(self) -> int:
+        return self.hidden_size
+
+    def build(self) -> Seq2SeqLSTM:
+        return Seq2SeqLSTM(self)
+
+
+class Seq2SeqLSTM(AttnkitModel):
+    """Encoder-decoder LSTM (see the module docstring), built from a ``Seq2SeqLSTMConfig``."""
+
+    config_class: ClassVar[type[ModelConfig]] = Seq2SeqLSTMConfig
+    max_target_len: int | None = None  # a recurrent decoder has no positional table
+
+    def __init__(self, config: Seq2SeqLSTMConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        c = self.config
+        emb_dim, hid_dim, n_layers, dropout = c.emb_dim, c.hidden_size, c.num_layers, c.dropout
+        self.pad_id, self.hid_dim, self.n_layers = c.pad_id, hid_dim, n_layers
+        self.attention_name = c.attention
+        self.has_cross_attention = c.attention is not None
+        self.returns_attention = self.has_cross_attention
+        self.attention_description = f"LSTM, {c.attention} attention"
+        self.src_embed = nn.Embedding(c.vocab_size, emb_dim, padding_idx=c.pad_id)
+        self.tgt_embed = nn.Embedding(
+            c.tgt_vocab_size or c.vocab_size, emb_dim, padding_idx=c.pad_id
+        )
+        enc_hid = hid_dim // 2 if c.bidirectional else hid_dim
+        self.bidirectional = c.bidirectional
         inter = dropout if n_layers > 1 else 0.0
         self.encoder = nn.LSTM(
-            emb_dim, enc_hid, n_layers, batch_first=True, bidirectional=bidirectional, dropout=inter
+            emb_dim,
+            enc_hid,
+            n_layers,
+            batch_first=True,
+            bidirectional=c.bidirectional,
+            dropout=inter,
         )
         self.decoder = nn.LSTM(
             emb_dim + hid_dim, hid_dim, n_layers, batch_first=True, dropout=inter
         )
         self.dropout = nn.Dropout(dropout)
-        if attention is not None:
+        if c.attention is not None:
             self.score = make_score(
-                attention, d_query=hid_dim, d_key=hid_dim, d_attn=hid_dim, max_len=max_src_len
+                c.attention, d_query=hid_dim, d_key=hid_dim, d_attn=hid_dim, max_len=c.max_len
             )
             self.W_c = nn.Linear(2 * hid_dim, hid_dim, bias=False)
-        self.out = nn.Linear(hid_dim, tgt_vocab_size)
+        self.out = nn.Linear(hid_dim, c.tgt_vocab_size or c.vocab_size)
+        if c.share_embeddings:
+            self.tgt_embed = self.src_embed
 
     # ------------------------------------------------------------------ encoder
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> tuple[Tensor, tuple, Tensor]:
@@ -120,12 +181,15 @@ class Seq2SeqLSTM(nn.Module):
         src: Tensor,
         tgt_in: Tensor,
         src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
         teacher_forcing_ratio: float = 1.0,
-        return_attention: bool = False,
-    ) -> Tensor | tuple[Tensor, Tensor]:
-        """src (B, S), tgt_in (B, T) = [BOS] y_1 .. y_{T-1} -> logits (B, T, V)
-        (+ attention (B, T, S) if asked). With ratio < 1 some inputs are the model's own
-        previous predictions instead of the gold tokens."""
+        need_weights: bool = False,
+    ) -> Seq2SeqOutput:
+        """src (B, S), tgt_in (B, T) = [BOS] y_1 .. y_{T-1} -> ``Seq2SeqOutput`` with logits
+        (B, T, V) and, if ``need_weights``, the attention weights (B, T, S). With ratio < 1
+        some inputs are the model's own previous predictions instead of the gold tokens.
+        ``tgt_mask`` is accepted for one seq2seq signature (padding only follows the real
+        target tokens, whose loss the task masks)."""
         enc_out, state, src_mask, context0, feed, keys = self._start(src, src_mask)
         logits, alphas = [], []
         y_prev = tgt_in[:, 0]
@@ -142,11 +206,11 @@ class Seq2SeqLSTM(nn.Module):
                     use_gold = torch.rand(tgt_in.size(0), device=src.device) < teacher_forcing_ratio
                     y_prev = torch.where(use_gold, tgt_in[:, t + 1], step_logits.argmax(-1))
         out = torch.stack(logits, 1)
-        if return_attention:
+        if need_weights:
             if self.attention_name is None:
                 raise ValueError("this model has no attention (attention: null)")
-            return out, torch.stack(alphas, 1)
-        return out
+            return Seq2SeqOutput(out, torch.stack(alphas, 1))
+        return Seq2SeqOutput(out)
 
     def stepper(
         self, src: Tensor, src_mask: Tensor | None = None, use_cache: bool = True

@@ -11,19 +11,25 @@ target (joint vocabulary) and tied to the output projection (paper section 3.4).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import torch
 from torch import Tensor, nn
 
 from attnkit.attention import KVCache
+from attnkit.config import ConfigError, check
 from attnkit.layers import (
+    BlockConfig,
     Decoder,
     Encoder,
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
     TokenEmbedding,
 )
+from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, param
 
-__all__ = ["PRESETS", "Transformer", "TransformerStepper"]
+__all__ = ["PRESETS", "Transformer", "TransformerConfig", "TransformerStepper"]
 
 # d_model / num_heads / d_ff / layers: "base" is the paper's model, "small" fits a CPU.
 PRESETS: dict[str, dict[str, int]] = {
@@ -44,65 +50,131 @@ PRESETS: dict[str, dict[str, int]] = {
 }
 
 
-class Transformer(nn.Module):
-    def __init__(
-        self,
-        src_vocab_size: int,
-        tgt_vocab_size: int,
-        d_model: int = 512,
-        num_heads: int = 8,
-        d_ff: int = 2048,
-        num_encoder_layers: int = 6,
-        num_decoder_layers: int = 6,
-        dropout: float = 0.1,
-        max_len: int = 256,
-        pad_id: int = 0,
-        share_embeddings: bool = False,
-        tie_output: bool = True,
-        norm_first: bool = False,
-        activation: str = "relu",
-        positional: str = "sinusoidal",
-        attention_dropout: float | None = None,
-    ) -> None:
-        super().__init__()
-        if share_embeddings and src_vocab_size != tgt_vocab_size:
-            raise ValueError("share_embeddings needs one joint vocabulary (equal vocab sizes)")
-        self.pad_id, self.max_len, self.d_model = pad_id, max_len, d_model
-        self.src_embed = TokenEmbedding(src_vocab_size, d_model, padding_idx=pad_id)
+@dataclass
+class TransformerConfig(ModelConfig):
+    """``arch: transformer`` for tasks translate and chat: the paper's encoder-decoder."""
+
+    model_type: ClassVar[str] = "seq2seq"
+    KEY_HINTS: ClassVar[dict[str, str]] = {
+        "attention": "model.attention selects the LSTM's attention score (the Transformer "
+        "always attends)",
+        "emb_dim": "model.emb_dim sizes an LSTM's embeddings; the Transformer's width is d_model",
+        "hidden_size": "model.hidden_size sizes an LSTM; the Transformer's width is d_model",
+    }
+
+    arch: str = param("transformer", "transformer")
+    preset: str | None = param(None, "small | base: fills d_model/num_heads/d_ff/layers not set")
+    d_model: int = param(256, "width of every position's vector")
+    num_heads: int = param(4, "attention heads (d_model must be divisible by it)")
+    d_ff: int = param(1024, "inner width of the position-wise feed-forward network")
+    num_layers: int = param(2, "encoder layers")
+    num_decoder_layers: int | None = param(None, "decoder layers (None: num_layers)")
+    dropout: float = param(0.1, "dropout on embeddings, sublayer outputs and in the FFN")
+    attention_dropout: float | None = param(None, "dropout on attention weights (None: dropout)")
+    positional: str = param("sinusoidal", "sinusoidal (the paper's) | learned")
+    norm_first: bool = param(False, "pre-norm instead of the paper's post-norm Add & Norm")
+    activation: str = param("gelu", "the feed-forward's activation: relu | gelu")
+    share_embeddings: bool = param(False, "one embedding for source and target (joint vocab)")
+    tie_output: bool = param(True, "output projection = target embedding (paper 3.4)")
+    tgt_vocab_size: int | None = param(None, "target vocabulary if not the joint one", True)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], **kwargs: Any) -> TransformerConfig:
+        """``preset`` fills the sizes the section does not set (an explicit ``d_model``
+        etc. wins); the saved config holds the filled values."""
+        name = raw.get("preset")
+        if name is not None:
+            if name not in PRESETS:
+                raise ConfigError(f"model.preset must be null or one of {', '.join(PRESETS)}")
+            raw = {**_preset_sizes(name), **raw}
+        return super().from_dict(raw, **kwargs)
+
+    def validate(self) -> None:
+        super().validate()
+        check(
+            (
+                self.d_model > 0 and self.num_heads > 0 and self.d_ff > 0 and self.num_layers > 0,
+                "model sizes must be > 0",
+            ),
+            (
+                self.num_decoder_layers is None or self.num_decoder_layers > 0,
+                "model.num_decoder_layers must be > 0",
+            ),
+            (
+                self.d_model % max(self.num_heads, 1) == 0,
+                "model.d_model must be divisible by model.num_heads",
+            ),
+            (0.0 <= self.dropout < 1.0, "model.dropout must be in [0, 1)"),
+            (
+                self.attention_dropout is None or 0.0 <= self.attention_dropout < 1.0,
+                "model.attention_dropout must be in [0, 1)",
+            ),
+            (
+                self.positional in ("sinusoidal", "learned"),
+                f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}",
+            ),
+            (self.activation in ("relu", "gelu"), "model.activation must be relu|gelu"),
+            (
+                not self.share_embeddings or self.tgt_vocab_size in (None, self.vocab_size),
+                "share_embeddings needs one joint vocabulary (equal vocab sizes)",
+            ),
+        )
+
+    def block(self) -> BlockConfig:
+        return BlockConfig(
+            d_model=self.d_model,
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            activation=self.activation,
+            norm_first=self.norm_first,
+        )
+
+    def build(self) -> Transformer:
+        return Transformer(self)
+
+
+def _preset_sizes(name: str) -> dict[str, int]:
+    preset = PRESETS[name]
+    return {
+        "d_model": preset["d_model"],
+        "num_heads": preset["num_heads"],
+        "d_ff": preset["d_ff"],
+        "num_layers": preset["num_encoder_layers"],
+        "num_decoder_layers": preset["num_decoder_layers"],
+    }
+
+
+class Transformer(AttnkitModel):
+    """The encoder-decoder Transformer, built from a ``TransformerConfig``."""
+
+    config_class: ClassVar[type[ModelConfig]] = TransformerConfig
+    returns_attention = True
+    has_cross_attention = True
+    attention_description = "Transformer, last layer, mean of heads"
+
+    def __init__(self, config: TransformerConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        c = self.config
+        tgt_vocab_size = c.tgt_vocab_size or c.vocab_size
+        self.pad_id, self.max_len, self.d_model = c.pad_id, c.max_len, c.d_model
+        self.max_target_len: int | None = c.max_len  # the positional table's size
+        self.src_embed = TokenEmbedding(c.vocab_size, c.d_model, padding_idx=c.pad_id)
         self.tgt_embed = (
             self.src_embed
-            if share_embeddings
-            else TokenEmbedding(tgt_vocab_size, d_model, padding_idx=pad_id)
+            if c.share_embeddings
+            else TokenEmbedding(tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
         )
-        if positional == "sinusoidal":
-            self.pos = SinusoidalPositionalEncoding(d_model, max_len)
-        elif positional == "learned":
-            self.pos = LearnedPositionalEmbedding(max_len, d_model)
+        if c.positional == "sinusoidal":
+            self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len)
         else:
-            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}")
-        self.dropout = nn.Dropout(dropout)
-        self.encoder = Encoder(
-            num_encoder_layers,
-            d_model,
-            num_heads,
-            d_ff,
-            dropout,
-            activation,
-            norm_first,
-            attention_dropout=attention_dropout,
-        )
-        self.decoder = Decoder(
-            num_decoder_layers,
-            d_model,
-            num_heads,
-            d_ff,
-            dropout,
-            activation,
-            norm_first,
-            attention_dropout=attention_dropout,
-        )
-        self.generator = nn.Linear(d_model, tgt_vocab_size, bias=not tie_output)
-        if tie_output:
+            self.pos = LearnedPositionalEmbedding(c.max_len, c.d_model)
+        self.dropout = nn.Dropout(c.dropout)
+        self.encoder = Encoder(c.block(), c.num_layers)
+        self.decoder = Decoder(c.block(), c.num_decoder_layers or c.num_layers)
+        self.generator = nn.Linear(c.d_model, tgt_vocab_size, bias=not c.tie_output)
+        if c.tie_output:
             self.generator.weight = self.tgt_embed.embedding.weight
         self._init_weights()
 
@@ -162,12 +234,21 @@ class Transformer(nn.Module):
         tgt_in: Tensor,
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
-    ) -> Tensor:
-        """Teacher-forced training pass: (B, S), (B, T) -> logits (B, T, tgt_vocab)."""
+        teacher_forcing_ratio: float = 1.0,
+        need_weights: bool = False,
+    ) -> Seq2SeqOutput:
+        """Teacher-forced pass: src (B, S), tgt_in (B, T) -> ``Seq2SeqOutput`` with logits
+        (B, T, tgt_vocab) and, if ``need_weights``, the last decoder layer's cross-attention
+        averaged over heads (B, T, S). The decoder reads every gold token in parallel, so
+        ``teacher_forcing_ratio`` (there for one seq2seq signature) must be 1."""
+        if teacher_forcing_ratio != 1.0:
+            raise ValueError("the Transformer trains with full teacher forcing (ratio 1)")
         src_mask = src != self.pad_id if src_mask is None else src_mask
         tgt_mask = tgt_in != self.pad_id if tgt_mask is None else tgt_mask
         memory, _ = self.encode(src, src_mask)
-        return self.decode(tgt_in, memory, src_mask, tgt_mask)[0]
+        logits, weights = self.decode(tgt_in, memory, src_mask, tgt_mask, need_weights=need_weights)
+        cross = weights[-1][1].mean(1) if weights else None  # (B, T, S)
+        return Seq2SeqOutput(logits, cross)
 
     def stepper(
         self, src: Tensor, src_mask: Tensor | None = None, use_cache: bool = True

@@ -1,25 +1,58 @@
-"""One small module per task: each maps a batch to a loss / predictions and names its metrics."""
+"""The task registry: the recipe's ``task:`` name -> its ``TaskSpec`` (``tasks/base.py``).
+
+Built-in tasks are imported the first time they are asked for. Adding a task = one new
+module that calls ``register_task`` + one line in ``BUILTIN``; a task defined anywhere else
+(a plugin, a test) calls ``register_task`` itself.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import importlib
 
-from attnkit.config import TokenizerConfig
-from attnkit.tokenization import Tokenizer, train_tokenizer
+from attnkit.config import ConfigError
+from attnkit.tasks.base import PreparedData, RunError, TaskSpec, get_tokenizer
+
+__all__ = [
+    "BUILTIN",
+    "PreparedData",
+    "RunError",
+    "TaskSpec",
+    "get_task",
+    "get_tokenizer",
+    "register_task",
+    "task_names",
+]
+
+# task name -> the module that registers it
+BUILTIN: dict[str, str] = {
+    "classify": "attnkit.tasks.classify",
+    "translate": "attnkit.tasks.seq2seq",
+    "chat": "attnkit.tasks.seq2seq",
+    "mlm": "attnkit.tasks.mlm",
+}
+
+_REGISTRY: dict[str, TaskSpec] = {}
 
 
-def get_tokenizer(
-    tk: TokenizerConfig, texts: Iterable[str], what: str, log: Callable[[str], None] = print
-) -> Tokenizer:
-    """The recipe's tokenizer: loaded from ``tokenizer.path``, else trained on ``texts``
-    (``what`` describes them in the log line)."""
-    if tk.path:
-        return Tokenizer.load(tk.path)
-    log(f"training a {tk.kind} tokenizer (vocab {tk.vocab_size}) on {what}")
-    return train_tokenizer(
-        texts,
-        kind=tk.kind,
-        vocab_size=tk.vocab_size,
-        min_frequency=tk.min_frequency,
-        lowercase=tk.lowercase,
-    )
+def register_task(spec: TaskSpec, replace: bool = False) -> TaskSpec:
+    """Make ``spec`` the task named ``spec.name``; returns it (usable as a decorator-free
+    one-liner at the end of a task module)."""
+    if not spec.name:
+        raise ValueError("a TaskSpec needs a name")
+    if spec.name in _REGISTRY and not replace and _REGISTRY[spec.name] is not spec:
+        raise ValueError(f"task {spec.name!r} is already registered")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def task_names() -> list[str]:
+    return sorted(set(BUILTIN) | set(_REGISTRY))
+
+
+def get_task(name: str) -> TaskSpec:
+    """The spec of task ``name`` (importing a built-in task's module on first use)."""
+    if name not in _REGISTRY and name in BUILTIN:
+        importlib.import_module(BUILTIN[name])
+    if name not in _REGISTRY:
+        raise ConfigError(f"unknown task {name!r} (valid: {', '.join(task_names())})")
+    return _REGISTRY[name]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import random
+import time
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -23,19 +23,21 @@ from torch import Tensor, nn
 from attnkit.config import RunConfig
 from attnkit.data.batching import pad_batch
 from attnkit.data.paths import DataError
-from attnkit.data.readers import Examples, load_text_classification, train_val_split
-from attnkit.metrics import classification_report
-from attnkit.models.classifier import build_classifier
-from attnkit.tasks import get_tokenizer
+from attnkit.data.readers import Examples, load_text_classification
+from attnkit.data.split import split_examples
+from attnkit.errors import InputError
+from attnkit.metrics import accuracy, classification_report
+from attnkit.run import RunDir
+from attnkit.tasks import register_task
+from attnkit.tasks.base import Log, PreparedData, RunError, TaskSpec, get_tokenizer, require
 from attnkit.tokenization import Tokenizer
 
 __all__ = [
     "ClassificationTask",
     "ClassifierPredictor",
+    "ClassifySpec",
     "EnsemblePredictor",
     "Prediction",
-    "PreparedData",
-    "build_model",
     "fit_temperature",
     "naive_bayes_batches",
     "prepare_data",
@@ -52,15 +54,6 @@ def _sort_labels(values: Iterable[Any]) -> list[str]:
     if all(v.lstrip("-").isdigit() for v in labels):
         return sorted(labels, key=int)
     return sorted(labels)
-
-
-@dataclass
-class PreparedData:
-    tokenizer: Tokenizer
-    labels: list[str]
-    train: list[Item]
-    validation: list[Item]
-    truncated: int  # training examples cut to max_len
 
 
 def read_split(cfg: RunConfig, split: str) -> Examples:
@@ -86,7 +79,7 @@ def _encode(
     return tokenizer.encode_batch(
         texts,
         max_len=cfg.data.max_len,
-        add_cls=cfg.model.pooling == "cls",
+        add_cls=cfg.model.needs_cls,
         keep=cfg.data.truncation,
         return_truncated=True,
     )
@@ -97,27 +90,19 @@ def _has_split(cfg: RunConfig, split: str) -> bool:
     return bool(getattr(d, split)) if d.name == "file" else split in ("train", "test")
 
 
-def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None = None, log=print) -> PreparedData:
-    """Read the dataset, split off validation, train (or load) the tokenizer, encode once."""
+def prepare_data(
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+) -> PreparedData:
+    """Read the dataset, split off validation, train (or load) the tokenizer, encode once.
+    ``run_info["labels"]``: the class names; ``extras["truncated"]``: training texts cut."""
     d = cfg.data
-    train_ex = list(read_split(cfg, "train"))
-    if d.limit and d.limit < len(train_ex):
-        # a seeded random subset, in file order (files may be sorted by label, e.g. IMDB)
-        keep = sorted(random.Random(cfg.training.seed).sample(range(len(train_ex)), d.limit))
-        train_ex = [train_ex[i] for i in keep]
-    if _has_split(cfg, "validation"):
-        val_ex = list(read_split(cfg, "validation"))
-    elif d.val_fraction > 0:
-        train_ex, val_ex = train_val_split(
-            train_ex,
-            d.val_fraction,
-            seed=cfg.training.seed,
-            how=d.val_split,
-            key=lambda ex: str(ex.label).strip(),
-        )
-    else:  # no validation: the last weights are kept
-        val_ex = []
-
+    train_ex, val_ex = split_examples(
+        list(read_split(cfg, "train")),
+        d,
+        cfg.training.seed,
+        validation=list(read_split(cfg, "validation")) if _has_split(cfg, "validation") else None,
+        key=lambda ex: str(ex.label).strip(),
+    )
     labels = KNOWN_LABELS.get(d.name) or _sort_labels(ex.label for ex in train_ex)
     to_id = label_ids(cfg, labels)
     if tokenizer is None:
@@ -126,7 +111,14 @@ def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None = None, log=print) 
         )
     train, truncated = encode_examples(train_ex, tokenizer, cfg, to_id, "train")
     validation, _ = encode_examples(val_ex, tokenizer, cfg, to_id, "validation")
-    return PreparedData(tokenizer, labels, train, validation, truncated)
+    summary = (
+        f"data: {len(train):,} train / {len(validation):,} validation examples, "
+        f"{len(labels)} classes, vocab {tokenizer.vocab_size:,}"
+        + (f", {truncated:,} truncated to max_len={d.max_len}" if truncated else "")
+    )
+    return PreparedData(
+        tokenizer, train, validation, summary, {"labels": labels}, {"truncated": truncated}
+    )
 
 
 def label_ids(cfg: RunConfig, labels: Sequence[str]) -> dict[str, int]:
@@ -148,42 +140,6 @@ def encode_examples(
         targets.append(to_id[key])
     ids, cut = _encode(tokenizer, [ex.text for ex in examples], cfg)
     return list(zip(ids, targets, strict=True)), sum(cut)
-
-
-def encoder_hparams(cfg: RunConfig) -> dict[str, Any]:
-    """``TransformerEncoderModel`` keyword arguments from a recipe (classifier and MLM)."""
-    m = cfg.model
-    return dict(
-        d_model=m.d_model,
-        num_heads=m.num_heads,
-        d_ff=m.d_ff,
-        num_layers=m.num_layers,
-        dropout=m.dropout,
-        attention_dropout=m.attention_dropout,
-        max_len=cfg.data.max_len,
-        positional=m.positional,
-        norm_first=m.norm_first,
-        activation=m.activation,
-    )
-
-
-def build_model(cfg: RunConfig, vocab_size: int, num_classes: int, pad_id: int) -> nn.Module:
-    """The classifier named by ``cfg.model`` (only the hyperparameters its arch uses)."""
-    m = cfg.model
-    if m.arch == "transformer":
-        hp = dict(encoder_hparams(cfg), pooling=m.pooling)
-    elif m.arch == "ngram":
-        hp = dict(ngram_max=m.ngram_max, num_buckets=m.num_buckets, nb_weighting=m.nb_weighting)
-    else:
-        hp = dict(
-            d_model=m.d_model,
-            hidden_size=m.hidden_size,
-            num_layers=m.num_layers,
-            bidirectional=m.bidirectional,
-            dropout=m.dropout,
-            pooling=m.pooling,
-        )
-    return build_classifier(m.arch, vocab_size, num_classes, pad_id, **hp)
 
 
 def naive_bayes_batches(
@@ -280,6 +236,10 @@ class Prediction:
     probabilities: dict[str, float]
     truncated: bool = False
 
+    def format(self) -> str:
+        """``label<TAB>probability<TAB>text``: what ``attnkit predict`` prints."""
+        return f"{self.label}\t{self.probability:.4f}\t{self.text}"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,
@@ -325,7 +285,7 @@ class ClassifierPredictor:
     def _encode(self, texts: Sequence[str]) -> tuple[list[list[int]], list[bool]]:
         for i, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
-                raise ValueError(f"input {i + 1} is empty or whitespace only")
+                raise InputError(f"input {i + 1} is empty or whitespace only")
         ids, cut = _encode(self.tokenizer, list(texts), self.config)
         d = self.config.data
         for i, was_cut in enumerate(cut):
@@ -369,8 +329,8 @@ class ClassifierPredictor:
         """A bag-of-n-grams model's exact explanation of one text: (n-gram, how much it
         raises the predicted class's logit above the mean of all logits), largest effect
         first. The values plus the bias sum to that logit margin."""
-        if not hasattr(self.model, "contributions"):
-            raise ValueError("n-gram contributions exist only for arch ngram")
+        if not self.model.explains_by_contributions:
+            raise InputError("n-gram contributions exist only for arch ngram")
         ids, _ = self._encode([text])
         parts = self.model.contributions(torch.tensor(ids[0]))
         logits = sum((v for _, _, v in parts), self.model.bias.detach())
@@ -384,8 +344,8 @@ class ClassifierPredictor:
     @torch.no_grad()
     def attention(self, text: str) -> tuple[list[str], list[Tensor]]:
         """(tokens, per-layer self-attention weights (H, T, T)) for one text."""
-        if not hasattr(self.model, "encoder"):
-            raise ValueError("attention maps exist only for Transformer models (arch: transformer)")
+        if not self.model.returns_attention:
+            raise InputError("attention maps exist only for Transformer models (arch: transformer)")
         ids, _ = self._encode([text])
         input_ids, mask = pad_batch(ids, self.tokenizer.pad_id)
         _, weights = self.model(input_ids, mask, need_weights=True)
@@ -399,7 +359,7 @@ class ClassifierPredictor:
         a bag-of-n-grams model (no attention), the bar chart of ``ngram_contributions``."""
         from attnkit.viz import plot_attention, plot_contributions
 
-        if hasattr(self.model, "contributions"):
+        if self.model.explains_by_contributions:
             pred = self.predict([text])[0]
             top = self.ngram_contributions(text)[:20]
             title = f"n-grams for {pred.label} ({pred.probability:.2f}) vs the other classes"
@@ -408,11 +368,11 @@ class ClassifierPredictor:
         tokens, weights = self.attention(text)
         n_layers = len(weights)
         if not -n_layers <= layer < n_layers:
-            raise ValueError(f"layer must be in [0, {n_layers - 1}] (or negative), got {layer}")
+            raise InputError(f"layer must be in [0, {n_layers - 1}] (or negative), got {layer}")
         w = weights[layer]
         n_heads = w.size(0)
         if head is not None and not 0 <= head < n_heads:
-            raise ValueError(f"head must be in [0, {n_heads - 1}], got {head}")
+            raise InputError(f"head must be in [0, {n_heads - 1}], got {head}")
         matrix = w[head] if head is not None else w.mean(0)
         pred = self.predict([text])[0]
         which = f"head {head}" if head is not None else f"mean of {n_heads} heads"
@@ -440,11 +400,11 @@ class EnsemblePredictor:
 
     def __init__(self, members: Sequence[ClassifierPredictor]) -> None:
         if len(members) < 2:
-            raise ValueError("an ensemble needs at least two classify runs")
+            raise InputError("an ensemble needs at least two classify runs")
         labels = members[0].labels
         for m in members[1:]:
             if m.labels != labels:
-                raise ValueError(
+                raise InputError(
                     f"cannot ensemble runs with different labels: {m.run_dir} has {m.labels}, "
                     f"{members[0].run_dir} has {labels}"
                 )
@@ -480,3 +440,160 @@ class EnsemblePredictor:
 
     def to_json(self, predictions: Sequence[Prediction]) -> str:
         return self.members[0].to_json(predictions)
+
+
+# --------------------------------------------------------------------------------------
+# The task
+# --------------------------------------------------------------------------------------
+def calibrate_run(
+    run: RunDir, predictor: ClassifierPredictor, validation: Sequence[Item], log: Log
+) -> dict[str, Any]:
+    """Fit the temperature on encoded validation items and write it into config.json."""
+    if not validation:
+        raise RunError(f"{run} has no validation split to calibrate on")
+    logits = predictor.logits([ids for ids, _ in validation])
+    labels = torch.tensor([y for _, y in validation])
+    temperature = fit_temperature(logits, labels)
+    before = F.cross_entropy(logits, labels).item()
+    after = F.cross_entropy(logits / temperature, labels).item()
+    predictor.temperature = round(temperature, 4)
+    run.update_config(temperature=predictor.temperature)
+    log(
+        f"temperature scaling: T = {temperature:.3f} on {len(labels):,} validation examples "
+        f"(NLL {before:.4f} -> {after:.4f})"
+    )
+    return {"temperature": predictor.temperature, "nll_before": before, "nll_after": after}
+
+
+class ClassifySpec(TaskSpec):
+    """Text classification: sentiment analysis on NSMC / IMDB or your own labelled file.
+    Model selection by validation accuracy; the softmax temperature is fitted afterwards."""
+
+    name = "classify"
+    model_family = "classifier"
+
+    def validate(self, cfg: RunConfig) -> None:
+        if getattr(cfg.model, "init_from", None) is not None:
+            require(
+                cfg.tokenizer.path is None,
+                "model.init_from brings its run's tokenizer; remove tokenizer.path",
+            )
+
+    def before_data(
+        self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
+    ) -> tuple[RunConfig, Tokenizer | None]:
+        if getattr(cfg.model, "init_from", None) is None:
+            return cfg, tokenizer
+        from attnkit.tasks.mlm import pretrained_config
+
+        return pretrained_config(cfg, log)
+
+    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+        return prepare_data(cfg, tokenizer, log)
+
+    def model_inputs(
+        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            **super().model_inputs(cfg, tokenizer, run_info),
+            "num_classes": len(run_info["labels"]),
+        }
+
+    def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+        if model.fits_from_data:  # e.g. the n-gram model's Naive Bayes ratios
+            start = time.perf_counter()
+            model.fit_from_data(naive_bayes_batches(data.train, data.tokenizer.pad_id))
+            log(
+                f"Naive Bayes ratios from {len(data.train):,} texts "
+                f"({time.perf_counter() - start:.1f}s)"
+            )
+        init_from = getattr(cfg.model, "init_from", None)
+        if init_from:
+            from attnkit.tasks.mlm import pretrained_weights
+
+            copied = model.load_pretrained_encoder(pretrained_weights(init_from), init_from)
+            log(f"initialised from {init_from} ({copied} tensors)")
+
+    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> ClassificationTask:
+        return ClassificationTask(
+            data.run_info["labels"], data.tokenizer.pad_id, cfg.training.label_smoothing
+        )
+
+    def after_training(self, run: RunDir, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+        if data.validation and run.has_weights():
+            from attnkit.api import load
+
+            calibrate_run(run, load(run.path), data.validation, log)
+
+    def calibrate(
+        self, predictor: ClassifierPredictor, data_dir: str | None, log: Log
+    ) -> dict[str, Any]:
+        """Temperature scaling for a run trained before training did it."""
+        if data_dir is not None:
+            predictor.config.data.data_dir = data_dir
+        data = prepare_data(predictor.config, predictor.tokenizer, log=lambda *_: None)
+        return calibrate_run(RunDir(predictor.run_dir), predictor, data.validation, log)
+
+    def predictor(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        cfg: RunConfig,
+        run: RunDir,
+        saved: dict[str, Any],
+    ) -> ClassifierPredictor:
+        temperature = float(saved.get("temperature", 1.0))
+        return ClassifierPredictor(
+            model, tokenizer, cfg, saved["labels"], run.path, temperature=temperature
+        )
+
+    def ensemble(self, predictors: Sequence[Any], runs: Sequence[Any]) -> EnsemblePredictor:
+        for r, m in zip(runs, predictors, strict=True):
+            if not isinstance(m, ClassifierPredictor):
+                raise RunError(f"only classify runs can be ensembled; {r} is a {m.task} run")
+        return EnsemblePredictor(predictors)
+
+    def evaluate(
+        self,
+        predictor: Any,
+        split: str,
+        data_dir: str | None = None,
+        batch_size: int = 128,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Accuracy, macro-F1, confusion matrix and loss; an ensemble also lists each
+        member's accuracy under ``members``."""
+        members = predictor.members if isinstance(predictor, EnsemblePredictor) else [predictor]
+        cfg = predictor.config
+        if data_dir:
+            cfg.data.data_dir = data_dir
+        examples = read_split(cfg, split)
+        y_true: list[int] = []
+        member_probs = []
+        for m in members:
+            if m.config.data.name != cfg.data.name:
+                raise RunError(
+                    f"cannot ensemble runs trained on different datasets: {m.run_dir} "
+                    f"({m.config.data.name}) and {predictor.run_dir} ({cfg.data.name})"
+                )
+            items, _ = encode_examples(
+                examples, m.tokenizer, m.config, label_ids(m.config, m.labels), split
+            )
+            y_true = [y for _, y in items]
+            member_probs.append(m.probabilities([x for x, _ in items], batch_size))
+        probs = torch.stack(member_probs).mean(0)  # (N, num_classes)
+        report = classification_report(y_true, probs.argmax(-1).tolist(), predictor.labels)
+        target = torch.tensor(y_true)
+        report["loss"] = float(
+            -probs[torch.arange(len(target)), target].clamp_min(1e-12).log().mean()
+        )
+        if len(members) > 1:
+            report["members"] = [
+                {"run": str(m.run_dir), "accuracy": accuracy(y_true, p.argmax(-1).tolist())}
+                for m, p in zip(members, member_probs, strict=True)
+            ]
+        report["split"] = split
+        return report
+
+
+register_task(ClassifySpec())

@@ -15,8 +15,6 @@ the generator's masked-LM loss).
 from __future__ import annotations
 
 import json
-import math
-import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,51 +22,36 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from attnkit.config import ConfigError, RunConfig
 from attnkit.data.batching import pad_batch
 from attnkit.data.mlm import IGNORE_INDEX, chunk_ids, mask_tokens
 from attnkit.data.readers import read_texts, read_unlabeled
-from attnkit.models.mlm import ElectraPretrainer, TransformerMLM
-from attnkit.tasks import get_tokenizer
-from attnkit.tasks.classify import encoder_hparams
+from attnkit.data.split import split_examples
+from attnkit.errors import DataError, InputError
+from attnkit.run import RunDir
+from attnkit.tasks import register_task
+from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer, require
 from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer
 
 __all__ = [
     "ElectraTask",
+    "FillMask",
     "FillMaskPredictor",
+    "MaskedLMSpec",
     "MaskedLMTask",
-    "build_model",
     "build_task",
-    "init_classifier",
     "prepare_data",
     "pretrained_config",
+    "pretrained_weights",
     "sample_tokens",
 ]
 
 # A training item is a list of token ids (masked in ``collate``); a validation item is the
 # pair (corrupted ids, labels), masked once in ``prepare_data``.
 Item = list[int] | tuple[list[int], list[int]]
-
-# the encoder sizes a classifier takes over from its pretrained run
-ENCODER_KEYS = (
-    "d_model",
-    "num_heads",
-    "d_ff",
-    "num_layers",
-    "positional",
-    "norm_first",
-    "activation",
-)
-
-
-@dataclass
-class PreparedData:
-    tokenizer: Tokenizer
-    train: list[list[int]]
-    validation: list[tuple[list[int], list[int]]]
-    num_texts: int
 
 
 def read_corpus(cfg: RunConfig) -> list[str]:
@@ -87,21 +70,16 @@ def num_special(tokenizer: Tokenizer) -> int:
     return len(ids)
 
 
-def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None = None, log=print) -> PreparedData:
-    """Read the corpus, hold out ``val_fraction`` texts, train/load the tokenizer, encode,
-    cut into ``max_len`` pieces, and mask the validation pieces once."""
+def prepare_data(
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+) -> PreparedData:
+    """Read the corpus, hold out validation texts (``attnkit.data.split``), train/load the
+    tokenizer, encode, cut into ``max_len`` pieces, and mask the validation pieces once."""
     d, seed = cfg.data, cfg.training.seed
     texts = read_corpus(cfg)
     if not texts:
-        raise ValueError("the pretraining corpus is empty")
-    if d.limit and d.limit < len(texts):
-        keep = sorted(random.Random(seed).sample(range(len(texts)), d.limit))
-        texts = [texts[i] for i in keep]
-    order = list(range(len(texts)))
-    random.Random(seed).shuffle(order)
-    n_val = min(round(len(texts) * d.val_fraction), len(texts) - 1)
-    val_texts = [texts[i] for i in sorted(order[:n_val])]
-    train_texts = [texts[i] for i in sorted(order[n_val:])]
+        raise DataError("the pretraining corpus is empty")
+    train_texts, val_texts = split_examples(texts, d, seed)
     if tokenizer is None:
         tokenizer = get_tokenizer(cfg.tokenizer, train_texts, f"{len(train_texts):,} texts", log)
     special = num_special(tokenizer)
@@ -126,23 +104,17 @@ def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None = None, log=print) 
             (inputs[i, : len(p)].tolist(), labels[i, : len(p)].tolist())
             for i, p in enumerate(val_pieces)
         ]
-    return PreparedData(tokenizer, train, validation, len(texts))
+    n_tokens = sum(len(x) for x in train)
+    summary = (
+        f"data: {len(train_texts) + len(val_texts):,} texts -> {len(train):,} train / "
+        f"{len(validation):,} validation sequences of <= {d.max_len} tokens "
+        f"({n_tokens:,} training tokens), vocab {tokenizer.vocab_size:,}"
+    )
+    return PreparedData(tokenizer, train, validation, summary)
 
 
 def item_length(item: Item) -> int:
     return len(item[0]) if isinstance(item, tuple) else len(item)
-
-
-def build_model(cfg: RunConfig, vocab_size: int, pad_id: int) -> TransformerMLM | ElectraPretrainer:
-    """The encoder with the head of ``cfg.model.objective``: mlm or electra."""
-    if cfg.model.objective == "electra":
-        return ElectraPretrainer(
-            vocab_size,
-            generator_d_model=cfg.model.generator_d_model,
-            pad_id=pad_id,
-            **encoder_hparams(cfg),
-        )
-    return TransformerMLM(vocab_size, pad_id=pad_id, **encoder_hparams(cfg))
 
 
 def build_task(cfg: RunConfig, tokenizer: Tokenizer) -> MaskedLMTask:
@@ -295,15 +267,14 @@ class ElectraTask(MaskedLMTask):
 # --------------------------------------------------------------------------------------
 # Fine-tuning from a pretrained run
 # --------------------------------------------------------------------------------------
-def _read_run(run: str | Path) -> tuple[Path, dict[str, Any]]:
-    run_dir = Path(run).expanduser()
-    config = run_dir / "config.json"
-    if not config.is_file() or not (run_dir / "model.safetensors").is_file():
+def _read_run(run: str | Path) -> tuple[RunDir, dict[str, Any]]:
+    run_dir = RunDir(Path(run).expanduser())
+    if not run_dir.is_run() or not run_dir.has_weights():
         raise ConfigError(
             f"model.init_from: {run_dir} is not a finished run (config.json and "
             "model.safetensors are needed)"
         )
-    saved = json.loads(config.read_text(encoding="utf-8"))
+    saved = run_dir.read_config()
     if saved.get("task") != "mlm":
         raise ConfigError(
             f"model.init_from: {run_dir} is a {saved.get('task')!r} run; it must be a task mlm run"
@@ -311,68 +282,33 @@ def _read_run(run: str | Path) -> tuple[Path, dict[str, Any]]:
     return run_dir, saved
 
 
-def pretrained_config(cfg: RunConfig, log=print) -> tuple[RunConfig, Tokenizer]:
-    """For ``model.init_from``: the recipe with the pretrained encoder's sizes filled in, and
-    the pretrained run's tokenizer (a classifier must read text exactly as its encoder did)."""
+def pretrained_config(cfg: RunConfig, log: Log = print) -> tuple[RunConfig, Tokenizer]:
+    """For ``model.init_from``: the recipe with the pretrained encoder's sizes filled in
+    (the model config's ``PRETRAINED_KEYS``), and the pretrained run's tokenizer (a
+    classifier must read text exactly as its encoder did)."""
     run_dir, saved = _read_run(cfg.model.init_from)
-    changed = []
-    # a recurrent classifier takes only the token embedding (the feature-based use of a
-    # pretrained model, like word2vec vectors), so only its width must match
-    keys = ENCODER_KEYS if cfg.model.arch == "transformer" else ("d_model",)
-    for key in keys:
+    changed = {}
+    for key in type(cfg.model).PRETRAINED_KEYS:
         value = saved["model"][key]
         if getattr(cfg.model, key) != value:
-            changed.append(f"{key}={value}")
-            setattr(cfg.model, key, value)
+            changed[key] = value
     if changed:
-        log(f"model.init_from {run_dir}: encoder sizes taken from it: {', '.join(changed)}")
-    if cfg.model.positional == "learned" and cfg.data.max_len > saved["data"]["max_len"]:
+        cfg.model = cfg.model.replace(**changed)
+        listed = ", ".join(f"{k}={v}" for k, v in changed.items())
+        log(f"model.init_from {run_dir}: encoder sizes taken from it: {listed}")
+    learned = getattr(cfg.model, "positional", None) == "learned"
+    if learned and cfg.data.max_len > saved["data"]["max_len"]:
         raise ConfigError(
             f"data.max_len={cfg.data.max_len} exceeds the pretrained learned positions "
             f"({saved['data']['max_len']}); lower it or pretrain with a larger max_len"
         )
-    return cfg, Tokenizer.load(run_dir / "tokenizer.json")
+    return cfg, run_dir.load_tokenizer()
 
 
-def init_classifier(model: nn.Module, run: str | Path) -> int:
-    """Copy the pretrained encoder (``embed.*``, ``pos.*``, ``encoder.*``) into a
-    ``TransformerClassifier``; returns the number of tensors copied. The pooling and head stay
-    freshly initialised. Learned positions are cut to the classifier's ``max_len``.
-
-    An ``RNNClassifier`` gets the token embedding only, as the vectors the encoder saw:
-    ``E * sqrt(d_model)`` (``TokenEmbedding``'s scale), so they have the size the recurrent
-    layer expects of its inputs."""
-    from safetensors.torch import load_file
-
-    run_dir, saved = _read_run(run)
-    pretrained = load_file(run_dir / "model.safetensors")
-    own = model.state_dict()
-    if "embed.weight" in own and "embed.embedding.weight" not in own:  # RNNClassifier
-        value = pretrained["embed.embedding.weight"] * math.sqrt(saved["model"]["d_model"])
-        if value.shape != own["embed.weight"].shape:
-            raise ConfigError(
-                f"model.init_from: the token embedding has shape {tuple(value.shape)} in "
-                f"{run_dir}, {tuple(own['embed.weight'].shape)} in the classifier"
-            )
-        model.load_state_dict({"embed.weight": value}, strict=False)
-        return 1
-    wanted = [k for k in own if k.startswith(("embed.", "pos.", "encoder."))]
-    missing = [k for k in wanted if k not in pretrained]
-    if missing:
-        raise ConfigError(f"model.init_from: {run_dir} lacks {', '.join(missing[:3])}")
-    update = {}
-    for k in wanted:
-        value = pretrained[k]
-        if k == "pos.embedding.weight":
-            value = value[: own[k].size(0)]
-        if value.shape != own[k].shape:
-            raise ConfigError(
-                f"model.init_from: {k} has shape {tuple(value.shape)} in {run_dir}, "
-                f"{tuple(own[k].shape)} in the classifier"
-            )
-        update[k] = value
-    model.load_state_dict(update, strict=False)
-    return len(update)
+def pretrained_weights(run: str | Path) -> dict[str, Tensor]:
+    """The weights of a finished task-mlm run, for a model's ``load_pretrained_encoder``."""
+    run_dir, _ = _read_run(run)
+    return load_file(run_dir.weights_path)
 
 
 # --------------------------------------------------------------------------------------
@@ -385,15 +321,10 @@ class FillMaskPredictor:
     task = "mlm"
 
     def __init__(
-        self,
-        model: TransformerMLM | ElectraPretrainer,
-        tokenizer: Tokenizer,
-        config: RunConfig,
-        run_dir=None,
+        self, model: nn.Module, tokenizer: Tokenizer, config: RunConfig, run_dir=None
     ) -> None:
         # an ELECTRA run fills in with its generator (a small masked LM)
-        model = model.generator if isinstance(model, ElectraPretrainer) else model
-        self.model = model.eval()
+        self.model = model.masked_lm().eval()
         self.tokenizer = tokenizer
         self.config = config
         self.run_dir = run_dir
@@ -402,17 +333,113 @@ class FillMaskPredictor:
     def fill_mask(self, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
         """For each [MASK] in ``text`` (left to right): ``top_k`` (token, probability)."""
         if not isinstance(text, str) or not text.strip():
-            raise ValueError("input is empty or whitespace only")
+            raise InputError("input is empty or whitespace only")
         if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
+            raise InputError(f"top_k must be >= 1, got {top_k}")
         ids = self.tokenizer.encode(text, max_len=self.config.data.max_len)
         x = torch.tensor([ids])
         where = x == self.tokenizer.mask_id
         if not where.any():
-            raise ValueError("the text has no [MASK] token to fill in")
+            raise InputError("the text has no [MASK] token to fill in")
         probs = self.model(x, None, where).float().softmax(-1)  # (masks, vocab)
         top = probs.topk(min(top_k, probs.size(-1)), dim=-1)
         return [
             [(self.tokenizer.id_to_token(i) or "?", p) for i, p in zip(ids_, ps, strict=True)]
             for ids_, ps in zip(top.indices.tolist(), top.values.tolist(), strict=True)
         ]
+
+    def predict(self, texts: Sequence[str] | str, top_k: int = 5) -> list[FillMask]:
+        """``fill_mask`` for each text (what ``attnkit predict`` prints for an mlm run)."""
+        if isinstance(texts, str):
+            texts = [texts]
+        out = []
+        for text in texts:
+            try:
+                out.append(FillMask(text, self.fill_mask(text, top_k=top_k)))
+            except ValueError as exc:
+                raise InputError(f"{exc}: {text!r}") from None
+        return out
+
+    def to_json(self, predictions: Sequence[FillMask]) -> str:
+        return "\n".join(json.dumps(p.to_dict(), ensure_ascii=False) for p in predictions)
+
+
+@dataclass
+class FillMask:
+    """The likeliest tokens for each [MASK] of one text."""
+
+    text: str
+    fills: list[list[tuple[str, float]]]  # per [MASK], left to right: (token, probability)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "fills": [[{"token": t, "probability": p} for t, p in f] for f in self.fills],
+        }
+
+    def format(self) -> str:
+        """One line per [MASK]: ``[MASK] i<TAB>token p  token p ...<TAB>text``."""
+        return "\n".join(
+            f"[MASK] {i}\t{'  '.join(f'{t} {p:.3f}' for t, p in options)}\t{self.text}"
+            for i, options in enumerate(self.fills, 1)
+        )
+
+
+# --------------------------------------------------------------------------------------
+# The task
+# --------------------------------------------------------------------------------------
+class MaskedLMSpec(TaskSpec):
+    """Masked-LM (or ELECTRA) pretraining of a Transformer encoder on unlabelled text."""
+
+    name = "mlm"
+    model_family = "masked_lm"
+
+    def arch_error(self, arch: str) -> str:
+        return f"task mlm pretrains a transformer, got {arch!r}"
+
+    def validate(self, cfg: RunConfig) -> None:
+        d = cfg.data
+        require(
+            d.name in ("nsmc", "imdb", "file"),
+            f"task mlm reads data.name nsmc | imdb | file, got {d.name!r}",
+        )
+        require(d.name != "file" or bool(d.train), "data.name: file needs data.train (a text file)")
+        require(0.0 < d.mask_prob < 1.0, "data.mask_prob must be in (0, 1)")
+
+    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+        return prepare_data(cfg, tokenizer, log)
+
+    def describe_model(self, cfg: RunConfig) -> str:
+        head = (
+            "ELECTRA generator + replaced-token detection head"
+            if cfg.model.objective == "electra"
+            else "masked-LM head"
+        )
+        return f"transformer encoder + {head}"
+
+    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> MaskedLMTask:
+        return build_task(cfg, data.tokenizer)
+
+    def item_length(self, item: Item) -> int:
+        return item_length(item)
+
+    def predictor(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        cfg: RunConfig,
+        run: RunDir,
+        saved: dict[str, Any],
+    ) -> FillMaskPredictor:
+        return FillMaskPredictor(model, tokenizer, cfg, run.path)
+
+    def evaluate(self, predictor: Any, split: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        from attnkit.tasks.base import RunError
+
+        raise RunError(
+            f"{predictor.run_dir} is a masked-LM pretraining run: it has no labelled {split} "
+            "split; its validation loss and perplexity are in metrics.jsonl"
+        )
+
+
+register_task(MaskedLMSpec())

@@ -2,9 +2,10 @@
 
 The task owns what depends on data: reading source/target pairs, one joint subword
 tokenizer trained on sources and targets (so embeddings can be shared), the teacher-forcing
-batch layout, the loss and the metrics. Models (``models.transformer.Transformer``,
-``models.rnn.Seq2SeqLSTM``) see only tensors; decoding is ``attnkit.generation`` over the
-model's ``stepper()``.
+batch layout, the loss and the metrics. The models (family ``seq2seq`` in ``attnkit.models``:
+the Transformer and the LSTM) see only tensors and share one signature,
+``model(src, tgt_in, src_mask, tgt_mask, teacher_forcing_ratio, need_weights) ->
+Seq2SeqOutput``; decoding is ``attnkit.generation`` over the model's ``stepper()``.
 
 Batch layout for a pair (x, y)::
 
@@ -21,7 +22,6 @@ score lowercased tokenized text.
 from __future__ import annotations
 
 import json
-import random
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnkit.config import RunConfig
-from attnkit.data.batching import pad_batch
+from attnkit.data.batching import BucketBatchSampler, pad_batch
 from attnkit.data.parallel import (
     Pair,
     read_chatbot,
@@ -42,20 +42,21 @@ from attnkit.data.parallel import (
     read_parallel_tsv,
 )
 from attnkit.data.paths import DataError
+from attnkit.data.split import split_examples
+from attnkit.errors import InputError
 from attnkit.generation import beam_search, greedy, sample
 from attnkit.metrics import bleu, perplexity
-from attnkit.models.rnn import Seq2SeqLSTM
-from attnkit.models.transformer import Transformer
-from attnkit.tasks import get_tokenizer
+from attnkit.run import RunDir
+from attnkit.tasks import register_task
+from attnkit.tasks.base import Log, PreparedData, RunError, TaskSpec, get_tokenizer, require
 from attnkit.tokenization import Tokenizer
 
 __all__ = [
     "Alignment",
-    "PreparedPairs",
     "Seq2SeqPredictor",
+    "Seq2SeqSpec",
     "Seq2SeqTask",
     "TraceStep",
-    "build_model",
     "decode",
     "encode_pairs",
     "format_trace",
@@ -63,6 +64,8 @@ __all__ = [
     "read_split",
     "read_user_pairs",
 ]
+
+SEQ2SEQ_DATA = ("multi30k", "chatbot-ko", "file")
 
 Item = tuple[list[int], list[int], int]  # (source ids, target ids, index of the pair in its split)
 SPLITS = ("train", "validation", "test")
@@ -114,16 +117,6 @@ def _has_split(cfg: RunConfig, split: str) -> bool:
     return cfg.data.name != "file" or bool(getattr(cfg.data, split))
 
 
-@dataclass
-class PreparedPairs:
-    tokenizer: Tokenizer
-    train: list[Item]
-    validation: list[Item]
-    val_references: list[str]  # raw target text of each validation pair (for BLEU)
-    truncated: int  # training pairs with a side cut to max_len
-    dropped: int  # training pairs with an empty side (skipped)
-
-
 def encode_pairs(
     pairs: Sequence[Pair], tokenizer: Tokenizer, max_len: int
 ) -> tuple[list[Item], int]:
@@ -147,24 +140,18 @@ def item_length(item: Item) -> int:
     return max(len(item[0]), len(item[1]) + 1)
 
 
-def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None = None, log=print) -> PreparedPairs:
-    """Read the pairs, split off validation, train (or load) the joint tokenizer, encode."""
+def prepare_data(
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+) -> PreparedData:
+    """Read the pairs, split off validation (``attnkit.data.split``), train (or load) the
+    joint tokenizer, encode. ``extras["val_references"]``: the raw validation targets."""
     d = cfg.data
-    train_pairs = read_split(cfg, "train")
-    if d.limit:
-        train_pairs = train_pairs[: d.limit]
-    if _has_split(cfg, "validation"):
-        val_pairs = read_split(cfg, "validation")
-    elif d.val_fraction > 0:
-        rng = random.Random(cfg.training.seed)
-        order = list(range(len(train_pairs)))
-        rng.shuffle(order)
-        n_val = min(max(1, round(len(order) * d.val_fraction)), len(order) - 1)
-        held = set(order[:n_val])
-        val_pairs = [p for i, p in enumerate(train_pairs) if i in held]
-        train_pairs = [p for i, p in enumerate(train_pairs) if i not in held]
-    else:
-        val_pairs = []
+    train_pairs, val_pairs = split_examples(
+        read_split(cfg, "train"),
+        d,
+        cfg.training.seed,
+        validation=read_split(cfg, "validation") if _has_split(cfg, "validation") else None,
+    )
     kept = [p for p in train_pairs if p.src.strip() and p.tgt.strip()]
     dropped = len(train_pairs) - len(kept)
     if not kept:
@@ -178,61 +165,36 @@ def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None = None, log=print) 
         )
     train, truncated = encode_pairs(kept, tokenizer, d.max_len)
     validation, _ = encode_pairs(val_pairs, tokenizer, d.max_len)
-    return PreparedPairs(
-        tokenizer, train, validation, [p.tgt for p in val_pairs], truncated, dropped
+    notes = []
+    if truncated:
+        notes.append(f"{truncated:,} truncated to max_len={d.max_len}")
+    if dropped:
+        notes.append(f"{dropped:,} with an empty side skipped")
+    summary = (
+        f"data: {len(train):,} train / {len(validation):,} validation pairs, "
+        f"joint vocab {tokenizer.vocab_size:,}" + "".join(f", {n}" for n in notes)
+    )
+    return PreparedData(
+        tokenizer,
+        train,
+        validation,
+        summary,
+        extras={"val_references": [p.tgt for p in val_pairs], "truncated": truncated},
     )
 
 
-# --------------------------------------------------------------------------------------
-# Model
-# --------------------------------------------------------------------------------------
-def build_model(cfg: RunConfig, vocab_size: int, pad_id: int) -> nn.Module:
-    """The encoder-decoder named by ``cfg.model`` over one joint vocabulary."""
-    m = cfg.model
-    if m.arch == "transformer":
-        return Transformer(
-            vocab_size,
-            vocab_size,
-            d_model=m.d_model,
-            num_heads=m.num_heads,
-            d_ff=m.d_ff,
-            num_encoder_layers=m.num_layers,
-            num_decoder_layers=m.num_decoder_layers or m.num_layers,
-            dropout=m.dropout,
-            max_len=cfg.data.max_len,
-            pad_id=pad_id,
-            share_embeddings=m.share_embeddings,
-            tie_output=m.tie_output,
-            norm_first=m.norm_first,
-            activation=m.activation,
-            positional=m.positional,
-            attention_dropout=m.attention_dropout,
-        )
-    if m.arch == "lstm":
-        model = Seq2SeqLSTM(
-            vocab_size,
-            vocab_size,
-            emb_dim=m.emb_dim,
-            hid_dim=m.hidden_size,
-            n_layers=m.num_layers,
-            dropout=m.dropout,
-            bidirectional=m.bidirectional,
-            attention=m.attention,
-            max_src_len=cfg.data.max_len,
-            pad_id=pad_id,
-        )
-        if m.share_embeddings:
-            model.tgt_embed = model.src_embed
-        return model
-    raise ValueError(f"sequence-to-sequence models are transformer or lstm, got {m.arch!r}")
-
-
 def _forward(model: nn.Module, batch: dict[str, Tensor], teacher_forcing_ratio: float) -> Tensor:
-    """Teacher-forced logits (B, T, V) for any seq2seq model."""
-    if isinstance(model, Seq2SeqLSTM):
-        ratio = teacher_forcing_ratio if model.training else 1.0
-        return model(batch["src"], batch["tgt_in"], batch["src_mask"], teacher_forcing_ratio=ratio)
-    return model(batch["src"], batch["tgt_in"], batch["src_mask"], batch["tgt_mask"])
+    """Logits (B, T, V) of any seq2seq model (``Seq2SeqOutput``); the gold token is fed
+    with probability ``teacher_forcing_ratio`` in training, always in evaluation."""
+    ratio = teacher_forcing_ratio if model.training else 1.0
+    out = model(
+        batch["src"],
+        batch["tgt_in"],
+        batch["src_mask"],
+        batch["tgt_mask"],
+        teacher_forcing_ratio=ratio,
+    )
+    return out.logits
 
 
 def decode(
@@ -457,17 +419,16 @@ class Seq2SeqPredictor:
         if max_len is None:
             return self.max_len
         if max_len < 1:
-            raise ValueError(f"max_len must be >= 1, got {max_len}")
-        if isinstance(self.model, Transformer) and max_len > self.model.max_len:
-            raise ValueError(
-                f"max_len must be <= {self.model.max_len} (the model's positional table)"
-            )
+            raise InputError(f"max_len must be >= 1, got {max_len}")
+        limit = self.model.max_target_len
+        if limit is not None and max_len > limit:
+            raise InputError(f"max_len must be <= {limit} (the model's positional table)")
         return max_len
 
     def _encode(self, texts: Sequence[str]) -> list[list[int]]:
         for i, text in enumerate(texts):
             if not isinstance(text, str):
-                raise ValueError(f"input {i + 1} is not a string")
+                raise InputError(f"input {i + 1} is not a string")
         ids, cut = self.tokenizer.encode_batch(
             list(texts), max_len=self.max_len, return_truncated=True
         )
@@ -509,7 +470,7 @@ class Seq2SeqPredictor:
         ``beam > 1``, else greedy. Empty input -> empty output; longer than the run's
         ``max_len`` -> truncated with a warning."""
         if beam < 1:
-            raise ValueError(f"beam must be >= 1, got {beam}")
+            raise InputError(f"beam must be >= 1, got {beam}")
         return self._run(
             texts,
             batch_size,
@@ -530,11 +491,11 @@ class Seq2SeqPredictor:
         """One answer, sampled from softmax(logits / temperature) after top-k / top-p
         filtering (``temperature=0``: greedy). ``seed`` makes the answer reproducible."""
         if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+            raise InputError(f"temperature must be >= 0, got {temperature}")
         if top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {top_k}")
+            raise InputError(f"top_k must be >= 0, got {top_k}")
         if not 0.0 < top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+            raise InputError(f"top_p must be in (0, 1], got {top_p}")
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         return self._run(
             [text],
@@ -547,7 +508,7 @@ class Seq2SeqPredictor:
 
     def _one(self, text: str) -> list[int]:
         if not isinstance(text, str) or not text.strip():
-            raise ValueError("the input is empty or whitespace only")
+            raise InputError("the input is empty or whitespace only")
         return self._encode([text])[0]
 
     @torch.no_grad()
@@ -587,8 +548,8 @@ class Seq2SeqPredictor:
         Transformer: the last decoder layer's cross-attention, averaged over heads, from a
         teacher-forced pass over the decoded output. LSTM: the attention weights alpha_t of
         each decoding step (needs ``model.attention`` set)."""
-        if isinstance(self.model, Seq2SeqLSTM) and self.model.attention_name is None:
-            raise ValueError("this LSTM has no attention (model.attention: null): nothing to draw")
+        if not self.model.has_cross_attention:
+            raise InputError("this LSTM has no attention (model.attention: null): nothing to draw")
         ids = self._one(text)
         tk = self.tokenizer
         src, src_mask = pad_batch([ids], tk.pad_id)
@@ -597,14 +558,10 @@ class Seq2SeqPredictor:
             0
         ]
         ended = len(out) < limit  # stopped at [EOS]: its row is drawn too
+        # a teacher-forced pass over the decoded output gives the same attention the
+        # decoding steps had (Transformer: last layer, mean of heads; LSTM: alpha_t)
         tgt_in = torch.tensor([[tk.bos_id, *(out if ended else out[:-1])]])
-        if isinstance(self.model, Transformer):
-            memory, _ = self.model.encode(src, src_mask)
-            _, weights = self.model.decode(tgt_in, memory, src_mask, need_weights=True)
-            matrix = weights[-1][1][0].mean(0)  # (T, S): last layer, cross, mean of heads
-        else:  # the same alpha_t the stepper produces, for the decoded tokens
-            _, alphas = self.model(src, tgt_in, src_mask, return_attention=True)
-            matrix = alphas[0]
+        matrix = self.model(src, tgt_in, src_mask, need_weights=True).cross_attention[0]
         labels = [tk.id_to_token(i) or "?" for i in out]
         if ended:
             labels.append("[EOS]")
@@ -621,12 +578,8 @@ class Seq2SeqPredictor:
 
         a = self.alignment(text, beam=beam)
         if not a.output:
-            raise ValueError("the model produced no output tokens: nothing to draw")
-        kind = (
-            "Transformer, last layer, mean of heads"
-            if isinstance(self.model, Transformer)
-            else f"LSTM, {self.model.attention_name} attention"
-        )
+            raise InputError("the model produced no output tokens: nothing to draw")
+        kind = self.model.attention_description
         return plot_attention(
             a.weights.numpy(),
             a.source,
@@ -643,3 +596,111 @@ class Seq2SeqPredictor:
             json.dumps({"source": s, key: o}, ensure_ascii=False)
             for s, o in zip(sources, outputs, strict=True)
         )
+
+
+# --------------------------------------------------------------------------------------
+# The tasks
+# --------------------------------------------------------------------------------------
+class Seq2SeqSpec(TaskSpec):
+    """``translate`` (model selection by validation BLEU) and ``chat`` (by validation loss):
+    the same data layout, models and predictor."""
+
+    model_family = "seq2seq"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def validate(self, cfg: RunConfig) -> None:
+        d, t = cfg.data, cfg.training
+        require(
+            d.name in SEQ2SEQ_DATA,
+            f"task {cfg.task} reads data.name {' | '.join(SEQ2SEQ_DATA)}, got {d.name!r}",
+        )
+        require(d.name != "file" or bool(d.train), "data.name: file needs data.train (a TSV file)")
+        require(
+            d.name != "multi30k" or {d.src_lang, d.tgt_lang} == {"de", "en"},
+            "multi30k has de and en: data.src_lang / tgt_lang must be de->en or en->de",
+        )
+        require(
+            0.0 <= t.teacher_forcing_ratio <= 1.0,
+            "training.teacher_forcing_ratio must be in [0, 1]",
+        )
+        require(
+            t.teacher_forcing_ratio == 1.0 or cfg.model.arch == "lstm",
+            "training.teacher_forcing_ratio < 1 needs model.arch lstm (a Transformer decoder "
+            "reads every gold token at once)",
+        )
+        require(d.max_len > 2, "data.max_len must be > 2 for a sequence-to-sequence task")
+
+    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+        return prepare_data(cfg, tokenizer, log)
+
+    def describe_model(self, cfg: RunConfig) -> str:
+        m = cfg.model
+        if m.arch == "transformer":
+            return f"transformer {m.num_layers}+{m.num_decoder_layers or m.num_layers} layers"
+        return f"lstm, attention: {m.attention or 'none'}"
+
+    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> Seq2SeqTask:
+        return Seq2SeqTask(
+            cfg.task,
+            data.tokenizer,
+            cfg.data.max_len,
+            label_smoothing=cfg.training.label_smoothing,
+            teacher_forcing_ratio=cfg.training.teacher_forcing_ratio,
+            references=data.extras["val_references"],
+        )
+
+    def item_length(self, item: Item) -> int:
+        return item_length(item)
+
+    def predictor(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        cfg: RunConfig,
+        run: RunDir,
+        saved: dict[str, Any],
+    ) -> Seq2SeqPredictor:
+        return Seq2SeqPredictor(model, tokenizer, cfg, run.path)
+
+    def evaluate(
+        self,
+        predictor: Any,
+        split: str,
+        data_dir: str | None = None,
+        batch_size: int = 128,
+        beam: int = 1,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Loss and perplexity; for translate also sacreBLEU (greedy, or ``beam``)."""
+        if beam < 1:
+            raise InputError(f"beam must be >= 1, got {beam}")
+        cfg = predictor.config
+        if data_dir:
+            cfg.data.data_dir = data_dir
+        pairs = read_split(cfg, split)
+        if not pairs:
+            raise RunError(f"the {split} split is empty")
+        items, truncated = encode_pairs(pairs, predictor.tokenizer, cfg.data.max_len)
+        task = Seq2SeqTask(
+            cfg.task,
+            predictor.tokenizer,
+            cfg.data.max_len,
+            references=[p.tgt for p in pairs],
+            beam=beam,
+        )
+        sampler = BucketBatchSampler(
+            [item_length(it) for it in items], batch_size=batch_size, shuffle=False
+        )
+        batches = (task.collate([items[i] for i in b]) for b in sampler)
+        with torch.no_grad():
+            report = task.evaluate(predictor.model.eval(), batches)
+        report["split"] = split
+        report["task"] = cfg.task
+        report["truncated"] = truncated
+        return report
+
+
+register_task(Seq2SeqSpec("translate"))
+register_task(Seq2SeqSpec("chat"))

@@ -1,0 +1,212 @@
+"""What every attnkit model shares: a config dataclass that is saved beside its weights.
+
+Each model family declares a ``<Name>Config(ModelConfig)`` with its hyperparameters (the
+paper's names), their defaults, one line of documentation each (``param(default, doc)``)
+and its own checks (``validate``). A recipe's ``model:`` section is read by the class of its
+``arch``; the sizes that come from the data (``vocab_size``, ``pad_id``, ``max_len``, and a
+classifier's ``num_classes``) are filled in by the task before the model is built.
+
+    config = TransformerClassifierConfig(vocab_size=8000, num_classes=2, d_model=128)
+    model = config.build()                      # or TransformerClassifier(config)
+    model.save_pretrained("out/")               # out/config.json + out/model.safetensors
+    same = TransformerClassifier.from_pretrained("out/")   # also reads a run directory
+
+``AttnkitModel`` is the ``nn.Module`` base with that config (``model.config``) and the
+capabilities tasks ask about instead of checking classes (``needs_cls``,
+``returns_attention``, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from torch import Tensor, nn
+
+from attnkit.config import ConfigError, build_dataclass, check
+
+__all__ = ["AttnkitModel", "ModelConfig", "Seq2SeqOutput", "param"]
+
+C = TypeVar("C", bound="ModelConfig")
+M = TypeVar("M", bound="AttnkitModel")
+
+
+def param(default: Any, doc: str, derived: bool = False) -> Any:
+    """A config field with its one-line documentation. ``derived``: the task sets it from
+    the data (a recipe may not)."""
+    return field(default=default, metadata={"doc": doc, "derived": derived})
+
+
+@dataclass
+class ModelConfig:
+    """Fields every model has. Subclasses add theirs and set ``model_type`` (the family)
+    and ``arch`` (the recipe's name for it)."""
+
+    model_type: ClassVar[str] = ""
+    # keys that belong to other archs or tasks -> the error that explains it
+    KEY_HINTS: ClassVar[dict[str, str]] = {}
+    # the sizes a model started from a pretrained encoder takes over from it
+    PRETRAINED_KEYS: ClassVar[tuple[str, ...]] = ()
+
+    arch: str = param("", "the architecture's name in recipes (model.arch)")
+    vocab_size: int = param(0, "token embedding rows (the tokenizer's vocabulary)", True)
+    pad_id: int = param(0, "the padding token's id (its embedding stays zero)", True)
+    max_len: int = param(512, "longest sequence the model reads (positional table size)", True)
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> None:
+        """Raise ``ConfigError`` (one line, naming the key) for impossible values."""
+        check((self.max_len > 0, "model.max_len must be > 0"))
+
+    # ------------------------------------------------------------------ (de)serialisation
+    @classmethod
+    def docs(cls) -> dict[str, str]:
+        """Each field's one-line documentation (for help texts and the docs)."""
+        return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def derived_fields(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls) if f.metadata.get("derived")]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model_type": self.model_type, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(
+        cls: type[C],
+        raw: dict[str, Any],
+        allow_derived: bool = True,
+        ignore: frozenset[str] = frozenset(),
+    ) -> C:
+        """Build from a ``model:`` section or a saved config, every key checked.
+        ``allow_derived=False`` (a recipe) refuses the fields the task derives from the
+        data; ``ignore``: keys to skip silently (first-format runs)."""
+        raw = dict(raw)
+        model_type = raw.pop("model_type", cls.model_type)
+        if model_type != cls.model_type:
+            raise ConfigError(
+                f"model.model_type is {model_type!r}, but this is a {cls.model_type} config"
+            )
+        if not allow_derived:  # (an unfilled config's own defaults round-trip)
+            for name in cls.derived_fields():
+                if name in raw and raw[name] != cls.__dataclass_fields__[name].default:
+                    raise ConfigError(
+                        f"model.{name} is set by the task from the data and the tokenizer; "
+                        "remove it from the recipe"
+                    )
+        raw.setdefault("arch", cls.__dataclass_fields__["arch"].default)
+        config = build_dataclass(cls, raw, "model.", hints=cls.KEY_HINTS, ignore=ignore)
+        return config
+
+    def replace(self: C, **changes: Any) -> C:
+        return dataclasses.replace(self, **changes)
+
+    # ------------------------------------------------------------------ building
+    def build(self) -> nn.Module:
+        """The model this config describes (freshly initialised)."""
+        raise NotImplementedError
+
+    @property
+    def needs_cls(self) -> bool:
+        """True if the model reads a [CLS] token the data must put first."""
+        return False
+
+    @property
+    def hidden_width(self) -> int:
+        """The width the Noam learning-rate schedule scales by (d_model^-0.5)."""
+        return int(getattr(self, "d_model", 512))
+
+
+@dataclass
+class Seq2SeqOutput:
+    """What every sequence-to-sequence model's ``forward`` returns (like Hugging Face's
+    ``Seq2SeqLMOutput``).
+
+    logits: (B, T, tgt_vocab) next-token scores for each target position.
+    cross_attention: (B, T, S) how much each output position attended to each source token
+        (Transformer: the last decoder layer's cross-attention, mean over heads; LSTM: the
+        attention weights alpha_t); only with ``need_weights=True`` and a model that attends.
+    """
+
+    logits: Tensor
+    cross_attention: Tensor | None = None
+
+
+class AttnkitModel(nn.Module):
+    """Base of every attnkit model: ``self.config`` and the capabilities tasks rely on.
+
+    Subclasses set ``config_class`` and build themselves from ``config``; the keyword form
+    ``Model(vocab_size=..., d_model=...)`` builds the config from the keywords.
+    """
+
+    config_class: ClassVar[type[ModelConfig]] = ModelConfig
+    # capabilities (class defaults; a model overrides what it has)
+    needs_cls: bool = False  # the classifier reads position 0: the data puts a [CLS] there
+    returns_attention: bool = False  # need_weights=True gives per-layer attention weights
+    explains_by_contributions: bool = False  # has contributions(ids) (an exact explanation)
+    fits_from_data: bool = False  # fit_from_data(batches) must run before training
+
+    def __init__(self, config: ModelConfig | None = None, **kwargs: Any) -> None:
+        super().__init__()
+        if config is None:
+            config = self.config_class(**kwargs)
+        elif kwargs:
+            config = dataclasses.replace(config, **kwargs)
+        if not isinstance(config, self.config_class):
+            raise TypeError(
+                f"{type(self).__name__} needs a {self.config_class.__name__}, "
+                f"got {type(config).__name__}"
+            )
+        config.validate()
+        self.config = config
+
+    # ------------------------------------------------------------------ files
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write ``config.json`` (this model's config) and ``model.safetensors``."""
+        from attnkit.checkpoint import atomic_write_text, save_model_weights
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.config.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        atomic_write_text(directory / "config.json", text)
+        save_model_weights(self, directory / "model.safetensors")
+        return directory
+
+    @classmethod
+    def from_pretrained(cls: type[M], directory: str | Path, map_location: str = "cpu") -> M:
+        """Load a directory written by ``save_pretrained`` or a training run's directory
+        (either run format): its config.json gives every size, nothing else is needed."""
+        from attnkit.checkpoint import load_model_weights
+
+        config = read_model_config(directory, cls.config_class)
+        model = cls(config)
+        load_model_weights(model, Path(directory) / "model.safetensors", map_location=map_location)
+        return model
+
+
+def read_model_config(directory: str | Path, config_class: type[C] | None = None) -> C:
+    """The model config saved in ``directory``: a bare model config.json
+    (``save_pretrained``) or a run's (its ``model`` section). ``config_class`` None: the
+    class registered for the saved ``model_type`` and ``arch``."""
+    from attnkit.config import FIRST_FORMAT_MODEL_KEYS
+    from attnkit.models import config_class as registered
+    from attnkit.run import RunDir
+
+    directory = Path(directory)
+    path = directory / "config.json"
+    if not path.is_file():
+        raise ConfigError(f"{directory} has no config.json")
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    ignore: frozenset[str] = frozenset()
+    if isinstance(raw, dict) and "task" in raw:  # a run directory
+        raw = RunDir(directory).read_config()
+        if raw["format"] == 1:
+            ignore = FIRST_FORMAT_MODEL_KEYS
+        raw = raw["model"]
+    if not isinstance(raw, dict) or "model_type" not in raw:
+        raise ConfigError(f"{path} is not an attnkit model config (no model_type)")
+    cls = config_class or registered(raw["model_type"], raw.get("arch", ""))
+    return cls.from_dict(raw, ignore=ignore)

@@ -1,0 +1,216 @@
+"""``RunDir``: the only code that knows a run directory's layout.
+
+    runs/NAME/
+      config.json         the resolved recipe (task, data, tokenizer, model, training), the
+                          model's full config (sizes from the data too) and what loading
+                          needs (labels, temperature, ...)
+      tokenizer.json      Hugging Face ``tokenizers`` format
+      model.safetensors   best weights so far
+      last/               latest weights + optimizer + state.json: what ``--resume`` reads
+      metrics.jsonl       one JSON object per log / evaluation step
+      curves.png          learning curves
+
+Every file is written to a temporary name and renamed into place (``attnkit.checkpoint``),
+so a crash never leaves a half-written file.
+
+Run directories written before the redesign (no ``"format"`` key in config.json) are read
+as they are: ``read_config`` completes their ``model`` section with the sizes the code of
+that time took from elsewhere (vocabulary, padding id, ``data.max_len``, number of labels).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attnkit.checkpoint import (
+    atomic_write_text,
+    load_model_weights,
+    load_training_state,
+    save_model_weights,
+    save_training_state,
+)
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from attnkit.tokenization import Tokenizer
+
+__all__ = ["FORMAT", "RunDir"]
+
+FORMAT = 2  # config.json layout version; 1 = before the model section held every size
+# the model family each task of the first format trained (used to read those runs)
+_LEGACY_FAMILY = {
+    "classify": "classifier",
+    "translate": "seq2seq",
+    "chat": "seq2seq",
+    "mlm": "masked_lm",
+}
+
+
+class RunDir:
+    """A training run's directory (see the module docstring for its layout)."""
+
+    CONFIG = "config.json"
+    TOKENIZER = "tokenizer.json"
+    WEIGHTS = "model.safetensors"
+    LAST = "last"
+    METRICS = "metrics.jsonl"
+    CURVES = "curves.png"
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def config_path(self) -> Path:
+        return self.path / self.CONFIG
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.path / self.TOKENIZER
+
+    @property
+    def weights_path(self) -> Path:
+        return self.path / self.WEIGHTS
+
+    @property
+    def last_path(self) -> Path:
+        return self.path / self.LAST
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / self.METRICS
+
+    @property
+    def curves_path(self) -> Path:
+        return self.path / self.CURVES
+
+    # ------------------------------------------------------------------ state
+    def is_run(self) -> bool:
+        """True once training has started here (config.json exists)."""
+        return self.config_path.is_file()
+
+    def has_weights(self) -> bool:
+        """True once training has saved weights (after its first evaluation)."""
+        return self.weights_path.is_file()
+
+    def has_checkpoint(self) -> bool:
+        """True if ``--resume`` has a checkpoint to continue from."""
+        return any((self.path / d / "state.json").is_file() for d in (self.LAST, ".last.old"))
+
+    def is_empty(self) -> bool:
+        return not self.path.exists() or not any(self.path.iterdir())
+
+    def create(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------------ config.json
+    def read_config(self) -> dict[str, Any]:
+        """config.json as a dict; a first-format run's ``model`` section is completed (see
+        the module docstring) and ``format`` says which format it was written in."""
+        raw = json.loads(self.config_path.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict) or "task" not in raw:
+            raise ValueError(f"{self.config_path} is not an attnkit run config")
+        if "format" not in raw:
+            raw = _upgrade_first_format(raw, self)
+        return raw
+
+    def write_config(self, payload: dict[str, Any]) -> None:
+        """Write config.json (atomically), stamped with the current format."""
+        payload = {"format": FORMAT, **{k: v for k, v in payload.items() if k != "format"}}
+        atomic_write_text(
+            self.config_path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+        )
+
+    def update_config(self, **values: Any) -> None:
+        """Set top-level config.json entries (e.g. a fitted temperature), atomically, keeping
+        the file's format as it is."""
+        raw = json.loads(self.config_path.read_text(encoding="utf-8"))
+        raw.update(values)
+        atomic_write_text(self.config_path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
+
+    # ------------------------------------------------------------------ tokenizer, weights
+    def save_tokenizer(self, tokenizer: Tokenizer) -> None:
+        tokenizer.save(self.tokenizer_path)
+
+    def load_tokenizer(self) -> Tokenizer:
+        from attnkit.tokenization import Tokenizer
+
+        return Tokenizer.load(self.tokenizer_path)
+
+    def save_weights(self, model: nn.Module) -> None:
+        save_model_weights(model, self.weights_path)
+
+    def load_weights(self, model: nn.Module, map_location: str | torch.device = "cpu") -> None:
+        load_model_weights(model, self.weights_path, map_location=map_location)
+
+    # ------------------------------------------------------------------ last/ (resume)
+    def save_checkpoint(self, model: nn.Module, optimizer: Any, state: dict[str, Any]) -> None:
+        """Write last/ (weights, optimizer, state.json with RNG) atomically."""
+        save_training_state(self.last_path, model, optimizer, state)
+
+    def load_checkpoint(
+        self, model: nn.Module, optimizer: Any, map_location: str | torch.device = "cpu"
+    ) -> dict[str, Any]:
+        """Restore weights, optimizer and RNG from last/; returns its JSON state."""
+        return load_training_state(self.last_path, model, optimizer, map_location=map_location)
+
+    # ------------------------------------------------------------------ metrics.jsonl
+    def append_metrics(self, row: dict[str, Any]) -> None:
+        with self.metrics_path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        """Every complete row of metrics.jsonl (a line cut by a kill is skipped)."""
+        if not self.metrics_path.is_file():
+            return []
+        rows = []
+        for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                rows.append(json.loads(line))
+        return rows
+
+    def keep_metrics_until(self, step: int) -> None:
+        """Drop the rows logged after ``step`` (a resumed run writes them again)."""
+        kept = [r for r in self.read_metrics() if r.get("step", 0) <= step]
+        atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
+
+    def clear_metrics(self) -> None:
+        self.metrics_path.unlink(missing_ok=True)
+
+
+def _upgrade_first_format(raw: dict[str, Any], run: RunDir) -> dict[str, Any]:
+    """A first-format config.json in today's shape. Its model section was the flat list of
+    every family's settings; the sizes the code of that time took from elsewhere are added
+    here: the vocabulary (top-level ``vocab_size``), the padding id (the tokenizer's [PAD]),
+    the positional table (``data.max_len``) and, for classifiers, the number of labels. The
+    settings of other families stay; ``format: 1`` tells the config reader to ignore them."""
+    model = dict(raw.get("model") or {})
+    model.setdefault("model_type", _LEGACY_FAMILY.get(raw["task"], raw["task"]))
+    if "vocab_size" in raw:
+        model.setdefault("vocab_size", raw["vocab_size"])
+    model.setdefault("pad_id", _pad_id(run))
+    model.setdefault("max_len", raw.get("data", {}).get("max_len", 128))
+    if "labels" in raw:
+        model.setdefault("num_classes", len(raw["labels"]))
+    return {**raw, "model": model, "format": 1}
+
+
+def _pad_id(run: RunDir) -> int:
+    """The [PAD] id in the run's tokenizer.json (0 in every tokenizer attnkit trains)."""
+    try:
+        vocab = json.loads(run.tokenizer_path.read_text(encoding="utf-8"))["model"]["vocab"]
+        return int(vocab["[PAD]"]) if isinstance(vocab, dict) else 0
+    except (OSError, KeyError, TypeError, ValueError):
+        return 0

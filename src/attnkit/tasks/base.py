@@ -1,0 +1,167 @@
+"""The ``TaskSpec`` protocol: what a task tells ``attnkit.api`` (and so the CLI) to do.
+
+A task owns everything that depends on data: reading it, the tokenizer, encoding, the
+Trainer's loss and metrics, evaluation on a split and the predictor ``attnkit.load``
+returns. ``attnkit.api`` runs the same steps for every task, asking the spec at each one:
+
+    train:    spec.validate(cfg) (when the recipe is read)
+              spec.before_data(cfg, tokenizer, log)       e.g. init_from: sizes + tokenizer
+              data = spec.prepare_data(cfg, tokenizer, log)
+              cfg.model <- spec.model_inputs(cfg, data.tokenizer, data.run_info)
+              model = cfg.model.build();  spec.init_model(model, cfg, data, log)
+              Trainer(model, spec.trainer_task(cfg, data), data.train, ...).fit()
+              spec.after_training(run, cfg, data, log)
+    load:     spec.predictor(model, tokenizer, cfg, run, saved)
+    evaluate: spec.evaluate(predictor, split, ...)
+
+A new task subclasses ``TaskSpec``, sets ``name`` / ``model_family`` and overrides
+``prepare_data``, ``trainer_task`` and ``predictor`` (the rest have defaults), then
+registers an instance (``attnkit.tasks.register_task``). docs/extending.md walks through one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from attnkit.config import RunConfig, TokenizerConfig
+from attnkit.errors import ConfigError, RunError
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from attnkit.run import RunDir
+    from attnkit.tokenization import Tokenizer
+    from attnkit.training import Task
+
+__all__ = ["PreparedData", "RunError", "TaskSpec", "get_tokenizer"]
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class PreparedData:
+    """A task's training data, encoded.
+
+    train / validation: the items its Trainer task collates (e.g. (token ids, label));
+    summary: the log line describing them; run_info: what loading the run will need,
+    saved in config.json (e.g. the label names); extras: anything else the task keeps
+    (e.g. validation references for BLEU)."""
+
+    tokenizer: Tokenizer
+    train: Sequence[Any]
+    validation: Sequence[Any]
+    summary: str = ""
+    run_info: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class TaskSpec:
+    """One task (the recipe's ``task:``). Subclasses override what differs."""
+
+    name: str = ""
+    model_family: str = ""  # which models it trains (attnkit.models.MODEL_CONFIGS)
+    default_arch: str = "transformer"
+
+    # ------------------------------------------------------------------ recipe
+    def archs(self) -> list[str]:
+        """The ``model.arch`` values this task trains."""
+        from attnkit.models import archs
+
+        return archs(self.model_family)
+
+    def arch_error(self, arch: str) -> str:
+        return f"task {self.name} needs model.arch {' or '.join(self.archs())}, got {arch!r}"
+
+    def validate(self, cfg: RunConfig) -> None:
+        """Task-level recipe checks (the model config checks its own): raise ConfigError."""
+
+    # ------------------------------------------------------------------ training
+    def before_data(
+        self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
+    ) -> tuple[RunConfig, Tokenizer | None]:
+        """Adjust the recipe before the data is read (new runs only); e.g. take the sizes
+        and tokenizer of a pretrained run. Default: nothing."""
+        return cfg, tokenizer
+
+    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+        """Read, split (``attnkit.data.split.split_examples``), tokenize (training the
+        tokenizer when ``tokenizer`` is None) and encode the training data."""
+        raise NotImplementedError
+
+    def model_inputs(
+        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The model-config fields that come from the data: by default the vocabulary, the
+        padding id and the longest sequence."""
+        return {"vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id,
+                "max_len": cfg.data.max_len}  # fmt: skip
+
+    def describe_model(self, cfg: RunConfig) -> str:
+        """What the "model: ..." log line calls the model."""
+        return str(cfg.model.arch)
+
+    def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+        """Prepare a freshly built model before training (new runs only). Default: nothing."""
+
+    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> Task:
+        """The object the Trainer calls: ``collate``, ``loss``, ``evaluate``, ``metric``."""
+        raise NotImplementedError
+
+    def item_length(self, item: Any) -> int:
+        """Tokens an item occupies once padded (for length-bucketed batching)."""
+        return len(item[0])
+
+    def after_training(self, run: RunDir, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+        """Work on the finished run (e.g. calibration). Default: nothing."""
+
+    # ------------------------------------------------------------------ using a run
+    def predictor(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        cfg: RunConfig,
+        run: RunDir,
+        saved: dict[str, Any],
+    ) -> Any:
+        """What ``attnkit.load`` returns (``saved``: the run's config.json)."""
+        raise NotImplementedError
+
+    def ensemble(self, predictors: Sequence[Any], runs: Sequence[Any]) -> Any:
+        """A predictor averaging several runs' predictors, if the task has such a thing."""
+        raise RunError(f"only classify runs can be ensembled; {runs[0]} is a {self.name} run")
+
+    def evaluate(
+        self,
+        predictor: Any,
+        split: str,
+        data_dir: str | None = None,
+        batch_size: int = 128,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Metrics of a loaded run on a split of its dataset."""
+        raise RunError(f"{self.name} runs have no evaluation on a labelled {split} split")
+
+
+def get_tokenizer(tk: TokenizerConfig, texts: Iterable[str], what: str, log: Log) -> Tokenizer:
+    """The recipe's tokenizer: loaded from ``tokenizer.path``, else trained on ``texts``
+    (``what`` describes them in the log line)."""
+    from attnkit.tokenization import Tokenizer, train_tokenizer
+
+    if tk.path:
+        return Tokenizer.load(tk.path)
+    log(f"training a {tk.kind} tokenizer (vocab {tk.vocab_size}) on {what}")
+    return train_tokenizer(
+        texts,
+        kind=tk.kind,
+        vocab_size=tk.vocab_size,
+        min_frequency=tk.min_frequency,
+        lowercase=tk.lowercase,
+    )
+
+
+def require(ok: bool, message: str) -> None:
+    """Raise ``ConfigError(message)`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(message)
