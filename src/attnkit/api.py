@@ -51,11 +51,14 @@ def train(
     resume: bool = False,
     force: bool = False,
     log=print,
+    device: str | None = None,
 ) -> TrainResult:
     """Train a model from a recipe into ``out`` (default ``runs/<recipe name>``).
 
     ``resume=True`` continues ``out`` from its ``last/`` checkpoint with the run's own saved
     config (the recipe is not needed) and reproduces the uninterrupted trajectory.
+    ``device`` (auto | cpu | cuda | cuda:N | mps) replaces ``training.device``, also when
+    resuming: a run started on one machine can continue on another.
     """
     if resume:
         if out is None:
@@ -82,6 +85,8 @@ def train(
                 )
             shutil.rmtree(run.path)
         tokenizer = None
+    if device is not None:
+        cfg.training.device = device
     spec = get_task(cfg.task)
 
     if not resume:

@@ -134,7 +134,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.resume and out is None:
         out = args.config  # `attnkit train --resume runs/NAME` is accepted too
     result = train(
-        args.config if not args.resume else None, out, overrides, args.resume, args.force
+        args.config if not args.resume else None,
+        out,
+        overrides,
+        args.resume,
+        args.force,
+        device=args.device,
     )
     best = "n/a" if result.best_metric is None else f"{result.best_metric:.4f}"
     print(
@@ -148,25 +153,29 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     import json
 
     from attnkit.api import evaluate
-    from attnkit.metrics import format_confusion_matrix
 
     report = evaluate(args.run, args.split, args.data_dir, beam=args.beam)
-    name = " + ".join(args.run)
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
         return 0
-    if "confusion_matrix" not in report:  # translate / chat
-        print(
-            f"{name} on {report['split']} ({report['num_examples']:,} pairs, "
-            f"{report['num_tokens']:,} target tokens)"
-        )
-        print(f"loss        {report['loss']:.4f}")
-        print(f"perplexity  {report['perplexity']:.2f}")
-        if "bleu" in report:
-            print(f"BLEU        {report['bleu']:.2f}  ({report['decoding']} decoding)")
-            print(f"signature   {report['bleu_signature']}")
-            print(f"BLEU lc     {report['bleu_lowercase']:.2f}  (lowercased 13a tokens)")
-        return 0
+    name = " + ".join(args.run)
+    if "confusion_matrix" in report:
+        _print_classification(name, report)
+    elif "perplexity" in report and "num_examples" in report:
+        _print_sequence(name, report)
+    else:  # a report of another shape: its scalar metrics, one per line
+        print(f"{name} on {report.get('split', args.split)}")
+        for key, value in report.items():
+            if isinstance(value, float):
+                print(f"{key:<12}{value:.4f}")
+            elif isinstance(value, int) and not isinstance(value, bool):
+                print(f"{key:<12}{value:,}")
+    return 0
+
+
+def _print_classification(name: str, report: dict) -> None:
+    from attnkit.metrics import format_confusion_matrix
+
     print(f"{name} on {report['split']} ({report['num_examples']:,} examples)")
     for m in report.get("members", []):
         print(f"  member {m['run']}: accuracy {m['accuracy']:.4f}")
@@ -177,7 +186,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     print(f"loss      {report['loss']:.4f}")
     print("confusion matrix (rows = true, columns = predicted):")
     print(format_confusion_matrix(report["confusion_matrix"], report["labels"]))
-    return 0
+
+
+def _print_sequence(name: str, report: dict) -> None:
+    print(
+        f"{name} on {report['split']} ({report['num_examples']:,} pairs, "
+        f"{report['num_tokens']:,} target tokens)"
+    )
+    print(f"loss        {report['loss']:.4f}")
+    print(f"perplexity  {report['perplexity']:.2f}")
+    if "bleu" in report:
+        print(f"BLEU        {report['bleu']:.2f}  ({report['decoding']} decoding)")
+        print(f"signature   {report['bleu_signature']}")
+        print(f"BLEU lc     {report['bleu_lowercase']:.2f}  (lowercased 13a tokens)")
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
@@ -201,6 +222,10 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--resume", action="store_true", help="continue the run in --out from last/")
     train.add_argument("--force", action="store_true", help="overwrite an existing run directory")
     train.add_argument("--data-dir", help="data folder (default: $ATTNKIT_DATA, ~/.cache/attnkit)")
+    train.add_argument(
+        "--device",
+        help="auto | cpu | cuda | cuda:N | mps (default: the recipe's training.device, auto)",
+    )
     train.set_defaults(func=_cmd_train)
     ev = sub.add_parser(
         "evaluate",

@@ -10,6 +10,8 @@ registered here by its family (the ``model_type`` a task trains) and ``arch`` (t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from torch import nn
 
 from attnkit.config import ConfigError
@@ -82,11 +84,13 @@ def build_model(config: ModelConfig) -> nn.Module:
     return config.build()
 
 
-def from_pretrained(directory, map_location: str = "cpu") -> nn.Module:
-    """Any attnkit model from a ``save_pretrained`` directory or a run directory."""
+def from_pretrained(directory: str | Path, map_location: str = "cpu") -> nn.Module:
+    """Any attnkit model from a ``save_pretrained`` directory or a run directory (in eval
+    mode), its class found from the saved ``model_type`` and ``arch``."""
     from attnkit.checkpoint import load_model_weights
+    from attnkit.run import RunDir
 
     config = read_model_config(directory)
     model = config.build()
-    load_model_weights(model, f"{directory}/model.safetensors", map_location=map_location)
-    return model
+    load_model_weights(model, RunDir(directory).weights_path, map_location=map_location)
+    return model.eval()

@@ -167,24 +167,27 @@ class AttnkitModel(nn.Module):
     def save_pretrained(self, directory: str | Path) -> Path:
         """Write ``config.json`` (this model's config) and ``model.safetensors``."""
         from attnkit.checkpoint import atomic_write_text, save_model_weights
+        from attnkit.run import RunDir
 
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        out = RunDir(directory)
+        out.create()
         text = json.dumps(self.config.to_dict(), indent=2, ensure_ascii=False) + "\n"
-        atomic_write_text(directory / "config.json", text)
-        save_model_weights(self, directory / "model.safetensors")
-        return directory
+        atomic_write_text(out.config_path, text)
+        save_model_weights(self, out.weights_path)
+        return out.path
 
     @classmethod
     def from_pretrained(cls: type[M], directory: str | Path, map_location: str = "cpu") -> M:
         """Load a directory written by ``save_pretrained`` or a training run's directory
-        (either run format): its config.json gives every size, nothing else is needed."""
+        (either run format): its config.json gives every size, nothing else is needed. The
+        model comes back in eval mode."""
         from attnkit.checkpoint import load_model_weights
+        from attnkit.run import RunDir
 
         config = read_model_config(directory, cls.config_class)
         model = cls(config)
-        load_model_weights(model, Path(directory) / "model.safetensors", map_location=map_location)
-        return model
+        load_model_weights(model, RunDir(directory).weights_path, map_location=map_location)
+        return model.eval()  # like transformers: dropout off until model.train()
 
 
 def read_model_config(directory: str | Path, config_class: type[C] | None = None) -> C:

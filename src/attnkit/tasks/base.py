@@ -72,7 +72,10 @@ class TaskSpec:
         return archs(self.model_family)
 
     def arch_error(self, arch: str) -> str:
-        return f"task {self.name} needs model.arch {' or '.join(self.archs())}, got {arch!r}"
+        """The one-line error for a ``model.arch`` this task does not train."""
+        *rest, last = self.archs()
+        names = f"{', '.join(rest)} or {last}" if rest else last
+        return f"task {self.name} needs model.arch {names}, got {arch!r}"
 
     def validate(self, cfg: RunConfig) -> None:
         """Task-level recipe checks (the model config checks its own): raise ConfigError."""

@@ -146,7 +146,8 @@ def naive_bayes_batches(
     items: Sequence[Item], pad_id: int, batch_size: int = 256
 ) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
     """(input_ids (B, T), attention_mask (B, T), labels (B,)) over all training items, for
-    ``NgramClassifier.fit_nb`` (in length order: each batch pads only to its own longest)."""
+    a model's ``fit_from_data`` (the n-gram model's Naive Bayes counts; in length order:
+    each batch pads only to its own longest)."""
     order = sorted(range(len(items)), key=lambda i: len(items[i][0]))
     for start in range(0, len(order), batch_size):
         rows = [items[i] for i in order[start : start + batch_size]]

@@ -1,0 +1,276 @@
+"""Run the benchmarks behind docs/results.md, one at a time (``make bench``).
+
+    python benchmarks/run_all.py              # the quick set (a few minutes in all)
+    python benchmarks/run_all.py --list       # every benchmark: command, duration, output
+    python benchmarks/run_all.py NAME ...     # the named ones, in the order given
+    python benchmarks/run_all.py --all        # everything, sequentially (many hours on 2 cores)
+
+Each benchmark runs as a subprocess of this Python, from the repository root, and prints its
+own output; this runner adds start / end lines with the elapsed time and a summary. A
+benchmark whose dataset is not in the data folder (``ATTNKIT_DATA``; unset, it defaults to
+../shared/data when that exists, as in the Makefile) is skipped with the reason: nothing is
+downloaded. Exit status: 0 when every benchmark that ran passed, 1 when one failed (or a
+benchmark named on the command line was skipped), 2 for an unknown name.
+
+Durations are those measured on this project's 2-core CPU machine (benchmarks/results/*.json).
+Every benchmark except imdb-movie-groups overwrites its benchmarks/results/NAME.json and
+rebuilds docs/results.md; runs go to runs/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+RESULTS = "benchmarks/results/{name}.json + docs/results.md"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    args: tuple[str, ...]  # benchmarks/SCRIPT and its arguments
+    minutes: float  # rough wall time on 2 CPU cores
+    needs: tuple[str, ...]  # dataset splits, "dataset:split[:lang]"
+    quick: bool = False  # in the default set
+    writes: str = RESULTS
+
+    @property
+    def script(self) -> Path:
+        return ROOT / self.args[0]
+
+    def command(self) -> list[str]:
+        return [sys.executable, *self.args]
+
+    def output(self) -> str:
+        return self.writes.format(name=self.name)
+
+
+def _sentiment(name: str, recipe: str, *extra: str, **kw) -> Benchmark:
+    args = ("benchmarks/sentiment.py", f"configs/{recipe}.yaml", *extra)
+    if name != recipe:
+        args += ("--name", name)
+    return Benchmark(name, args, **kw)
+
+
+def _seq2seq(name: str, **kw) -> Benchmark:
+    return Benchmark(name, ("benchmarks/seq2seq.py", f"configs/{name}.yaml"), **kw)
+
+
+NSMC = ("nsmc:train", "nsmc:test")
+NSMC_PRE = (*NSMC, "nsmc:unlabeled")
+IMDB = ("imdb:train", "imdb:test")
+IMDB_PRE = (*IMDB, "imdb:unlabeled")
+M30K = tuple(f"multi30k:{s}:{lang}" for s in ("train", "val", "test") for lang in ("de", "en"))
+PRETRAIN = ("--pretrain", "configs/nsmc-pretrain.yaml")
+
+# The rows of docs/results.md, with the commands recorded there. Left out: the -v1/-v2 rows,
+# whose commands first check out older recipes with git.
+BENCHMARKS: tuple[Benchmark, ...] = (
+    _sentiment("nsmc-ngram", "nsmc-ngram", minutes=1, needs=NSMC, quick=True),
+    _sentiment("imdb-ngram", "imdb-ngram", minutes=0.6, needs=IMDB, quick=True),
+    Benchmark(
+        "imdb-movie-groups",
+        ("benchmarks/imdb_movie_groups.py",),
+        minutes=0.3,
+        needs=("imdb:train",),
+        quick=True,
+        writes="nothing (prints the overlap of neighbouring reviews)",
+    ),
+    _sentiment(
+        "nsmc-ngram-bf16", "nsmc-ngram", "--set", "training.bf16=true", minutes=1, needs=NSMC
+    ),
+    _sentiment(
+        "imdb-ngram-bf16", "imdb-ngram", "--set", "training.bf16=true", minutes=0.7, needs=IMDB
+    ),
+    _sentiment("nsmc-transformer", "nsmc-transformer", minutes=16, needs=NSMC),
+    _sentiment("nsmc-gru", "nsmc-gru", minutes=12.5, needs=NSMC),
+    _sentiment("nsmc-lstm", "nsmc-lstm", minutes=16, needs=NSMC),
+    _sentiment("nsmc-finetune", "nsmc-finetune", *PRETRAIN, minutes=30, needs=NSMC_PRE),
+    _sentiment(
+        "nsmc-electra",
+        "nsmc-finetune",
+        "--pretrain",
+        "configs/nsmc-electra.yaml",
+        minutes=29,
+        needs=NSMC_PRE,
+    ),
+    _sentiment(
+        "nsmc-ensemble",
+        "nsmc-finetune",
+        *PRETRAIN,
+        "--pretrain-set",
+        "training.max_steps=2800",
+        "--ensemble",
+        "configs/nsmc-gru.yaml",
+        "--ensemble-set",
+        "model.hidden_size=128",
+        minutes=29,
+        needs=NSMC_PRE,
+    ),
+    _sentiment(
+        "nsmc-ensemble-ngram",
+        "nsmc-finetune",
+        *PRETRAIN,
+        "--pretrain-set",
+        "training.max_steps=2800",
+        "--ensemble",
+        "configs/nsmc-ngram.yaml",
+        minutes=24,
+        needs=NSMC_PRE,
+    ),
+    _sentiment("imdb-transformer", "imdb-transformer", minutes=19, needs=IMDB),
+    _sentiment(
+        "imdb-finetune",
+        "imdb-finetune",
+        "--pretrain",
+        "configs/imdb-pretrain.yaml",
+        minutes=29,
+        needs=IMDB_PRE,
+    ),
+    _seq2seq("multi30k-transformer", minutes=55, needs=M30K),
+    _seq2seq("multi30k-lstm", minutes=28, needs=M30K),
+    _seq2seq("multi30k-lstm-attn", minutes=45, needs=M30K),
+    _seq2seq("chatbot-ko", minutes=16, needs=("chatbot-ko:train",)),
+    Benchmark(
+        "speed-nsmc-transformer",
+        ("benchmarks/bf16_speed.py", "configs/nsmc-transformer.yaml", "--steps", "150"),
+        minutes=10,
+        needs=NSMC,
+    ),
+    Benchmark(
+        "dropout-nsmc-transformer",
+        ("benchmarks/dropout_speed.py", "configs/nsmc-transformer.yaml", "--steps", "60"),
+        minutes=3,
+        needs=NSMC,
+    ),
+    Benchmark(
+        "dropout-imdb-transformer-max_len512",
+        (
+            "benchmarks/dropout_speed.py",
+            "configs/imdb-transformer.yaml",
+            "--set",
+            "data.max_len=512",
+            "--steps",
+            "30",
+        ),
+        minutes=5,
+        needs=IMDB,
+    ),
+    Benchmark(
+        "dropout-nsmc-pretrain-dropout0.1-limit100000",
+        (
+            "benchmarks/dropout_speed.py",
+            "configs/nsmc-pretrain.yaml",
+            "--set",
+            "model.dropout=0.1",
+            "--set",
+            "data.limit=100000",
+            "--steps",
+            "60",
+        ),
+        minutes=5,
+        needs=NSMC_PRE,
+    ),
+)
+BY_NAME = {b.name: b for b in BENCHMARKS}
+
+
+def missing_data(bench: Benchmark) -> str | None:
+    """Why ``bench`` cannot run here (a dataset split not in the data folder), or None."""
+    from attnkit.data.catalogue import dataset_path
+    from attnkit.errors import DataError
+
+    for need in bench.needs:
+        name, split, *lang = need.split(":")
+        try:
+            dataset_path(name, split, lang=lang[0] if lang else None)
+        except DataError as err:
+            return str(err)
+    return None
+
+
+def _minutes(m: float) -> str:
+    return f"~{m:g} min" if m >= 1 else "<1 min"
+
+
+def print_table() -> None:
+    rows = [
+        (b.name + (" *" if b.quick else ""), _minutes(b.minutes), b.output(), " ".join(b.args))
+        for b in BENCHMARKS
+    ]
+    head = ("name", "time", "writes", "command")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
+    for row in [head, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[3])
+    total = sum(b.minutes for b in BENCHMARKS)
+    print(
+        f"\n* = the default (quick) set. --all: {len(BENCHMARKS)} benchmarks, about "
+        f"{total / 60:.0f} hours on 2 CPU cores. Commands run with python from {ROOT}."
+    )
+
+
+def run(bench: Benchmark) -> bool:
+    print(f"=== {bench.name}: start {time.strftime('%H:%M:%S')}: python {' '.join(bench.args)}")
+    start = time.perf_counter()
+    code = subprocess.call(bench.command(), cwd=ROOT)
+    elapsed = time.perf_counter() - start
+    status = "ok" if code == 0 else f"FAILED (exit {code})"
+    print(f"=== {bench.name}: end {time.strftime('%H:%M:%S')}: {status} in {elapsed / 60:.1f} min")
+    return code == 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", metavar="NAME", help="benchmarks to run (--list)")
+    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    parser.add_argument("--all", action="store_true", help="run every benchmark (hours)")
+    args = parser.parse_args(argv)
+    if args.list:
+        print_table()
+        return 0
+    unknown = [n for n in args.names if n not in BY_NAME]
+    if unknown:
+        print(
+            f"run_all.py: error: unknown benchmark {', '.join(unknown)} (see --list)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.all and args.names:
+        print("run_all.py: error: give names or --all, not both", file=sys.stderr)
+        return 2
+    if args.names:
+        chosen = [BY_NAME[n] for n in args.names]
+    else:
+        chosen = [b for b in BENCHMARKS if args.all or b.quick]
+    if not os.environ.get("ATTNKIT_DATA") and SHARED_DATA.is_dir():
+        os.environ["ATTNKIT_DATA"] = str(SHARED_DATA)  # as the Makefile does; children inherit
+
+    from attnkit.data.paths import resolve_data_dir
+
+    print(f"data folder: {resolve_data_dir()}")
+    failed, skipped = [], []
+    for bench in chosen:
+        reason = missing_data(bench)
+        if reason:
+            print(f"=== {bench.name}: skipped: {reason}")
+            skipped.append(bench.name)
+        elif not run(bench):
+            failed.append(bench.name)
+    ran = len(chosen) - len(skipped)
+    print(
+        f"ran {ran} of {len(chosen)}: {ran - len(failed)} passed"
+        + (f", failed: {', '.join(failed)}" if failed else "")
+        + (f"; skipped (no data): {', '.join(skipped)}" if skipped else "")
+    )
+    return 1 if failed or (args.names and skipped) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,277 @@
+"""The task registry and the model registry, exercised by a task and a model that live in
+this file only: a toy tagger that marks each token "capitalised or not". Registering them
+is all it takes for ``attnkit.train / load / evaluate`` and the CLI verbs to work on them;
+neither api.py nor cli.py knows they exist. docs/extending.md walks through this file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+import attnkit
+from attnkit.cli import main
+from attnkit.config import RunConfig, check
+from attnkit.data.batching import pad_batch
+from attnkit.data.readers import read_texts
+from attnkit.data.split import split_examples
+from attnkit.models import AttnkitModel, ModelConfig, register_model
+from attnkit.models.base import param
+from attnkit.tasks import PreparedData, TaskSpec, get_task, get_tokenizer, register_task
+
+IGNORE = -100
+
+
+# ----------------------------------------------------------------------------- the model
+@dataclass
+class ToyTaggerConfig(ModelConfig):
+    """``arch: toy-linear`` for the toy ``tagger`` family."""
+
+    model_type: ClassVar[str] = "tagger"
+
+    arch: str = param("toy-linear", "toy-linear")
+    d_model: int = param(16, "token embedding size")
+    num_tags: int = param(2, "tags per token (from the data)", derived=True)
+
+    def validate(self) -> None:
+        super().validate()
+        check((self.d_model > 0, "model.d_model must be > 0"))
+
+    def build(self) -> ToyTagger:
+        return ToyTagger(self)
+
+
+class ToyTagger(AttnkitModel):
+    """ids (B, T) -> embedding (B, T, d_model) -> linear -> tag logits (B, T, num_tags)."""
+
+    config_class = ToyTaggerConfig
+
+    def __init__(self, config: ToyTaggerConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        c = self.config
+        self.embed = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_id)
+        self.head = nn.Linear(c.d_model, c.num_tags)
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        return self.head(self.embed(input_ids))  # (B, T, num_tags)
+
+
+# ----------------------------------------------------------------------------- the task
+Item = tuple[list[int], list[int]]  # (token ids, tag per token)
+
+
+class TaggingTask:
+    """What the Trainer needs: batches, the loss, the metrics."""
+
+    metric = "accuracy"
+    greater_is_better = True
+
+    def __init__(self, pad_id: int) -> None:
+        self.pad_id = pad_id
+
+    def collate(self, items: Sequence[Item]) -> dict[str, Tensor]:
+        ids, mask = pad_batch([x for x, _ in items], self.pad_id)
+        tags, _ = pad_batch([y for _, y in items], IGNORE)
+        return {"input_ids": ids, "attention_mask": mask, "tags": tags}
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
+        logits = model(batch["input_ids"])
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), batch["tags"].flatten())
+        return loss, int(batch["attention_mask"].sum())
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, Any]:
+        total, correct, n = 0.0, 0, 0
+        for batch in batches:
+            logits, tags = model(batch["input_ids"]).float(), batch["tags"]
+            real = tags != IGNORE
+            total += F.cross_entropy(logits[real], tags[real], reduction="sum").item()
+            correct += int((logits.argmax(-1)[real] == tags[real]).sum())
+            n += int(real.sum())
+        return {"loss": total / max(n, 1), "accuracy": correct / max(n, 1), "num_tokens": n}
+
+
+@dataclass
+class Tagged:
+    """One tagged text, as ``attnkit predict`` prints it."""
+
+    text: str
+    tokens: list[tuple[str, bool]]
+
+    def format(self) -> str:
+        return " ".join(f"{t}/{'C' if cap else 'l'}" for t, cap in self.tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "tokens": [[t, cap] for t, cap in self.tokens]}
+
+
+class TaggerPredictor:
+    task = "toy-tag"
+
+    def __init__(self, model: nn.Module, tokenizer, config: RunConfig, run_dir) -> None:
+        self.model, self.tokenizer, self.config, self.run_dir = (
+            model.eval(),
+            tokenizer,
+            config,
+            run_dir,
+        )
+
+    @torch.no_grad()
+    def predict(self, texts: Sequence[str]) -> list[Tagged]:
+        out = []
+        for text in texts:
+            ids = self.tokenizer.encode(text, max_len=self.config.data.max_len)
+            tags = self.model(torch.tensor([ids]))[0].argmax(-1).tolist()
+            names = [self.tokenizer.id_to_token(i) or "?" for i in ids]
+            out.append(Tagged(text, [(t, bool(g)) for t, g in zip(names, tags, strict=True)]))
+        return out
+
+    def to_json(self, predictions: Sequence[Tagged]) -> str:
+        return "\n".join(json.dumps(p.to_dict(), ensure_ascii=False) for p in predictions)
+
+
+def capitalised(tokenizer, ids: list[int]) -> list[int]:
+    """The gold tag of each token: 1 if it starts with a capital letter."""
+    return [int((tokenizer.id_to_token(i) or "x")[:1].isupper()) for i in ids]
+
+
+class ToyTagSpec(TaskSpec):
+    """task: toy-tag -- mark each token of a text file's lines as capitalised or not."""
+
+    name = "toy-tag"
+    model_family = "tagger"
+    default_arch = "toy-linear"
+
+    def validate(self, cfg: RunConfig) -> None:
+        check((cfg.data.name == "file" and bool(cfg.data.train), "toy-tag reads data.train"))
+
+    def _encode(self, tokenizer, texts: list[str], max_len: int) -> list[Item]:
+        ids = tokenizer.encode_batch(texts, max_len=max_len)
+        return [(x, capitalised(tokenizer, x)) for x in ids]
+
+    def prepare_data(self, cfg: RunConfig, tokenizer, log) -> PreparedData:
+        train, val = split_examples(read_texts(cfg.data.train), cfg.data, cfg.training.seed)
+        if tokenizer is None:
+            tokenizer = get_tokenizer(cfg.tokenizer, train, f"{len(train)} lines", log)
+        items = self._encode(tokenizer, train, cfg.data.max_len)
+        val_items = self._encode(tokenizer, val, cfg.data.max_len)
+        summary = f"data: {len(items)} train / {len(val_items)} validation lines"
+        return PreparedData(tokenizer, items, val_items, summary)
+
+    def model_inputs(self, cfg: RunConfig, tokenizer, run_info: dict) -> dict:
+        return {**super().model_inputs(cfg, tokenizer, run_info), "num_tags": 2}
+
+    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> TaggingTask:
+        return TaggingTask(data.tokenizer.pad_id)
+
+    def predictor(self, model, tokenizer, cfg, run, saved) -> TaggerPredictor:
+        return TaggerPredictor(model, tokenizer, cfg, run.path)
+
+    def evaluate(self, predictor, split, data_dir=None, batch_size=128, **options) -> dict:
+        path = getattr(predictor.config.data, split)
+        items = self._encode(predictor.tokenizer, read_texts(path), predictor.config.data.max_len)
+        task = TaggingTask(predictor.tokenizer.pad_id)
+        batches = [task.collate(items[i : i + batch_size]) for i in range(0, len(items), 64)]
+        return {**task.evaluate(predictor.model, batches), "split": split}
+
+
+register_model("tagger", "toy-linear", ToyTaggerConfig)
+register_task(ToyTagSpec(), replace=True)
+
+
+# ----------------------------------------------------------------------------- tests
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "with", "dog", "sun", "tree"]
+
+
+def _lines(n: int, seed: int) -> str:
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        words = [w.capitalize() if rng.random() < 0.4 else w for w in rng.choices(WORDS, k=6)]
+        out.append(" ".join(words))
+    return "\n".join(out) + "\n"
+
+
+@pytest.fixture
+def toy_recipe(tmp_path: Path) -> dict:
+    (tmp_path / "train.txt").write_text(_lines(200, 0), encoding="utf-8")
+    (tmp_path / "test.txt").write_text(_lines(40, 1), encoding="utf-8")
+    return {
+        "task": "toy-tag",
+        "data": {
+            "name": "file",
+            "train": str(tmp_path / "train.txt"),
+            "test": str(tmp_path / "test.txt"),
+            "val_fraction": 0.1,
+            "max_len": 12,
+        },
+        "tokenizer": {"kind": "wordpiece", "vocab_size": 80, "min_frequency": 1},
+        "model": {"arch": "toy-linear", "d_model": 8},
+        "training": {"epochs": 8, "batch_size": 16, "lr": 3e-2, "progress": False,
+                     "num_threads": 1, "log_every": 5},
+    }  # fmt: skip
+
+
+def test_a_task_and_a_model_from_outside_train_save_load_evaluate_and_predict(
+    tmp_path: Path, toy_recipe: dict, capsys
+) -> None:
+    assert get_task("toy-tag").model_family == "tagger"
+    cfg = RunConfig.from_dict(toy_recipe)
+    assert isinstance(cfg.model, ToyTaggerConfig) and cfg.model.d_model == 8
+    run = tmp_path / "run"
+    result = attnkit.train(cfg, out=run, log=lambda *_: None)
+    assert result.best_metric > 0.9  # capitalisation is a property of the token
+
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["model"]["model_type"] == "tagger" and saved["model"]["num_tags"] == 2
+    model = ToyTagger.from_pretrained(run)  # the config beside the weights is enough
+    assert model.config.vocab_size == saved["vocab_size"]
+
+    predictor = attnkit.load(run)
+    tagged = predictor.predict(["The cat Sat"])[0]
+    assert [cap for _, cap in tagged.tokens][:3] == [True, False, True]
+    report = attnkit.evaluate(run, "test")
+    assert report["accuracy"] > 0.9 and report["split"] == "test"
+
+    # the CLI verbs dispatch the same way
+    capsys.readouterr()
+    assert main(["predict", str(run), "The dog"]) == 0
+    assert capsys.readouterr().out.split()[:2] == ["The/C", "dog/l"]
+    assert main(["evaluate", str(run), "--split", "test"]) == 0
+    assert "accuracy" in capsys.readouterr().out
+    assert main(["translate", str(run), "The dog"]) == 2
+    assert "toy-tag run; use `attnkit predict`" in capsys.readouterr().err
+
+
+def test_the_cli_trains_a_registered_task(tmp_path: Path, toy_recipe: dict) -> None:
+    import yaml
+
+    recipe = tmp_path / "toy.yaml"
+    toy_recipe["training"]["epochs"] = 1
+    recipe.write_text(yaml.safe_dump(toy_recipe), encoding="utf-8")
+    assert main(["train", str(recipe), "--out", str(tmp_path / "cli-run")]) == 0
+    assert (tmp_path / "cli-run" / "model.safetensors").is_file()
+
+
+def test_registry_errors(toy_recipe: dict) -> None:
+    from attnkit.config import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown task 'toy-tagg'.*toy-tag"):
+        RunConfig.from_dict({**toy_recipe, "task": "toy-tagg"})
+    with pytest.raises(ConfigError, match="task toy-tag needs model.arch toy-linear, got 'gru'"):
+        RunConfig.from_dict({**toy_recipe, "model": {"arch": "gru"}})
+    with pytest.raises(ConfigError, match="unknown config key 'model.d_modle'.*'d_model'"):
+        RunConfig.from_dict({**toy_recipe, "model": {"d_modle": 8}})
+    with pytest.raises(ConfigError, match="model.num_tags is set by the task"):
+        RunConfig.from_dict({**toy_recipe, "model": {"num_tags": 5}})
+    with pytest.raises(ValueError, match="already registered"):
+        register_task(ToyTagSpec())
