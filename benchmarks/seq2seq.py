@@ -27,7 +27,6 @@ import torch
 import attnkit
 from attnkit.api import evaluate, train
 from attnkit.data.batching import pad_batch
-from attnkit.models.transformer import Transformer
 from attnkit.tasks import seq2seq
 from report import ROOT, command_line, machine, peak_rss_mb, publish
 
@@ -81,7 +80,8 @@ def measure_translate(out: Path, n_speed: int) -> dict:
     pairs = seq2seq.read_split(predictor.config, "test")[:n_speed]
     sources = [p.src for p in pairs]
     speed = []
-    caches = (True, False) if isinstance(predictor.model, Transformer) else (True,)
+    # a Transformer decodes with or without its KV cache; an LSTM's state is its cache
+    caches = (True, False) if predictor.config.model.arch == "transformer" else (True,)
     for beam in BEAMS:
         base = None
         for cache in caches:

@@ -252,14 +252,19 @@ def test_a_task_and_a_model_from_outside_train_save_load_evaluate_and_predict(
     assert "toy-tag run; use `attnkit predict`" in capsys.readouterr().err
 
 
-def test_the_cli_trains_a_registered_task(tmp_path: Path, toy_recipe: dict) -> None:
+def test_the_cli_trains_a_registered_task(tmp_path: Path, toy_recipe: dict, capsys) -> None:
     import yaml
 
     recipe = tmp_path / "toy.yaml"
     toy_recipe["training"]["epochs"] = 1
     recipe.write_text(yaml.safe_dump(toy_recipe), encoding="utf-8")
-    assert main(["train", str(recipe), "--out", str(tmp_path / "cli-run")]) == 0
+    out = str(tmp_path / "cli-run")
+    assert main(["train", str(recipe), "--out", out, "--device", "cpu"]) == 0
     assert (tmp_path / "cli-run" / "model.safetensors").is_file()
+    if not torch.cuda.is_available():  # a device this machine lacks: one line, exit 2
+        assert main(["train", str(recipe), "--out", out + "2", "--device", "cuda"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("attnkit: error: training.device is 'cuda' but CUDA is not")
 
 
 def test_registry_errors(toy_recipe: dict) -> None:

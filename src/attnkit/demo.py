@@ -13,6 +13,8 @@ anti-diagonal. Everything goes into ``demo_out/`` (or ``--out``).
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnkit.errors import AttnkitError, DataError, MissingFileError
 from attnkit.layers import (
     BlockConfig,
     Decoder,
@@ -118,14 +121,30 @@ def _toy(out: Path, steps: int) -> None:
     print(f"   wrote {path}")
 
 
+def _ensure_dataset(dataset: str) -> None:
+    """Download ``dataset`` unless the data folder has it; offline, a one-line DataError."""
+    from attnkit.data.catalogue import get_dataset
+    from attnkit.data.fetch import DownloadError, fetch, is_present
+    from attnkit.data.paths import resolve_data_dir
+
+    info = get_dataset(dataset)
+    if all(is_present(f) for f in info.files):
+        return
+    print(f"   {dataset} is not in the data folder: downloading it (sha256-checked)")
+    try:
+        fetch(dataset)
+    except DownloadError as err:
+        folder = resolve_data_dir() / Path(info.splits["train"]).parent
+        raise DataError(
+            f"cannot download {dataset} from {err.url}: {err.reason}; put its files in "
+            f"{folder} or run `attnkit data fetch {dataset}` when online"
+        ) from None
+
+
 def _sentiment(recipe: str, dataset: str, texts: list[str], out: Path) -> None:
     from attnkit.api import load, train
-    from attnkit.data.catalogue import get_dataset
-    from attnkit.data.fetch import fetch, is_present
 
-    if not all(is_present(f) for f in get_dataset(dataset).files):
-        print(f"   {dataset} is not in the data folder: downloading it (sha256-checked)")
-        fetch(dataset)
+    _ensure_dataset(dataset)
     run = out / Path(recipe).stem
     result = train(recipe, out=run, force=True)
     print(
@@ -140,6 +159,20 @@ def _sentiment(recipe: str, dataset: str, texts: list[str], out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the demo; attnkit's own errors (no data and no network, ...) end in one line on
+    stderr, ``attnkit: error: ...``, and exit code 2, as in the CLI (``ATTNKIT_DEBUG=1``:
+    the traceback instead)."""
+    try:
+        return _main(argv)
+    except AttnkitError as err:
+        if os.environ.get("ATTNKIT_DEBUG"):
+            raise
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"attnkit: error: {message}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(description="attnkit demo")
     parser.add_argument("--out", default="demo_out", help="folder for runs and figures")
     parser.add_argument(
@@ -150,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=600, help="toy training steps")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    for recipe in () if args.toy else ("configs/nsmc-quick.yaml", "configs/imdb-quick.yaml"):
+        if not Path(recipe).is_file():
+            raise MissingFileError(
+                f"{recipe} not found: run the demo from the repository root (or use --toy)"
+            )
 
     print("1) positional encoding (the course's 50 x 128 figure)")
     print(f"   wrote {plot_positional_encoding(50, 128, out / 'positional_encoding.png')}")
@@ -157,10 +195,6 @@ def main(argv: list[str] | None = None) -> int:
         print("2) ", end="")
         _toy(out, args.steps)
         return 0
-    for recipe in ("configs/nsmc-quick.yaml", "configs/imdb-quick.yaml"):
-        if not Path(recipe).is_file():
-            print(f"{recipe} not found: run the demo from the repository root (or use --toy)")
-            return 2
     print("2) Korean sentiment (NSMC), configs/nsmc-quick.yaml")
     _sentiment("configs/nsmc-quick.yaml", "nsmc", KOREAN, out)
     print("3) English sentiment (IMDB), configs/imdb-quick.yaml")

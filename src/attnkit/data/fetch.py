@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import http.client
 import json
 import logging
 import os
@@ -26,12 +27,22 @@ from attnkit import __version__
 from attnkit.data.catalogue import DatasetFile, get_dataset
 from attnkit.data.paths import DataError, resolve_data_dir
 
-__all__ = ["download", "fetch", "file_sha256", "is_present", "mirror_url"]
+__all__ = ["DownloadError", "download", "fetch", "file_sha256", "is_present", "mirror_url"]
 
 log = logging.getLogger(__name__)
 
 ENV_MIRROR = "ATTNKIT_MIRROR"
 _CHUNK = 1 << 20
+
+
+class DownloadError(DataError):
+    """A download that failed on the way (network, HTTP status): ``url`` and ``reason`` say
+    what and why, so that callers can reword the advice."""
+
+    def __init__(self, url: str, reason: object, hint: str = "") -> None:
+        self.url = url
+        self.reason = str(reason)
+        super().__init__(f"download failed: {url}: {reason}" + (f"; {hint}" if hint else ""))
 
 
 def file_sha256(path: str | Path, decompress: bool = False) -> str:
@@ -75,13 +86,11 @@ def _open_url(url: str, timeout: float):
     try:
         return urllib.request.urlopen(request, timeout=timeout)
     except urllib.error.HTTPError as err:
-        raise DataError(f"download failed: {url}: HTTP {err.code} {err.reason}") from None
-    except (urllib.error.URLError, OSError) as err:
+        raise DownloadError(url, f"HTTP {err.code} {err.reason}") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
         reason = getattr(err, "reason", err)
-        raise DataError(
-            f"download failed: {url}: {reason}; check the network, or use a mirror "
-            f"(--mirror / {ENV_MIRROR})"
-        ) from None
+        hint = f"check the network, or use a mirror (--mirror / {ENV_MIRROR})"
+        raise DownloadError(url, reason, hint) from None
 
 
 def download(
@@ -103,8 +112,9 @@ def download(
         timeout: socket timeout in seconds.
 
     Raises:
-        DataError: network failure or checksum mismatch. The temporary file is removed and
-            ``dest`` is left untouched.
+        DownloadError: network failure (a :class:`DataError`).
+        DataError: checksum mismatch. The temporary file is removed and ``dest`` is left
+            untouched.
     """
     from tqdm.auto import tqdm
 
@@ -133,8 +143,8 @@ def download(
                     digest.update(chunk)
                     out.write(chunk)
                     bar.update(len(chunk))
-            except OSError as err:
-                raise DataError(f"download failed: {url}: {err}") from None
+            except (OSError, http.client.HTTPException) as err:
+                raise DownloadError(url, err) from None
         actual = digest.hexdigest()
         if actual != sha256.lower():
             raise DataError(

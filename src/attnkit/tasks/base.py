@@ -29,13 +29,14 @@ from attnkit.config import RunConfig, TokenizerConfig
 from attnkit.errors import ConfigError, RunError
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
     from attnkit.run import RunDir
     from attnkit.tokenization import Tokenizer
     from attnkit.training import Task
 
-__all__ = ["PreparedData", "RunError", "TaskSpec", "get_tokenizer"]
+__all__ = ["PreparedData", "RunError", "TaskSpec", "get_tokenizer", "model_device"]
 
 Log = Callable[[str], None]
 
@@ -145,6 +146,13 @@ class TaskSpec:
     ) -> dict[str, Any]:
         """Metrics of a loaded run on a split of its dataset."""
         raise RunError(f"{self.name} runs have no evaluation on a labelled {split} split")
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """Where a model's parameters are (predictors send their inputs there)."""
+    import torch
+
+    return next(iter(model.parameters()), torch.empty(0)).device
 
 
 def get_tokenizer(tk: TokenizerConfig, texts: Iterable[str], what: str, log: Log) -> Tokenizer:

@@ -29,7 +29,15 @@ from attnkit.errors import InputError
 from attnkit.metrics import accuracy, classification_report
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, RunError, TaskSpec, get_tokenizer, require
+from attnkit.tasks.base import (
+    Log,
+    PreparedData,
+    RunError,
+    TaskSpec,
+    get_tokenizer,
+    model_device,
+    require,
+)
 from attnkit.tokenization import Tokenizer
 
 __all__ = [
@@ -277,6 +285,7 @@ class ClassifierPredictor:
         temperature: float = 1.0,
     ) -> None:
         self.model = model.eval()
+        self.device = model_device(model)  # inputs go where the weights are
         self.tokenizer = tokenizer
         self.config = config
         self.labels = list(labels)
@@ -317,7 +326,8 @@ class ClassifierPredictor:
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
             input_ids, mask = pad_batch([ids[i] for i in rows], self.tokenizer.pad_id)
-            out[rows] = self.model(input_ids, mask)[0].float()
+            logits = self.model(input_ids.to(self.device), mask.to(self.device))[0]
+            out[rows] = logits.float().cpu()
         return out
 
     def probabilities(self, ids: Sequence[Sequence[int]], batch_size: int = 64) -> Tensor:
@@ -333,7 +343,7 @@ class ClassifierPredictor:
         if not self.model.explains_by_contributions:
             raise InputError("n-gram contributions exist only for arch ngram")
         ids, _ = self._encode([text])
-        parts = self.model.contributions(torch.tensor(ids[0]))
+        parts = self.model.contributions(torch.tensor(ids[0], device=self.device))
         logits = sum((v for _, _, v in parts), self.model.bias.detach())
         k = int(logits.argmax())  # the predicted class
         out = [
@@ -349,9 +359,9 @@ class ClassifierPredictor:
             raise InputError("attention maps exist only for Transformer models (arch: transformer)")
         ids, _ = self._encode([text])
         input_ids, mask = pad_batch(ids, self.tokenizer.pad_id)
-        _, weights = self.model(input_ids, mask, need_weights=True)
+        _, weights = self.model(input_ids.to(self.device), mask.to(self.device), need_weights=True)
         tokens = [self.tokenizer.id_to_token(i) or "?" for i in ids[0]]
-        return tokens, [w[0] for w in weights]
+        return tokens, [w[0].float().cpu() for w in weights]
 
     def explain(
         self, text: str, path: str | Path, layer: int = -1, head: int | None = None

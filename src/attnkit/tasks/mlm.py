@@ -33,7 +33,7 @@ from attnkit.data.split import split_examples
 from attnkit.errors import DataError, InputError
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer, require
+from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer, model_device, require
 from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer
 
 __all__ = [
@@ -178,7 +178,9 @@ def sample_tokens(logits: Tensor, generator: torch.Generator | None = None) -> T
     sampling (one uniform number per row; ``torch.multinomial`` draws one per vocabulary
     entry, which on the CPU took a third of an ELECTRA step)."""
     cdf = logits.softmax(-1).cumsum(-1)  # (N, vocab)
-    u = torch.rand(logits.size(0), 1, generator=generator) * cdf[:, -1:]  # (N, 1)
+    where = generator.device if generator is not None else logits.device
+    u = torch.rand(logits.size(0), 1, generator=generator, device=where)
+    u = u.to(logits.device) * cdf[:, -1:]  # (N, 1)
     return torch.searchsorted(cdf, u).squeeze(-1).clamp_(max=logits.size(-1) - 1)
 
 
@@ -325,6 +327,7 @@ class FillMaskPredictor:
     ) -> None:
         # an ELECTRA run fills in with its generator (a small masked LM)
         self.model = model.masked_lm().eval()
+        self.device = model_device(self.model)
         self.tokenizer = tokenizer
         self.config = config
         self.run_dir = run_dir
@@ -337,7 +340,7 @@ class FillMaskPredictor:
         if top_k < 1:
             raise InputError(f"top_k must be >= 1, got {top_k}")
         ids = self.tokenizer.encode(text, max_len=self.config.data.max_len)
-        x = torch.tensor([ids])
+        x = torch.tensor([ids], device=self.device)
         where = x == self.tokenizer.mask_id
         if not where.any():
             raise InputError("the text has no [MASK] token to fill in")

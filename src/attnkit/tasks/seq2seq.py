@@ -48,8 +48,17 @@ from attnkit.generation import beam_search, greedy, sample
 from attnkit.metrics import bleu, perplexity
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, RunError, TaskSpec, get_tokenizer, require
+from attnkit.tasks.base import (
+    Log,
+    PreparedData,
+    RunError,
+    TaskSpec,
+    get_tokenizer,
+    model_device,
+    require,
+)
 from attnkit.tokenization import Tokenizer
+from attnkit.training import to_device
 
 __all__ = [
     "Alignment",
@@ -408,6 +417,7 @@ class Seq2SeqPredictor:
         run_dir: Path | None = None,
     ) -> None:
         self.model = model.eval()
+        self.device = model_device(model)  # inputs go where the weights are
         self.tokenizer = tokenizer
         self.config = config
         self.task = config.task
@@ -424,6 +434,11 @@ class Seq2SeqPredictor:
         if limit is not None and max_len > limit:
             raise InputError(f"max_len must be <= {limit} (the model's positional table)")
         return max_len
+
+    def _batch(self, ids: Sequence[list[int]]) -> tuple[Tensor, Tensor]:
+        """Padded ids (B, S) and mask (B, S) on the model's device."""
+        src, src_mask = pad_batch(list(ids), self.tokenizer.pad_id)
+        return src.to(self.device), src_mask.to(self.device)
 
     def _encode(self, texts: Sequence[str]) -> list[list[int]]:
         for i, text in enumerate(texts):
@@ -451,7 +466,7 @@ class Seq2SeqPredictor:
         with torch.no_grad():
             for start in range(0, len(todo), batch_size):
                 chunk = todo[start : start + batch_size]
-                src, src_mask = pad_batch([ids[i] for i in chunk], tk.pad_id)
+                src, src_mask = self._batch([ids[i] for i in chunk])
                 rows = decode(self.model, src, src_mask, tk.bos_id, tk.eos_id, tk.pad_id, **options)
                 for i, text in zip(chunk, tk.decode_batch(rows), strict=True):
                     out[i] = text
@@ -528,7 +543,7 @@ class Seq2SeqPredictor:
             cands = list(zip(names(idx.tolist()), p.tolist(), strict=True))
             steps.append(TraceStep(t + 1, prefix, cands, names([int(so_far[0, -1])])[0]))
 
-        src, src_mask = pad_batch([ids], tk.pad_id)
+        src, src_mask = self._batch([ids])
         rows = decode(
             self.model,
             src,
@@ -552,7 +567,7 @@ class Seq2SeqPredictor:
             raise InputError("this LSTM has no attention (model.attention: null): nothing to draw")
         ids = self._one(text)
         tk = self.tokenizer
-        src, src_mask = pad_batch([ids], tk.pad_id)
+        src, src_mask = self._batch([ids])
         limit = self._limit(max_len)
         out = decode(self.model, src, src_mask, tk.bos_id, tk.eos_id, tk.pad_id, limit, beam=beam)[
             0
@@ -560,7 +575,7 @@ class Seq2SeqPredictor:
         ended = len(out) < limit  # stopped at [EOS]: its row is drawn too
         # a teacher-forced pass over the decoded output gives the same attention the
         # decoding steps had (Transformer: last layer, mean of heads; LSTM: alpha_t)
-        tgt_in = torch.tensor([[tk.bos_id, *(out if ended else out[:-1])]])
+        tgt_in = torch.tensor([[tk.bos_id, *(out if ended else out[:-1])]], device=self.device)
         matrix = self.model(src, tgt_in, src_mask, need_weights=True).cross_attention[0]
         labels = [tk.id_to_token(i) or "?" for i in out]
         if ended:
@@ -568,7 +583,7 @@ class Seq2SeqPredictor:
         return Alignment(
             source=[tk.id_to_token(i) or "?" for i in ids],
             output=labels,
-            weights=matrix.float(),
+            weights=matrix.float().cpu(),
             text=tk.decode(out),
         )
 
@@ -693,7 +708,9 @@ class Seq2SeqSpec(TaskSpec):
         sampler = BucketBatchSampler(
             [item_length(it) for it in items], batch_size=batch_size, shuffle=False
         )
-        batches = (task.collate([items[i] for i in b]) for b in sampler)
+        batches = (
+            to_device(task.collate([items[i] for i in b]), predictor.device) for b in sampler
+        )
         with torch.no_grad():
             report = task.evaluate(predictor.model.eval(), batches)
         report["split"] = split
