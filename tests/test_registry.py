@@ -265,6 +265,7 @@ def test_the_cli_trains_a_registered_task(tmp_path: Path, toy_recipe: dict, caps
         assert main(["train", str(recipe), "--out", out + "2", "--device", "cuda"]) == 2
         err = capsys.readouterr().err
         assert err.startswith("attnkit: error: training.device is 'cuda' but CUDA is not")
+        assert not (tmp_path / "cli-run2").exists()  # refused before anything was written
 
 
 def test_registry_errors(toy_recipe: dict) -> None:

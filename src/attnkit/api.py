@@ -29,7 +29,7 @@ from attnkit.models import build_model
 from attnkit.run import RunDir
 from attnkit.tasks import get_task
 from attnkit.tasks.base import RunError
-from attnkit.training import Trainer, TrainResult
+from attnkit.training import Trainer, TrainResult, autocast_dtype, resolve_device
 
 __all__ = ["RunError", "calibrate", "evaluate", "load", "train"]
 
@@ -87,6 +87,8 @@ def train(
         tokenizer = None
     if device is not None:
         cfg.training.device = device
+    # the device and precision exist here? (before anything is read or written)
+    autocast_dtype(cfg.training, resolve_device(cfg.training.device))
     spec = get_task(cfg.task)
 
     if not resume:

@@ -45,6 +45,7 @@ __all__ = [
     "cpu_has_native_bf16",
     "lr_multiplier",
     "make_adamw",
+    "autocast_dtype",
     "resolve_device",
     "schedule_width",
     "to_device",
@@ -183,7 +184,7 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def _autocast_dtype(config: TrainingConfig, device: torch.device) -> torch.dtype | None:
+def autocast_dtype(config: TrainingConfig, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for ``config.bf16`` / ``config.fp16`` on ``device`` (None: fp32)."""
     where = f"(training.device resolved to {device})"
     if config.bf16 and config.fp16:
@@ -256,7 +257,7 @@ class Trainer:
         self.train_items, self.val_items = train_items, val_items
         self.run = run if isinstance(run, RunDir) else RunDir(run)
         self.device = resolve_device(config.device)
-        self.autocast_dtype = _autocast_dtype(config, self.device)
+        self.autocast_dtype = autocast_dtype(config, self.device)
         if config.bf16 and self.device.type == "cpu" and not cpu_has_native_bf16():
             warnings.warn(
                 "training.bf16 is on but this CPU has no native bf16 (avx512_bf16/amx_bf16): "
