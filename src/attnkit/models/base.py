@@ -27,8 +27,9 @@ from typing import Any, ClassVar, TypeVar
 from torch import Tensor, nn
 
 from attnkit.config import ConfigError, build_dataclass, check
+from attnkit.layers import BlockConfig
 
-__all__ = ["AttnkitModel", "ModelConfig", "Seq2SeqOutput", "param"]
+__all__ = ["AttnkitModel", "ModelConfig", "Seq2SeqOutput", "TransformerSizes", "param"]
 
 C = TypeVar("C", bound="ModelConfig")
 M = TypeVar("M", bound="AttnkitModel")
@@ -118,6 +119,61 @@ class ModelConfig:
     def hidden_width(self) -> int:
         """The width the Noam learning-rate schedule scales by (d_model^-0.5)."""
         return int(getattr(self, "d_model", 512))
+
+
+@dataclass
+class TransformerSizes(ModelConfig):
+    """The settings every Transformer stack shares (the paper's names), their checks, and
+    the ``BlockConfig`` its layers are built from. Encoder-only and encoder-decoder configs
+    add theirs."""
+
+    d_model: int = param(256, "width of every position's vector")
+    num_heads: int = param(4, "attention heads (d_model must be divisible by it)")
+    d_ff: int = param(1024, "inner width of the position-wise feed-forward network")
+    num_layers: int = param(2, "encoder layers")
+    dropout: float = param(0.1, "dropout on embeddings, sublayer outputs and in the FFN")
+    attention_dropout: float | None = param(None, "dropout on attention weights (None: dropout)")
+    positional: str = param("sinusoidal", "sinusoidal (the paper's) | learned (BERT's)")
+    norm_first: bool = param(False, "pre-norm instead of the paper's post-norm Add & Norm")
+    activation: str = param("gelu", "the feed-forward's activation: relu | gelu")
+
+    POSITIONALS: ClassVar[tuple[str, ...]] = ("sinusoidal", "learned")
+
+    def validate(self) -> None:
+        super().validate()
+        check(
+            (
+                self.d_model > 0 and self.num_heads > 0 and self.d_ff > 0 and self.num_layers > 0,
+                "model.d_model, num_heads, d_ff and num_layers must be > 0",
+            ),
+            (
+                self.d_model % max(self.num_heads, 1) == 0,
+                "model.d_model must be divisible by model.num_heads",
+            ),
+            (0.0 <= self.dropout < 1.0, "model.dropout must be in [0, 1)"),
+            (
+                self.attention_dropout is None or 0.0 <= self.attention_dropout < 1.0,
+                "model.attention_dropout must be in [0, 1)",
+            ),
+            (
+                self.positional in self.POSITIONALS,
+                f"model.positional must be one of {', '.join(self.POSITIONALS)}, "
+                f"got {self.positional!r}",
+            ),
+            (self.activation in ("relu", "gelu"), "model.activation must be relu|gelu"),
+        )
+
+    def block(self) -> BlockConfig:
+        """The per-layer sizes for ``attnkit.layers``."""
+        return BlockConfig(
+            d_model=self.d_model,
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            activation=self.activation,
+            norm_first=self.norm_first,
+        )
 
 
 @dataclass

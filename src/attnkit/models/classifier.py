@@ -33,13 +33,12 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from attnkit.attention import padding_mask
 from attnkit.config import ConfigError, check
 from attnkit.layers import (
-    BlockConfig,
     Encoder,
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
     TokenEmbedding,
 )
-from attnkit.models.base import AttnkitModel, ModelConfig, param
+from attnkit.models.base import AttnkitModel, ModelConfig, TransformerSizes, param
 
 __all__ = [
     "ARCHS",
@@ -100,57 +99,10 @@ def _real_token_mask(input_ids: Tensor, attention_mask: Tensor | None, pad_id: i
 # Transformer encoder (shared by the classifier and masked-LM pretraining)
 # --------------------------------------------------------------------------------------
 @dataclass
-class TransformerEncoderConfig(ModelConfig):
+class TransformerEncoderConfig(TransformerSizes):
     """The Transformer encoder's settings (shared by the classifier and the masked LM)."""
 
-    d_model: int = param(256, "width of every position's vector")
-    num_heads: int = param(4, "attention heads (d_model must be divisible by it)")
-    d_ff: int = param(1024, "inner width of the position-wise feed-forward network")
-    num_layers: int = param(2, "encoder layers")
-    dropout: float = param(0.1, "dropout on embeddings, sublayer outputs and in the FFN")
-    attention_dropout: float | None = param(None, "dropout on attention weights (None: dropout)")
-    positional: str = param("sinusoidal", "sinusoidal (the paper's) | learned (BERT's)")
-    norm_first: bool = param(False, "pre-norm instead of the paper's post-norm Add & Norm")
-    activation: str = param("gelu", "the feed-forward's activation: relu | gelu")
     embed_scale: bool = param(True, "multiply token embeddings by sqrt(d_model) (the paper)")
-
-    POSITIONALS: ClassVar[tuple[str, ...]] = ("sinusoidal", "learned")
-
-    def validate(self) -> None:
-        super().validate()
-        check(
-            (
-                self.d_model > 0 and self.num_heads > 0 and self.d_ff > 0 and self.num_layers > 0,
-                "model.d_model, num_heads, d_ff and num_layers must be > 0",
-            ),
-            (
-                self.d_model % max(self.num_heads, 1) == 0,
-                "model.d_model must be divisible by model.num_heads",
-            ),
-            (0.0 <= self.dropout < 1.0, "model.dropout must be in [0, 1)"),
-            (
-                self.attention_dropout is None or 0.0 <= self.attention_dropout < 1.0,
-                "model.attention_dropout must be in [0, 1)",
-            ),
-            (
-                self.positional in self.POSITIONALS,
-                f"model.positional must be one of {', '.join(self.POSITIONALS)}, "
-                f"got {self.positional!r}",
-            ),
-            (self.activation in ("relu", "gelu"), "model.activation must be relu|gelu"),
-        )
-
-    def block(self) -> BlockConfig:
-        """The per-layer sizes for ``attnkit.layers``."""
-        return BlockConfig(
-            d_model=self.d_model,
-            num_heads=self.num_heads,
-            d_ff=self.d_ff,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            activation=self.activation,
-            norm_first=self.norm_first,
-        )
 
 
 class TransformerEncoderModel(AttnkitModel):

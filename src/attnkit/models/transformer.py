@@ -20,14 +20,13 @@ from torch import Tensor, nn
 from attnkit.attention import KVCache
 from attnkit.config import ConfigError, check
 from attnkit.layers import (
-    BlockConfig,
     Decoder,
     Encoder,
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
     TokenEmbedding,
 )
-from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, param
+from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, TransformerSizes, param
 
 __all__ = ["PRESETS", "Transformer", "TransformerConfig", "TransformerStepper"]
 
@@ -51,7 +50,7 @@ PRESETS: dict[str, dict[str, int]] = {
 
 
 @dataclass
-class TransformerConfig(ModelConfig):
+class TransformerConfig(TransformerSizes):
     """``arch: transformer`` for tasks translate and chat: the paper's encoder-decoder."""
 
     model_type: ClassVar[str] = "seq2seq"
@@ -64,16 +63,7 @@ class TransformerConfig(ModelConfig):
 
     arch: str = param("transformer", "transformer")
     preset: str | None = param(None, "small | base: fills d_model/num_heads/d_ff/layers not set")
-    d_model: int = param(256, "width of every position's vector")
-    num_heads: int = param(4, "attention heads (d_model must be divisible by it)")
-    d_ff: int = param(1024, "inner width of the position-wise feed-forward network")
-    num_layers: int = param(2, "encoder layers")
     num_decoder_layers: int | None = param(None, "decoder layers (None: num_layers)")
-    dropout: float = param(0.1, "dropout on embeddings, sublayer outputs and in the FFN")
-    attention_dropout: float | None = param(None, "dropout on attention weights (None: dropout)")
-    positional: str = param("sinusoidal", "sinusoidal (the paper's) | learned")
-    norm_first: bool = param(False, "pre-norm instead of the paper's post-norm Add & Norm")
-    activation: str = param("gelu", "the feed-forward's activation: relu | gelu")
     share_embeddings: bool = param(False, "one embedding for source and target (joint vocab)")
     tie_output: bool = param(True, "output projection = target embedding (paper 3.4)")
     tgt_vocab_size: int | None = param(None, "target vocabulary if not the joint one", True)
@@ -93,42 +83,13 @@ class TransformerConfig(ModelConfig):
         super().validate()
         check(
             (
-                self.d_model > 0 and self.num_heads > 0 and self.d_ff > 0 and self.num_layers > 0,
-                "model sizes must be > 0",
-            ),
-            (
                 self.num_decoder_layers is None or self.num_decoder_layers > 0,
                 "model.num_decoder_layers must be > 0",
             ),
             (
-                self.d_model % max(self.num_heads, 1) == 0,
-                "model.d_model must be divisible by model.num_heads",
-            ),
-            (0.0 <= self.dropout < 1.0, "model.dropout must be in [0, 1)"),
-            (
-                self.attention_dropout is None or 0.0 <= self.attention_dropout < 1.0,
-                "model.attention_dropout must be in [0, 1)",
-            ),
-            (
-                self.positional in ("sinusoidal", "learned"),
-                f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}",
-            ),
-            (self.activation in ("relu", "gelu"), "model.activation must be relu|gelu"),
-            (
                 not self.share_embeddings or self.tgt_vocab_size in (None, self.vocab_size),
                 "share_embeddings needs one joint vocabulary (equal vocab sizes)",
             ),
-        )
-
-    def block(self) -> BlockConfig:
-        return BlockConfig(
-            d_model=self.d_model,
-            num_heads=self.num_heads,
-            d_ff=self.d_ff,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            activation=self.activation,
-            norm_first=self.norm_first,
         )
 
     def build(self) -> Transformer:
