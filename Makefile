@@ -30,8 +30,10 @@ lint: $(VENV)/.dev
 test: lint
 	$(VENV)/bin/pytest
 
+# the quick benchmarks (a few minutes); `make bench BENCH="nsmc-transformer ..."` or
+# BENCH=--all for others, `python benchmarks/run_all.py --list` for the list
 bench: $(VENV)/.base
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/run_all.py $(BENCH)
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
