@@ -281,3 +281,28 @@ def test_registry_errors(toy_recipe: dict) -> None:
         RunConfig.from_dict({**toy_recipe, "model": {"num_tags": 5}})
     with pytest.raises(ValueError, match="already registered"):
         register_task(ToyTagSpec())
+
+
+def test_a_plugin_task_is_found_by_its_entry_point(tmp_path: Path, monkeypatch) -> None:
+    """Another package declares ``[project.entry-points."attnkit.tasks"] name = "module"``;
+    the registry imports that module the first time the task is asked for."""
+    import importlib.metadata
+    import sys
+
+    import attnkit.tasks
+
+    (tmp_path / "toy_plugin_task.py").write_text(
+        "from test_registry import ToyTagSpec\n"
+        "from attnkit.tasks import register_task\n\n"
+        "class PluginSpec(ToyTagSpec):\n"
+        "    name = 'toy-plugin'\n\n"
+        "register_task(PluginSpec())\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(attnkit.tasks, "_REGISTRY", dict(attnkit.tasks._REGISTRY))  # undone after
+    found = [importlib.metadata.EntryPoint("toy-plugin", "toy_plugin_task", "attnkit.tasks")]
+    monkeypatch.setattr(attnkit.tasks.importlib.metadata, "entry_points", lambda group: found)
+    assert "toy-plugin" in attnkit.tasks.task_names()
+    assert "toy_plugin_task" not in sys.modules
+    assert get_task("toy-plugin").name == "toy-plugin"

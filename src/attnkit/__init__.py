@@ -3,11 +3,12 @@
 __version__ = "0.1.0"
 
 
-def load(run_dir):
-    """Load a trained run for prediction: ``attnkit.load("runs/nsmc").predict([...])``."""
+def load(run_dir, map_location="cpu"):
+    """Load a trained run for prediction: ``attnkit.load("runs/nsmc").predict([...])``;
+    ``map_location="cuda"`` puts the model on the GPU (inputs follow it)."""
     from attnkit.api import load as _load
 
-    return _load(run_dir)
+    return _load(run_dir, map_location=map_location)
 
 
 def train(*args, **kwargs):

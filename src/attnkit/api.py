@@ -77,18 +77,18 @@ def train(
             cfg = load_config(config, overrides)
         name = Path(config).stem if isinstance(config, (str, Path)) else "run"
         run = RunDir(out if out is not None else Path("runs") / name)
-        if not run.is_empty():
-            if not force:
-                raise RunError(
-                    f"{run} already holds files; use --resume to continue it, --force to "
-                    "overwrite it, or --out to choose another folder"
-                )
-            shutil.rmtree(run.path)
         tokenizer = None
     if device is not None:
         cfg.training.device = device
-    # the device and precision exist here? (before anything is read or written)
+    # the device and precision exist here? (before anything is read, written or removed)
     autocast_dtype(cfg.training, resolve_device(cfg.training.device))
+    if not resume and not run.is_empty():
+        if not force:
+            raise RunError(
+                f"{run} already holds files; use --resume to continue it, --force to "
+                "overwrite it, or --out to choose another folder"
+            )
+        shutil.rmtree(run.path)
     spec = get_task(cfg.task)
 
     if not resume:

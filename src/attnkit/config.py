@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ __all__ = [
     "build_dataclass",
     "check",
     "load_config",
+    "require",
 ]
 
 
@@ -184,12 +184,6 @@ class RunConfig:
         spec.validate(cfg)
         return cfg
 
-    def save(self, path: str | Path, extra: dict[str, Any] | None = None) -> None:
-        from attnkit.checkpoint import atomic_write_text
-
-        payload = {**self.to_dict(), **(extra or {})}
-        atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-
 
 _SECTIONS = ("task", "data", "tokenizer", "model", "training")
 
@@ -301,16 +295,19 @@ def _validate(cfg: RunConfig) -> None:
         (d.val_split in ("random", "last"), "data.val_split must be random|last"),
         (0.0 <= t.label_smoothing < 1.0, "training.label_smoothing must be in [0, 1)"),
     ]
-    for ok, message in checks:
-        if not ok:
-            raise ConfigError(message)
+    check(*checks)
+
+
+def require(ok: bool, message: str) -> None:
+    """Raise ``ConfigError(message)`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(message)
 
 
 def check(*conditions: tuple[bool, str]) -> None:
-    """Raise ``ConfigError(message)`` for the first ``(ok, message)`` that is not ok."""
+    """``require`` each ``(ok, message)`` in turn: the first that fails raises."""
     for ok, message in conditions:
-        if not ok:
-            raise ConfigError(message)
+        require(ok, message)
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

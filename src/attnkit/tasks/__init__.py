@@ -1,13 +1,18 @@
 """The task registry: the recipe's ``task:`` name -> its ``TaskSpec`` (``tasks/base.py``).
 
 Built-in tasks are imported the first time they are asked for. Adding a task = one new
-module that calls ``register_task`` + one line in ``BUILTIN``; a task defined anywhere else
-(a plugin, a test) calls ``register_task`` itself.
+module that calls ``register_task`` + one line in ``BUILTIN``. A task defined anywhere else
+calls ``register_task`` itself: a script or a test before it trains, another package from
+a module it names as an entry point, so the ``attnkit`` command finds it too:
+
+    [project.entry-points."attnkit.tasks"]
+    my-task = "my_package.my_task"        # importing it registers task "my-task"
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 
 from attnkit.config import ConfigError
 from attnkit.tasks.base import PreparedData, RunError, TaskSpec, get_tokenizer
@@ -31,6 +36,7 @@ BUILTIN: dict[str, str] = {
     "mlm": "attnkit.tasks.mlm",
 }
 
+ENTRY_POINTS = "attnkit.tasks"
 _REGISTRY: dict[str, TaskSpec] = {}
 
 
@@ -46,13 +52,24 @@ def register_task(spec: TaskSpec, replace: bool = False) -> TaskSpec:
 
 
 def task_names() -> list[str]:
-    return sorted(set(BUILTIN) | set(_REGISTRY))
+    return sorted(set(BUILTIN) | set(_REGISTRY) | set(_plugins()))
+
+
+def _plugins() -> dict[str, importlib.metadata.EntryPoint]:
+    """Tasks other packages declare (``[project.entry-points."attnkit.tasks"]``: name =
+    the module that registers it), so that the ``attnkit`` command finds them too."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)}
 
 
 def get_task(name: str) -> TaskSpec:
-    """The spec of task ``name`` (importing a built-in task's module on first use)."""
+    """The spec of task ``name``, importing on first use the module that registers it: a
+    built-in one (``BUILTIN``) or a plugin's (entry point group ``attnkit.tasks``)."""
     if name not in _REGISTRY and name in BUILTIN:
         importlib.import_module(BUILTIN[name])
+    if name not in _REGISTRY:
+        plugin = _plugins().get(name)
+        if plugin is not None:
+            plugin.load()
     if name not in _REGISTRY:
         raise ConfigError(f"unknown task {name!r} (valid: {', '.join(task_names())})")
     return _REGISTRY[name]

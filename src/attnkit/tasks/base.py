@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from attnkit.config import RunConfig, TokenizerConfig
-from attnkit.errors import ConfigError, RunError
+from attnkit.errors import RunError
 
 if TYPE_CHECKING:
     import torch
@@ -170,9 +170,3 @@ def get_tokenizer(tk: TokenizerConfig, texts: Iterable[str], what: str, log: Log
         min_frequency=tk.min_frequency,
         lowercase=tk.lowercase,
     )
-
-
-def require(ok: bool, message: str) -> None:
-    """Raise ``ConfigError(message)`` unless ``ok``."""
-    if not ok:
-        raise ConfigError(message)

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import RunConfig
+from attnkit.config import RunConfig, require
 from attnkit.data.batching import pad_batch
 from attnkit.data.paths import DataError
 from attnkit.data.readers import Examples, load_text_classification
@@ -36,7 +36,6 @@ from attnkit.tasks.base import (
     TaskSpec,
     get_tokenizer,
     model_device,
-    require,
 )
 from attnkit.tokenization import Tokenizer
 

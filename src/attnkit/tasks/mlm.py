@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from attnkit.config import ConfigError, RunConfig
+from attnkit.config import ConfigError, RunConfig, require
 from attnkit.data.batching import pad_batch
 from attnkit.data.mlm import IGNORE_INDEX, chunk_ids, mask_tokens
 from attnkit.data.readers import read_texts, read_unlabeled
@@ -33,7 +33,7 @@ from attnkit.data.split import split_examples
 from attnkit.errors import DataError, InputError
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer, model_device, require
+from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer, model_device
 from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer
 
 __all__ = [

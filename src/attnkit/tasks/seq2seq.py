@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import RunConfig
+from attnkit.config import RunConfig, require
 from attnkit.data.batching import BucketBatchSampler, pad_batch
 from attnkit.data.parallel import (
     Pair,
@@ -55,7 +55,6 @@ from attnkit.tasks.base import (
     TaskSpec,
     get_tokenizer,
     model_device,
-    require,
 )
 from attnkit.tokenization import Tokenizer
 from attnkit.training import to_device
