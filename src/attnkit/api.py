@@ -15,7 +15,6 @@ in ``attnkit.tasks`` by the recipe's ``task:``) at each; nothing here knows a ta
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,9 +37,11 @@ def _read_run(run: RunDir) -> tuple[RunConfig, dict[str, Any]]:
     """A run's config (as a RunConfig, with every model size) and its raw config.json."""
     saved = run.read_config()
     source = "first-format run" if saved["format"] == 1 else "run"
-    cfg = RunConfig.from_dict(
-        {k: saved[k] for k in ("task", "data", "tokenizer", "model", "training")}, source=source
-    )
+    sections = {k: saved[k] for k in ("task", "data", "tokenizer", "model", "training")}
+    try:
+        cfg = RunConfig.from_dict(sections, source=source)
+    except ConfigError as exc:
+        raise RunError(f"{run.config_path}: {exc}") from None
     return cfg, saved
 
 
@@ -59,15 +60,20 @@ def train(
     config (the recipe is not needed) and reproduces the uninterrupted trajectory.
     ``device`` (auto | cpu | cuda | cuda:N | mps) replaces ``training.device``, also when
     resuming: a run started on one machine can continue on another.
+
+    Nothing is lost or mixed: ``out`` must be empty, an unfinished run (killed before its
+    first checkpoint), or, with ``force``, a finished run, which is replaced only once the
+    new run's recipe, device and data are checked and ready; a folder holding anything
+    else is refused. The run directory is locked for the whole training (a second training
+    into it is refused), and a run that fails before its first checkpoint leaves nothing.
     """
     if resume:
         if out is None:
             raise RunError("--resume needs the run directory (--out RUN)")
         run = RunDir(out)
-        if not run.is_run() or not run.last_path.exists():
+        if not run.is_run() or not run.has_checkpoint():
             raise RunError(f"{run} has no resumable checkpoint (last/ is missing)")
         cfg, saved = _read_run(run)
-        tokenizer = run.load_tokenizer()
     else:
         if isinstance(config, RunConfig):
             cfg = config
@@ -77,20 +83,43 @@ def train(
             cfg = load_config(config, overrides)
         name = Path(config).stem if isinstance(config, (str, Path)) else "run"
         run = RunDir(out if out is not None else Path("runs") / name)
-        tokenizer = None
+        saved = {}
     if device is not None:
         cfg.training.device = device
     # the device and precision exist here? (before anything is read, written or removed)
     autocast_dtype(cfg.training, resolve_device(cfg.training.device))
-    if not resume and not run.is_empty():
-        if not force:
-            raise RunError(
-                f"{run} already holds files; use --resume to continue it, --force to "
-                "overwrite it, or --out to choose another folder"
-            )
-        shutil.rmtree(run.path)
-    spec = get_task(cfg.task)
+    if not resume:
+        _check_new_run_target(run, force)
+    with run.lock():
+        if not resume:
+            _check_new_run_target(run, force)  # again: it may have changed before the lock
+        return _train(cfg, run, resume, saved, log)
 
+
+def _check_new_run_target(run: RunDir, force: bool) -> None:
+    """Refuse an ``out`` a new run must not write into (see ``train``)."""
+    if run.path.exists() and not run.path.is_dir():
+        raise RunError(f"{run} is a file, not a folder: choose another --out")
+    if run.is_empty():
+        return
+    try:
+        run.read_config()
+    except RunError:
+        raise RunError(
+            f"{run} holds files that are not an attnkit run; --force only replaces run "
+            "directories: choose another --out"
+        ) from None
+    if not run.is_unfinished() and not force:
+        raise RunError(
+            f"{run} already holds files; use --resume to continue it, --force to "
+            "overwrite it, or --out to choose another folder"
+        )
+
+
+def _train(cfg: RunConfig, run: RunDir, resume: bool, saved: dict[str, Any], log) -> TrainResult:
+    """``train``'s work, under the run directory's lock."""
+    spec = get_task(cfg.task)
+    tokenizer = run.load_tokenizer() if resume else None
     if not resume:
         cfg, tokenizer = spec.before_data(cfg, tokenizer, log)
     torch.manual_seed(cfg.training.seed)
@@ -106,9 +135,13 @@ def train(
     model = build_model(cfg.model)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model: {spec.describe_model(cfg)}, {n_params:,} parameters")
+    task = spec.trainer_task(cfg, data)
     if not resume:
         spec.init_model(model, cfg, data, log)
-        run.create()
+        # everything is checked and ready: only now is an earlier run replaced
+        if not run.is_empty():
+            log(f"replacing the {'unfinished ' if run.is_unfinished() else ''}run in {run}")
+            run.clear()
         run.save_tokenizer(data.tokenizer)
         run.write_config(
             {
@@ -119,17 +152,22 @@ def train(
                 "attnkit_version": __version__,
             }
         )
-    trainer = Trainer(
-        model,
-        spec.trainer_task(cfg, data),
-        data.train,
-        [spec.item_length(it) for it in data.train],
-        data.validation,
-        [spec.item_length(it) for it in data.validation],
-        cfg.training,
-        run,
-    )
-    result = trainer.fit(resume=resume)
+    try:
+        trainer = Trainer(
+            model,
+            task,
+            data.train,
+            [spec.item_length(it) for it in data.train],
+            data.validation,
+            [spec.item_length(it) for it in data.validation],
+            cfg.training,
+            run,
+        )
+        result = trainer.fit(resume=resume)
+    except BaseException:
+        if not resume and not run.has_checkpoint() and not run.has_weights():
+            run.clear()  # failed or interrupted before anything worth keeping: leave nothing
+        raise
     spec.after_training(run, cfg, data, log)
     return result
 

@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from attnkit.errors import MissingFileError
+from attnkit.errors import MissingFileError, RunError
 
 __all__ = [
     "atomic_write_text",
@@ -42,15 +43,38 @@ __all__ = [
 ]
 
 
+def fsync_path(path: str | os.PathLike) -> None:
+    """Flush a file's (or a folder's entries') data to the disk, so that a rename that
+    follows survives a power cut. A no-op where the system cannot open folders (Windows)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace_durably(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+    """``os.replace(tmp, path)`` after ``tmp``'s data reached the disk, then the folder's."""
+    fsync_path(tmp)
+    os.replace(tmp, path)
+    fsync_path(Path(path).parent)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` via a temporary file + ``os.replace``."""
+    """Write ``text`` (UTF-8) to ``path`` via a temporary file (unique per process) that is
+    fsync'ed and renamed into place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.replace(tmp, path)
+        replace_durably(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -63,7 +87,7 @@ def _atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata=
     os.close(fd)
     try:
         save_file(tensors, tmp, metadata=metadata)
-        os.replace(tmp, path)
+        replace_durably(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -84,14 +108,46 @@ def save_model_weights(model: nn.Module, path: str | os.PathLike) -> Path:
     return Path(path)
 
 
+def read_tensors(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
+    """The tensors of a safetensors file; a missing, truncated or foreign file (a pickle
+    named .safetensors, say) is a one-line ``RunError`` naming it. Nothing is executed."""
+    try:
+        return load_file(str(path), device=str(map_location))
+    except FileNotFoundError:
+        raise MissingFileError(f"{path} is missing") from None
+    except (SafetensorError, OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunError(f"{path} is damaged or not a safetensors file ({reason})") from None
+
+
 def load_model_weights(
     model: nn.Module,
     path: str | os.PathLike,
     strict: bool = True,
     map_location: str | torch.device = "cpu",
 ) -> None:
-    """Load safetensors weights into ``model`` (copied onto each parameter's own device)."""
-    model.load_state_dict(load_file(str(path), device=str(map_location)), strict=strict)
+    """Load safetensors weights into ``model`` (copied onto each parameter's own device).
+    Weights that do not fit the model (missing or extra tensors, other shapes) are a
+    one-line ``RunError`` that says which."""
+    tensors = read_tensors(path, map_location)
+    own = model.state_dict()
+    missing = [k for k in own if k not in tensors] if strict else []
+    extra = [k for k in tensors if k not in own] if strict else []
+    shapes = [
+        f"{k} is {tuple(v.shape)} in the file, {tuple(own[k].shape)} in the model"
+        for k, v in tensors.items()
+        if k in own and v.shape != own[k].shape
+    ]
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} tensors missing (e.g. {missing[0]})")
+    if extra:
+        problems.append(f"{len(extra)} unexpected tensors (e.g. {extra[0]})")
+    if shapes:
+        problems.append(f"{len(shapes)} of other shapes (e.g. {shapes[0]})")
+    if problems:
+        raise RunError(f"{path} does not match the model's config: {'; '.join(problems)}")
+    model.load_state_dict(tensors, strict=strict)
 
 
 def rng_state() -> dict[str, Any]:
@@ -169,6 +225,7 @@ def save_training_state(
             shutil.rmtree(old, ignore_errors=True)
             os.replace(last, old)
         os.replace(tmp, last)
+        fsync_path(run_dir)
         shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -191,12 +248,21 @@ def load_training_state(
             last = old
         else:
             raise MissingFileError(f"no resumable checkpoint in {last}")
-    state = json.loads((last / "state.json").read_text(encoding="utf-8"))
+    try:
+        state = json.loads((last / "state.json").read_text(encoding="utf-8"))
+        if not isinstance(state, dict) or not {"step", "optimizer"} <= set(state):
+            raise ValueError("not a checkpoint state")
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{last / 'state.json'} is damaged ({exc})") from None
     load_model_weights(model, last / "model.safetensors", map_location=map_location)
-    tensors = load_file(str(last / "optimizer.safetensors"), device=str(map_location))
+    tensors = read_tensors(last / "optimizer.safetensors", map_location)
     torch_rng = tensors.pop("__rng_torch__").cpu()
     n_cuda = sum(key.startswith("__rng_cuda_") for key in tensors)
     cuda_rng = [tensors.pop(f"__rng_cuda_{i}__").cpu() for i in range(n_cuda)]
-    optimizer.load_state_dict(_unflatten_optimizer(tensors, state.pop("optimizer")))
+    try:
+        optimizer.load_state_dict(_unflatten_optimizer(tensors, state.pop("optimizer")))
+    except (KeyError, ValueError, RuntimeError) as exc:
+        where = last / "optimizer.safetensors"
+        raise RunError(f"{where} does not match the model's optimizer ({exc})") from None
     set_rng_state({"torch": torch_rng, "python": state.pop("rng_python"), "cuda": cuda_rng})
     return state

@@ -9,6 +9,7 @@
       last/               latest weights + optimizer + state.json: what ``--resume`` reads
       metrics.jsonl       one JSON object per log / evaluation step
       curves.png          learning curves
+      .lock               held (flock) by the process training here; says who that is
 
 Every file is written to a temporary name and renamed into place (``attnkit.checkpoint``),
 so a crash never leaves a half-written file.
@@ -21,8 +22,12 @@ that time took from elsewhere (vocabulary, padding id, ``data.max_len``, number 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
+import shutil
+import socket
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +38,7 @@ from attnkit.checkpoint import (
     save_model_weights,
     save_training_state,
 )
+from attnkit.errors import RunError
 
 if TYPE_CHECKING:
     import torch
@@ -40,7 +46,7 @@ if TYPE_CHECKING:
 
     from attnkit.tokenization import Tokenizer
 
-__all__ = ["FORMAT", "RunDir"]
+__all__ = ["FORMAT", "RunDir", "RunLock"]
 
 FORMAT = 2  # config.json layout version; 1 = before the model section held every size
 # the model family each task of the first format trained (used to read those runs)
@@ -61,6 +67,7 @@ class RunDir:
     LAST = "last"
     METRICS = "metrics.jsonl"
     CURVES = "curves.png"
+    LOCK = ".lock"
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
@@ -110,18 +117,48 @@ class RunDir:
         return any((self.path / d / "state.json").is_file() for d in (self.LAST, ".last.old"))
 
     def is_empty(self) -> bool:
-        return not self.path.exists() or not any(self.path.iterdir())
+        """True if there is nothing here but (maybe) the lock file."""
+        return not self.path.exists() or all(p.name == self.LOCK for p in self.path.iterdir())
+
+    def is_unfinished(self) -> bool:
+        """A run that was started but saved nothing to continue from or to use (killed or
+        failed before its first checkpoint): it may be started again in its place."""
+        return self.is_run() and not self.has_checkpoint() and not self.has_weights()
 
     def create(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
 
+    def clear(self) -> None:
+        """Remove everything in the run directory but the lock (before a run replaces it)."""
+        for entry in self.path.iterdir():
+            if entry.name == self.LOCK:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+    def lock(self) -> RunLock:
+        """An exclusive lock on this run directory (``with run.lock(): ...``): a second
+        training or ``--resume`` of the same folder is refused while it is held."""
+        return RunLock(self)
+
     # ------------------------------------------------------------------ config.json
     def read_config(self) -> dict[str, Any]:
         """config.json as a dict; a first-format run's ``model`` section is completed (see
-        the module docstring) and ``format`` says which format it was written in."""
-        raw = json.loads(self.config_path.read_text(encoding="utf-8"))
-        if not isinstance(raw, dict) or "task" not in raw:
-            raise ValueError(f"{self.config_path} is not an attnkit run config")
+        the module docstring) and ``format`` says which format it was written in. A
+        damaged file is a one-line ``RunError`` naming it."""
+        try:
+            raw = json.loads(self.config_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise RunError(f"{self} is not a run directory (no config.json)") from None
+        except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
+            raise RunError(f"{self.config_path} is damaged ({_first_line(exc)})") from None
+        if not isinstance(raw, dict):
+            raise RunError(f"{self.config_path} must hold a JSON object, not {type(raw).__name__}")
+        missing = [k for k in ("task", "data", "tokenizer", "model", "training") if k not in raw]
+        if missing:
+            raise RunError(f"{self.config_path} lacks {', '.join(missing)}: not an attnkit run")
         if "format" not in raw:
             raw = _upgrade_first_format(raw, self)
         return raw
@@ -214,3 +251,58 @@ def _pad_id(run: RunDir) -> int:
         return int(vocab["[PAD]"]) if isinstance(vocab, dict) else 0
     except (OSError, KeyError, TypeError, ValueError):
         return 0
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class RunLock:
+    """An exclusive, advisory lock on a run directory (``flock`` on its ``.lock`` file),
+    held for a whole training: two processes never write into one run. The lock file says
+    who holds it (pid, host, start time, command), for the error the second one gets. The
+    operating system drops the lock when the process ends, however it ends. A folder this
+    lock created and that holds nothing else when it is released is removed again.
+    Where ``fcntl`` does not exist (Windows) the lock is a no-op."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.run = run
+        self.path = run.path / RunDir.LOCK
+        self._fd: int | None = None
+        self._created = False
+
+    def __enter__(self) -> RunLock:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return self
+        self._created = not self.run.path.exists()
+        self.run.create()
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 500).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise RunError(
+                f"{self.run} is in use by {holder}; wait for it to finish or choose another --out"
+            ) from None
+        since = datetime.datetime.now().isoformat(timespec="seconds")
+        command = " ".join(sys.argv[:3])[:120]
+        os.ftruncate(fd, 0)
+        os.write(
+            fd, f"pid {os.getpid()} on {socket.gethostname()} since {since} ({command})".encode()
+        )
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is None:
+            return
+        if self._created and self.run.is_empty():  # nothing was written: leave no trace
+            self.path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self.run.path.rmdir()
+        os.close(self._fd)  # closing the descriptor releases the flock
+        self._fd = None
