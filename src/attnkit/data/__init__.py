@@ -1,6 +1,11 @@
-"""Datasets: catalogue, download, readers and batching."""
+"""Datasets: catalogue, download, readers and batching.
 
-from attnkit.data.batching import BucketBatchSampler, pad_batch
+``BucketBatchSampler`` and ``pad_batch`` are imported on first use: they need torch, and the
+catalogue, fetch and readers do not (``attnkit data list`` starts in a fraction of a second).
+"""
+
+from typing import TYPE_CHECKING
+
 from attnkit.data.catalogue import (
     ConvertedFile,
     DatasetFile,
@@ -20,6 +25,18 @@ from attnkit.data.readers import (
     read_table,
     train_val_split,
 )
+
+if TYPE_CHECKING:
+    from attnkit.data.batching import BucketBatchSampler, pad_batch
+
+
+def __getattr__(name: str):
+    if name in ("BucketBatchSampler", "pad_batch"):
+        from attnkit.data import batching
+
+        return getattr(batching, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BucketBatchSampler",

@@ -26,11 +26,14 @@ __all__ = [
 class ConvertedFile:
     """A file that a converter writes from a downloaded archive.
 
-    ``sha256`` is the checksum of the file's *decompressed* content (``None``: not checked).
+    ``sha256`` is the checksum of the file's *decompressed* content (``None``: not checked);
+    ``size`` the length of that content in bytes if known (``attnkit data list`` compares it
+    with the gzip trailer to spot a truncated file without decompressing it).
     """
 
     relpath: str
     sha256: str | None = None
+    size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,9 @@ class DatasetFile:
             (``convert`` set) this is only where the archive sits while it is converted.
         url: the upstream URL.
         sha256: SHA-256 of the bytes served at ``url`` (always verified before anything is kept).
-        size: size in bytes at ``url`` if known (for progress bars and listings).
+        size: size in bytes at ``url`` if known (for progress bars, and for the quick check of
+            ``attnkit data list``: the stored file's size, or for ``compress`` the size in its
+            gzip trailer).
         compress: gzip the download when storing it (``relpath`` then ends in ``.gz``); a stored
             file is recognised as present when its decompressed content matches ``sha256``.
         convert: name of the converter that turns the archive into ``outputs`` (e.g. ``"imdb"``).
@@ -165,10 +170,12 @@ _DATASETS: tuple[DatasetInfo, ...] = (
                     ConvertedFile(
                         "imdb/train.jsonl.gz",
                         "2660b5f41d92414f7d89d583a19ab43a548089661a83c5a254c72b8fdaebcf97",
+                        size=34_456_238,
                     ),
                     ConvertedFile(
                         "imdb/test.jsonl.gz",
                         "8fd0edaf99cf0f8a1e601773b6dba48c7f560671cb9ab8b301b6e73205c8aac6",
+                        size=33_674_569,
                     ),
                 ),
             ),

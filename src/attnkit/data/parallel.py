@@ -12,11 +12,14 @@ import csv
 import gzip
 import io
 import random
+import re
+import zlib
 from pathlib import Path
 from typing import NamedTuple
 
 from attnkit.data.catalogue import dataset_path
-from attnkit.data.paths import DataError
+from attnkit.data.paths import DataError, read_error_reason
+from attnkit.data.readers import allow_long_csv_fields
 
 __all__ = ["Pair", "read_chatbot", "read_multi30k", "read_parallel_files", "read_parallel_tsv"]
 
@@ -26,19 +29,28 @@ class Pair(NamedTuple):
     tgt: str
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 def _read_lines(path: Path) -> list[str]:
+    """The lines of a text file (``.gz`` decompressed), ending at ``\n``, ``\r\n`` or a lone
+    ``\r`` (classic Mac) only: not at the other breaks of ``str.splitlines`` (``\x85``,
+    ``\u2028``, ...), which would shift one side of an aligned corpus."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as f:
             raw = f.read()
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataError(f"cannot read {path}: {read_error_reason(exc)}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise DataError(f"{path} is not valid UTF-8 (line {line})") from None
-    return text.splitlines()
+    lines = _LINE_END.split(text)
+    if lines[-1] == "":  # the file ends with a line break (or is empty)
+        lines.pop()
+    return lines
 
 
 def read_parallel_files(src_path: str | Path, tgt_path: str | Path) -> list[Pair]:
@@ -91,7 +103,11 @@ def read_chatbot(split: str, data_dir: str | Path | None = None, seed: int = 0) 
         raise DataError(f"chatbot-ko splits are train, validation, test; got '{split}'")
     path = dataset_path("chatbot-ko", "train", data_dir)
     text = "\n".join(_read_lines(path))
-    rows = list(csv.DictReader(io.StringIO(text)))
+    allow_long_csv_fields()
+    try:
+        rows = list(csv.DictReader(io.StringIO(text)))
+    except csv.Error as err:
+        raise DataError(f"{path}: {err}") from None
     if not rows or not {"Q", "A"} <= set(rows[0]):
         raise DataError(f"{path}: expected a CSV header with Q and A columns")
     questions = sorted({r["Q"].strip() for r in rows})

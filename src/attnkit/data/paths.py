@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
 import os
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
 from attnkit.errors import DataError
 
-__all__ = ["DataError", "DatasetNotFoundError", "resolve_data_dir"]
+__all__ = ["DataError", "DatasetNotFoundError", "read_error_reason", "resolve_data_dir"]
 
 ENV_DATA_DIR = "ATTNKIT_DATA"
 
@@ -29,6 +31,20 @@ class DatasetNotFoundError(DataError):
             f"{what} not found; looked at: {tried}; get it with `attnkit data fetch {name}`, "
             f"or point --data-dir / {ENV_DATA_DIR} at a folder that has it"
         )
+
+
+def read_error_reason(err: BaseException) -> str:
+    """Say in a few words why a data file could not be read: a truncated or corrupt gzip file
+    (``EOFError``, ``gzip.BadGzipFile``, ``zlib.error``) or an OS error (without its traceback)."""
+    if isinstance(err, EOFError):
+        return "truncated gzip file (the compressed data ends early)"
+    if isinstance(err, gzip.BadGzipFile):
+        return f"not a valid gzip file ({err})"
+    if isinstance(err, zlib.error):
+        return f"corrupt gzip data ({err})"
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    return str(err) or type(err).__name__
 
 
 def resolve_data_dir(data_dir: str | Path | None = None) -> Path:

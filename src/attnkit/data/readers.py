@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import os
 import random
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import IO, NamedTuple, TypeVar
 
 from attnkit.data.catalogue import dataset_path, get_dataset
-from attnkit.data.paths import DataError, DatasetNotFoundError
+from attnkit.data.paths import DataError, DatasetNotFoundError, read_error_reason
 
 __all__ = [
     "Example",
@@ -57,33 +58,58 @@ class Examples(list[Example]):
         self.dropped = dropped
 
 
+CSV_FIELD_LIMIT = 2**31 - 1  # csv's default (131,072 characters) is too small for long texts
+
+
+def allow_long_csv_fields() -> None:
+    """Raise :func:`csv.field_size_limit` (process-wide) so that long fields are read: to
+    ``CSV_FIELD_LIMIT``, or the largest value this platform's C ``long`` takes."""
+    limit = CSV_FIELD_LIMIT
+    while csv.field_size_limit() < limit:
+        try:
+            csv.field_size_limit(limit)
+        except OverflowError:
+            limit //= 2
+
+
 def _iter_lines(path: Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` (line ending kept; lines end at ``\n`` only).
 
-    A gzip file (``.gz``) is decompressed and a UTF-8 byte-order mark is removed. Bytes that are
-    not UTF-8 raise :class:`DataError` naming the file and the line.
+    A gzip file (``.gz``) is decompressed and a UTF-8 byte-order mark is removed. A file with
+    no ``\n`` at all but ``\r`` in it has classic Mac (CR-only) line endings: it is split at
+    ``\r``, and each line ends in ``\n``. Bytes that are not UTF-8, and a truncated or corrupt
+    gzip file, raise :class:`DataError` naming the file (and the line, for bad bytes).
     """
     opener = gzip.open if path.name.endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8-sig", newline="\n") as fh:
-            yield from enumerate(fh, start=1)
+            first = fh.readline()
+            if "\r" in first and not first.endswith("\n"):  # the whole file, CR-only endings
+                yield from enumerate(io.StringIO(first, newline=None), start=1)
+                return
+            if first:
+                yield 1, first
+            yield from enumerate(fh, start=2)
     except UnicodeDecodeError:
         raise _decode_error(path, opener) from None
     except (OSError, EOFError, zlib.error) as err:
-        raise DataError(f"cannot read {path}: {err}") from None
+        raise DataError(f"cannot read {path}: {read_error_reason(err)}") from None
 
 
 def _decode_error(path: Path, opener: Callable[..., IO[bytes]]) -> DataError:
     """Find the first line of ``path`` that is not UTF-8 and describe it."""
-    with opener(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                return DataError(
-                    f"{path}: line {lineno}: not valid UTF-8 ({err.reason} at byte {err.start} "
-                    "of the line); save the file as UTF-8"
-                )
+    try:
+        with opener(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    return DataError(
+                        f"{path}: line {lineno}: not valid UTF-8 ({err.reason} at byte "
+                        f"{err.start} of the line); save the file as UTF-8"
+                    )
+    except (OSError, EOFError, zlib.error) as err:  # corrupt gzip data that decoded to junk
+        return DataError(f"cannot read {path}: {read_error_reason(err)}")
     return DataError(f"{path}: not valid UTF-8; save the file as UTF-8")
 
 
@@ -182,6 +208,7 @@ def _rows(path: Path, fmt: str) -> Iterator[tuple[int, list[str] | dict]]:
             current[0] = lineno
             yield line
 
+    allow_long_csv_fields()
     if fmt == "tsv":
         reader = csv.reader(tracked(), delimiter="\t", quoting=csv.QUOTE_NONE)
     else:
