@@ -38,10 +38,11 @@ def _positive_int(text: str) -> int:
 
 # ----------------------------------------------------------------------------- plot
 def _cmd_plot_pe(args: argparse.Namespace) -> int:
-    from attnkit.viz import plot_positional_encoding
+    from attnkit.viz import check_output_path, plot_positional_encoding
 
     if args.d_model < 2:
         raise UsageError("--d-model must be at least 2")
+    check_output_path(args.output)
     path = plot_positional_encoding(args.max_len, args.d_model, args.output)
     print(f"wrote {path}")
     return 0
@@ -51,15 +52,15 @@ def _cmd_plot_curves(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from attnkit.viz import plot_curves
+    from attnkit.viz import check_output_path, plot_curves
 
     source = Path(args.run)
     if source.is_dir():
         source = source / "metrics.jsonl"
     if not source.is_file():
         raise UsageError(f"no metrics file at {source}")
+    out = check_output_path(args.output or source.with_name("curves.png"))
     rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line]
-    out = args.output or str(source.with_name("curves.png"))
     print(f"wrote {plot_curves(rows, out)}")
     return 0
 
@@ -82,16 +83,41 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
 
 # ----------------------------------------------------------------------------- data
 def _cmd_data_list(args: argparse.Namespace) -> int:
+    """The catalogue, each dataset marked yes / no / bad. By default a quick check (sizes,
+    gzip headers and trailers: no file is read through unless it looks damaged); with --verify
+    the sha256 of every file. A leftover ``*.part`` of an interrupted download is named, and
+    never counted as data."""
+    import glob
+
     from attnkit.data.catalogue import list_datasets
-    from attnkit.data.fetch import is_present
+    from attnkit.data.fetch import check_file
     from attnkit.data.paths import resolve_data_dir
 
     root = resolve_data_dir(args.data_dir)
     print(f"data directory: {root}")
     for info in list_datasets():
-        have = all(is_present(f, root) for f in info.files)
-        mark = "yes" if have else "no "
+        checks = [c for f in info.files for c in check_file(f, root, verify=args.verify)]
+        states = {c.status for c in checks}
+        mark = "bad" if "bad" in states else "no " if "missing" in states else "yes"
         print(f"  [{mark}] {info.name:16s} {info.language:6s} {info.task:22s} {info.description}")
+        for check in checks:
+            if check.status == "bad":
+                print(
+                    f"        {check.path.relative_to(root)}: {check.reason}; "
+                    f"`attnkit data fetch {info.name}` downloads it again"
+                )
+        stored = {root / f.relpath for f in info.files} | {c.path for c in checks}
+        parts = sorted(
+            str(part.relative_to(root))
+            for path in stored
+            if path.parent.is_dir()
+            for part in path.parent.glob(f"{glob.escape(path.name)}.*")
+            if part.name.endswith(".part")
+        )
+        if parts:
+            print(f"        interrupted download, not data (fetch removes it): {', '.join(parts)}")
+    if not args.verify:
+        print("(quick check of sizes and gzip trailers; --verify compares every sha256)")
     return 0
 
 
@@ -110,12 +136,22 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     )
     lst = actions.add_parser("list", help="the dataset catalogue and what is present locally")
     lst.add_argument("--data-dir", help="data folder (default: $ATTNKIT_DATA, ~/.cache/attnkit)")
+    lst.add_argument(
+        "--verify",
+        action="store_true",
+        help="read every file and compare its sha256 with the catalogue (slower); by default "
+        "only sizes and gzip headers/trailers are checked",
+    )
     lst.set_defaults(func=_cmd_data_list)
-    fetch = actions.add_parser("fetch", help="download a dataset (sha256-verified)")
+    fetch = actions.add_parser(
+        "fetch",
+        help="download a dataset (sha256-verified); a missing or damaged file is downloaded "
+        "again, an intact one is skipped",
+    )
     fetch.add_argument("name")
     fetch.add_argument("--data-dir", help="data folder (default: $ATTNKIT_DATA, ~/.cache/attnkit)")
     fetch.add_argument("--mirror", help="base URL or folder to download from instead of upstream")
-    fetch.add_argument("--force", action="store_true", help="download even if present")
+    fetch.add_argument("--force", action="store_true", help="download even if present and intact")
     fetch.set_defaults(func=_cmd_data_fetch)
 
 
@@ -133,6 +169,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     out = args.out
     if args.resume and out is None:
         out = args.config  # `attnkit train --resume runs/NAME` is accepted too
+    if out is not None:
+        _check_run_folder(out)
     result = train(
         args.config if not args.resume else None,
         out,
@@ -147,6 +185,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
         f"metric {best} (step {result.best_step}); run in {result.run_dir}"
     )
     return 0
+
+
+def _check_run_folder(out: str) -> None:
+    """--out must be a folder or a place where one can be made: not a file, not under one."""
+    from pathlib import Path
+
+    for p in (Path(out), *Path(out).parents):
+        if os.path.isdir(p):
+            return
+        if os.path.lexists(p):
+            if p == Path(out):
+                raise UsageError(f"--out {out} is a file, not a folder")
+            raise UsageError(f"--out {out}: {p} is a file, not a folder")
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -252,6 +303,46 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     cal.set_defaults(func=_cmd_calibrate)
 
 
+# ----------------------------------------------------------------------------- text input
+def _check_text(text: str, number: int) -> str:
+    """``text`` (input ``number``), unless it came from bytes that are not UTF-8: those reach
+    Python as lone surrogates (argv and stdin decode with surrogateescape)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise UsageError(
+            f"input {number} is not valid UTF-8 ({what} at character {exc.start + 1})"
+        ) from None
+    return text
+
+
+def _stdin_bytes() -> bytes:
+    stdin = sys.stdin
+    if hasattr(stdin, "buffer"):
+        return stdin.buffer.read()
+    return stdin.read().encode("utf-8", "surrogateescape")  # a text-only stream (tests)
+
+
+def _decode_lines(raw: bytes, where: str, before: int, keep_blank: bool) -> list[str]:
+    """One text per line of ``raw`` (newline, CRLF or CR; a UTF-8 BOM is dropped); blank
+    lines dropped unless ``keep_blank``; ``before``: the inputs before these, to number
+    them in errors. A line that is not UTF-8 is an error naming its input and line."""
+    texts: list[str] = []
+    for number, line in enumerate(raw.removeprefix(b"\xef\xbb\xbf").splitlines(), 1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(
+                f"input {before + len(texts) + 1} is not valid UTF-8 (line {number}) "
+                f"{where}: byte 0x{line[exc.start]:02x} at byte {exc.start + 1}"
+            ) from None
+        if keep_blank or text.strip():
+            texts.append(text)
+    return texts
+
+
 # ----------------------------------------------------------------------------- predict
 def _read_inputs(args: argparse.Namespace) -> list[str]:
     texts: list[str] = []
@@ -260,16 +351,11 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
         sources.append("@" + args.file)
     for item in sources:
         if item == "-" or item.startswith("@"):
-            raw = sys.stdin.buffer.read() if item == "-" else _read_file_bytes(item[1:])
-            where = "stdin" if item == "-" else item[1:]
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                line = raw[: exc.start].count(b"\n") + 1
-                raise UsageError(f"{where} is not valid UTF-8 (line {line})") from None
-            texts.extend(line for line in text.splitlines() if line.strip())
+            raw = _stdin_bytes() if item == "-" else _read_file_bytes(item[1:])
+            where = "on stdin" if item == "-" else f"in {item[1:]}"
+            texts.extend(_decode_lines(raw, where, len(texts), keep_blank=False))
         else:
-            texts.append(item)
+            texts.append(_check_text(item, len(texts) + 1))
     if not texts:
         raise UsageError("no input text (give TEXT..., - for stdin, or --file)")
     for i, text in enumerate(texts, 1):
@@ -292,8 +378,14 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from attnkit.api import load
 
     texts = _read_inputs(args)
+    if args.explain:  # a figure that cannot be written fails before any work
+        from attnkit.viz import check_output_path
+
+        check_output_path(args.explain)
     predictor = load([args.run, *args.ensemble])
     _require_verb(predictor, "predict", args.run)
+    if args.explain and not hasattr(predictor, "explain"):
+        raise UsageError(f"--explain has nothing to draw for a {predictor.task} run")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         predictions = predictor.predict(texts)
@@ -305,8 +397,6 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         for p in predictions:
             print(p.format())
     if args.explain:
-        if not hasattr(predictor, "explain"):
-            raise UsageError(f"--explain has nothing to draw for a {predictor.task} run")
         path = predictor.explain(texts[0], args.explain, layer=args.layer, head=args.head)
         print(f"wrote {path}", file=sys.stderr)
     return 0
@@ -355,15 +445,9 @@ def _read_lines_kept(args: argparse.Namespace) -> list[str]:
     texts: list[str] = []
     for item in args.text:
         if item == "-":
-            raw = sys.stdin.buffer.read()
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                line = raw[: exc.start].count(b"\n") + 1
-                raise UsageError(f"stdin is not valid UTF-8 (line {line})") from None
-            texts.extend(text.splitlines())
+            texts.extend(_decode_lines(_stdin_bytes(), "on stdin", len(texts), keep_blank=True))
         else:
-            texts.append(item)
+            texts.append(_check_text(item, len(texts) + 1))
     return texts
 
 
@@ -384,6 +468,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     import json
     import warnings
 
+    from attnkit.tasks.base import one_line
     from attnkit.tasks.seq2seq import format_trace
 
     if not args.text:
@@ -391,6 +476,10 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     if args.trace and args.beam > 1:
         raise UsageError("--trace shows greedy decoding step by step; leave out --beam")
     texts = _read_lines_kept(args)
+    if args.show_attention:  # a figure that cannot be written fails before any work
+        from attnkit.viz import check_output_path
+
+        check_output_path(args.show_attention)
     predictor = _load_for(args.run, "translate")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -409,7 +498,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
                     print(json.dumps(row, ensure_ascii=False))
                 else:
                     print(format_trace(steps))
-                    print(output)
+                    print(one_line(output))
         else:
             outputs = predictor.translate(texts, beam=args.beam, max_len=args.max_len)
             if args.json:
@@ -417,7 +506,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
                     print(predictor.to_json(texts, outputs))
             else:
                 for line in outputs:
-                    print(line)
+                    print(one_line(line))
         sys.stdout.flush()
         if args.show_attention:
             first = next((t for t in texts if t.strip()), None)
@@ -441,13 +530,14 @@ def _sampling_args(args: argparse.Namespace) -> None:
 def _cmd_chat(args: argparse.Namespace) -> int:
     import warnings
 
-    _sampling_args(args)
-    predictor = _load_for(args.run, "chat")
-    turn = 0
+    from attnkit.tasks.base import one_line
 
-    def answer(text: str) -> str:
-        nonlocal turn
-        turn += 1
+    _sampling_args(args)
+    texts = _read_lines_kept(args) if args.text else None
+    predictor = _load_for(args.run, "chat")
+
+    def answer(text: str, turn: int) -> str:
+        """The answer to ``text`` on one line (the seed of turn n is --seed + n - 1)."""
         if not text.strip():
             return ""
         seed = None if args.seed is None else args.seed + turn - 1
@@ -462,23 +552,39 @@ def _cmd_chat(args: argparse.Namespace) -> int:
                 max_len=args.max_len,
             )
         _print_warnings(caught)
-        return out
+        return one_line(out)
 
-    if args.text:  # one-shot: answer the given texts and exit
-        for text in args.text:
-            print(answer(text))
+    if texts is not None:  # one-shot: answer the given texts (and stdin lines for -), exit
+        for turn, text in enumerate(texts, 1):
+            print(answer(text, turn))
         return 0
     interactive = sys.stdin.isatty()
     if interactive:
         print(f"chatting with {args.run} (Ctrl-D or Ctrl-C to quit)", file=sys.stderr)
+    stdin = getattr(sys.stdin, "buffer", None)  # bytes: a line that is not UTF-8 is skipped
+    turn = 0
     try:
         while True:
             if interactive:
                 print("> ", end="", file=sys.stderr, flush=True)
-            line = sys.stdin.readline()
-            if not line:  # EOF
+            if stdin is not None:
+                raw = stdin.readline()
+            else:  # a text-only stream (tests)
+                raw = sys.stdin.readline().encode("utf-8", "surrogateescape")
+            if not raw:  # EOF
                 break
-            print(answer(line.rstrip("\r\n")), flush=True)
+            turn += 1
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                print(
+                    f"attnkit: error: input {turn} is not valid UTF-8 (byte "
+                    f"0x{raw[exc.start]:02x} at byte {exc.start + 1}); skipped",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                continue
+            print(answer(line.rstrip("\r\n"), turn), flush=True)
     except KeyboardInterrupt:
         pass
     if interactive:
@@ -506,7 +612,11 @@ def _add_seq2seq(sub: argparse._SubParsersAction) -> None:
     tr.set_defaults(func=_cmd_translate)
     ch = sub.add_parser("chat", help="talk to a trained chatbot run (reads lines from stdin)")
     ch.add_argument("run", help="run directory (task chat or translate)")
-    ch.add_argument("text", nargs="*", help="answer these and exit instead of the prompt loop")
+    ch.add_argument(
+        "text",
+        nargs="*",
+        help="answer these and exit instead of the prompt loop; '-' reads one per stdin line",
+    )
     ch.add_argument(
         "--temperature", type=float, default=0.7, help="sampling temperature (0 = greedy)"
     )

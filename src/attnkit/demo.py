@@ -189,6 +189,7 @@ def _main(argv: list[str] | None) -> int:
                 f"{recipe} not found: run the demo from the repository root (or use --toy)"
             )
 
+    out.mkdir(parents=True, exist_ok=True)  # the demo's own output folder
     print("1) positional encoding (the course's 50 x 128 figure)")
     print(f"   wrote {plot_positional_encoding(50, 128, out / 'positional_encoding.png')}")
     if args.toy:

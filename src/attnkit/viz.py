@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,10 +19,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 
+from attnkit.errors import InputError  # noqa: E402
 from attnkit.layers import sinusoidal_encoding  # noqa: E402
 
 __all__ = [
+    "check_output_path",
     "plot_attention",
     "plot_contributions",
     "plot_curves",
@@ -52,18 +56,60 @@ def _use_hangul_font() -> None:
     plt.rcParams["axes.unicode_minus"] = False
 
 
-def save_figure(fig: plt.Figure, path: str | os.PathLike) -> Path:
-    """Write ``fig`` to ``path`` via a temporary file + rename, then close it."""
+def _format(path: Path) -> str:
+    return path.suffix.lstrip(".").lower() or "png"
+
+
+def check_output_path(path: str | os.PathLike) -> Path:
+    """``path`` if a figure can be written there, else an ``InputError`` naming why: the
+    path is a folder, its folder is missing (never created here) or not a folder, is not
+    writable, or the file extension is not an image format matplotlib writes."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fmt = path.suffix.lstrip(".") or "png"
+    if os.path.isdir(path):
+        raise InputError(f"{path} is a folder; give a file name, e.g. {path / 'figure.png'}")
+    folder = path.parent
+    if not os.path.isdir(folder):
+        blocker = next((p for p in (folder, *folder.parents) if os.path.lexists(p)), None)
+        if blocker is not None and not os.path.isdir(blocker):
+            raise InputError(f"cannot write {path}: {blocker} is a file, not a folder")
+        raise InputError(f"cannot write {path}: folder {folder} does not exist (create it first)")
+    fmt = _format(path)
+    if fmt not in FigureCanvasAgg.get_supported_filetypes():
+        raise InputError(
+            f"cannot write {path}: .{fmt} is not an image format (use .png, .svg, .pdf, ...)"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {path}: folder {folder} is not writable")
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def save_figure(fig: plt.Figure, path: str | os.PathLike) -> Path:
+    """Write ``fig`` to ``path`` atomically, then close it: into a temporary file of the
+    same folder (a unique name per call), renamed over ``path`` once complete, so that
+    ``path`` is never half-written. The folder must exist (``check_output_path``)."""
     try:
-        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight")
-        os.replace(tmp, path)
+        path = check_output_path(path)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        except OSError as exc:
+            raise InputError(f"cannot write {path}: {exc.strerror}") from None
+        try:
+            with os.fdopen(fd, "wb") as f:
+                os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private (0600)
+                fig.savefig(f, format=_format(path), dpi=120, bbox_inches="tight")
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+        finally:
+            Path(tmp).unlink(missing_ok=True)
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
     return path
 
 

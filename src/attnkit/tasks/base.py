@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from attnkit.tokenization import Tokenizer
     from attnkit.training import Task
 
-__all__ = ["PreparedData", "RunError", "TaskSpec", "get_tokenizer", "model_device"]
+__all__ = ["PreparedData", "RunError", "TaskSpec", "get_tokenizer", "model_device", "one_line"]
 
 Log = Callable[[str], None]
 
@@ -146,6 +146,16 @@ class TaskSpec:
     ) -> dict[str, Any]:
         """Metrics of a loaded run on a split of its dataset."""
         raise RunError(f"{self.name} runs have no evaluation on a labelled {split} split")
+
+
+_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+_ESCAPES.update({0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control characters and line breaks escaped (``\\n``, ``\\t``,
+    ``\\x1b``, ...): what plain CLI output echoes, so that each input stays one line."""
+    return text.translate(_ESCAPES)
 
 
 def model_device(model: nn.Module) -> torch.device:

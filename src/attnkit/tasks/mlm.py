@@ -381,9 +381,13 @@ class FillMask:
         }
 
     def format(self) -> str:
-        """One line per [MASK]: ``[MASK] i<TAB>token p  token p ...<TAB>text``."""
+        """One line per [MASK]: ``[MASK] i<TAB>token p  token p ...<TAB>text`` (tabs, line
+        breaks and other control characters in the text and tokens are escaped)."""
+        from attnkit.tasks.base import one_line
+
+        text = one_line(self.text)
         return "\n".join(
-            f"[MASK] {i}\t{'  '.join(f'{t} {p:.3f}' for t, p in options)}\t{self.text}"
+            f"[MASK] {i}\t{'  '.join(f'{one_line(t)} {p:.3f}' for t, p in options)}\t{text}"
             for i, options in enumerate(self.fills, 1)
         )
 
