@@ -118,3 +118,25 @@ def test_new_runs_are_stamped_and_complete(tmp_path: Path, tiny_config: Path) ->
     predictor = attnkit.load(run)
     ids = torch.tensor([[5, 6, 7]])
     torch.testing.assert_close(loaded(ids)[0], predictor.model(ids)[0])
+
+
+@pytest.mark.parametrize(
+    ("task", "data"),
+    [
+        ("translate", {"limit": 100}),
+        ("chat", {"val_split": "last"}),
+        ("mlm", {"val_split": "last"}),
+    ],
+)
+def test_first_format_runs_that_would_resume_on_other_data_are_refused(task, data) -> None:
+    """translate/chat's data.limit took the first pairs and val_split was ignored before
+    format 2 (mlm ignored val_split): resuming such a run would change its data."""
+    from attnkit.config import RunConfig
+    from attnkit.errors import RunError
+    from attnkit.tasks import get_task
+
+    raw = {"task": task, "data": {"name": "file", "train": "x", **data}}
+    cfg = RunConfig.from_dict(raw)
+    with pytest.raises(RunError, match="cannot resume on its own data"):
+        get_task(task).check_resume(cfg, {"format": 1})
+    get_task(task).check_resume(cfg, {"format": 2})  # runs of today resume as they started

@@ -178,7 +178,9 @@ class ToyTagSpec(TaskSpec):
         path = getattr(predictor.config.data, split)
         items = self._encode(predictor.tokenizer, read_texts(path), predictor.config.data.max_len)
         task = TaggingTask(predictor.tokenizer.pad_id)
-        batches = [task.collate(items[i : i + batch_size]) for i in range(0, len(items), 64)]
+        batches = [
+            task.collate(items[i : i + batch_size]) for i in range(0, len(items), batch_size)
+        ]
         return {**task.evaluate(predictor.model, batches), "split": split}
 
 

@@ -176,6 +176,10 @@ def _damage(run: Path, tmp_path: Path, case: str) -> None:
         raw = json.loads(config.read_text(encoding="utf-8"))
         raw["model"]["d_model"] = "wide"
         config.write_text(json.dumps(raw), encoding="utf-8")
+    elif case == "labels missing":
+        raw = json.loads(config.read_text(encoding="utf-8"))
+        del raw["labels"]
+        config.write_text(json.dumps(raw), encoding="utf-8")
     elif case.startswith("temperature"):
         raw = json.loads(config.read_text(encoding="utf-8"))
         raw["temperature"] = float("nan") if case.endswith("nan") else -1.0
@@ -190,6 +194,7 @@ DAMAGE = [
     ("config a list", "config.json must hold a JSON object, not list"),
     ("config lacks model", "config.json lacks model: not an attnkit run"),
     ("config bad value", "config.json: model.d_model must be int"),
+    ("labels missing", "config.json: labels are missing or do not match the model"),
     ("temperature -1", "config.json: temperature must be a number > 0, got -1.0"),
     ("temperature nan", "config.json: temperature must be a number > 0, got nan"),
 ]
@@ -228,3 +233,36 @@ def test_checkpoints_are_fsynced_before_they_are_renamed(tmp_path: Path, monkeyp
         tmp_path / "last", model, torch.optim.AdamW(model.parameters()), {"step": 1}
     )
     assert len(synced) >= 4  # the three files and the folders they were renamed in
+
+
+def test_save_pretrained_never_overwrites_a_run(finished: Path) -> None:
+    from attnkit.errors import ConfigError
+    from attnkit.models import from_pretrained
+
+    before = _snapshot(finished)
+    model = from_pretrained(finished)
+    with pytest.raises(ConfigError, match="is a training run: save_pretrained would replace"):
+        model.save_pretrained(finished)
+    assert _snapshot(finished) == before
+    export = finished.parent / "export"
+    model.save_pretrained(export)
+    model.save_pretrained(export)  # a bare model folder may be written again
+
+
+def test_a_cut_metrics_line_does_not_break_the_curves_plot(finished: Path, capsys) -> None:
+    with (finished / "metrics.jsonl").open("a", encoding="utf-8") as f:
+        f.write('{"step": 99, "train_lo')  # what SIGKILL mid-write leaves
+    out = finished.parent / "curves.png"
+    assert main(["plot", "curves", str(finished), "-o", str(out)]) == 0
+    assert out.is_file()
+
+
+def test_inference_on_a_device_this_machine_lacks_is_one_error(finished: Path, capsys) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    for verb in (["predict", str(finished), "great"], ["evaluate", str(finished)]):
+        assert main([*verb, "--device", "cuda"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ["attnkit: error: --device is 'cuda' but CUDA is not available here"]

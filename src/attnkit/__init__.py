@@ -1,6 +1,6 @@
 """attnkit: attention and the Transformer family, from first principles to working tools."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # 0.2: run format 2 (complete model configs), task registry
 
 
 def load(run_dir, map_location="cpu"):

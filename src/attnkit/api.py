@@ -119,6 +119,8 @@ def _check_new_run_target(run: RunDir, force: bool) -> None:
 def _train(cfg: RunConfig, run: RunDir, resume: bool, saved: dict[str, Any], log) -> TrainResult:
     """``train``'s work, under the run directory's lock."""
     spec = get_task(cfg.task)
+    if resume:
+        spec.check_resume(cfg, saved)
     tokenizer = run.load_tokenizer() if resume else None
     if not resume:
         cfg, tokenizer = spec.before_data(cfg, tokenizer, log)
@@ -192,7 +194,9 @@ def load(run_dir: str | Path | Sequence[str | Path], map_location: str = "cpu") 
     cfg, saved = _read_run(run)
     tokenizer = run.load_tokenizer()
     model = build_model(cfg.model)
-    run.load_weights(model, map_location=map_location)
+    device = resolve_device(map_location) if map_location == "auto" else map_location
+    run.load_weights(model, map_location=device)
+    model.to(device)  # the predictor sends its inputs where the weights are
     return get_task(cfg.task).predictor(model, tokenizer, cfg, run, saved)
 
 
@@ -203,11 +207,7 @@ def calibrate(run_dir: str | Path, data_dir: str | None = None, log=print) -> di
     this itself; this is for runs trained before it did. Returns the temperature and the
     validation NLL before and after."""
     predictor = load(run_dir)
-    spec = get_task(predictor.config.task)
-    fit = getattr(spec, "calibrate", None)  # a capability of tasks with probabilities
-    if fit is None:
-        raise RunError(f"only classify runs are calibrated; {run_dir} is a {spec.name} run")
-    return fit(predictor, data_dir, log)
+    return get_task(predictor.config.task).calibrate(predictor, data_dir, log)
 
 
 def evaluate(
@@ -215,6 +215,7 @@ def evaluate(
     split: str = "test",
     data_dir: str | None = None,
     batch_size: int = 128,
+    map_location: str = "cpu",
     **options: Any,
 ) -> dict[str, Any]:
     """A run's metrics on a dataset split, as its task defines them: accuracy, macro-F1 and
@@ -223,6 +224,6 @@ def evaluate(
     (translate; ``beam=N`` decodes with beam search); loss and perplexity (chat)."""
     if not isinstance(run_dir, (str, Path)) and len(run_dir) == 1:
         run_dir = run_dir[0]
-    predictor = load(run_dir)
+    predictor = load(run_dir, map_location)
     spec = get_task(predictor.config.task)
     return spec.evaluate(predictor, split, data_dir=data_dir, batch_size=batch_size, **options)

@@ -49,19 +49,18 @@ def _cmd_plot_pe(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot_curves(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
+    from attnkit.run import RunDir, read_jsonl
     from attnkit.viz import check_output_path, plot_curves
 
     source = Path(args.run)
     if source.is_dir():
-        source = source / "metrics.jsonl"
+        source = RunDir(source).metrics_path
     if not source.is_file():
         raise UsageError(f"no metrics file at {source}")
-    out = check_output_path(args.output or source.with_name("curves.png"))
-    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line]
-    print(f"wrote {plot_curves(rows, out)}")
+    out = check_output_path(args.output or source.with_name(RunDir.CURVES))
+    print(f"wrote {plot_curves(read_jsonl(source), out)}")
     return 0
 
 
@@ -205,7 +204,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     from attnkit.api import evaluate
 
-    report = evaluate(args.run, args.split, args.data_dir, beam=args.beam)
+    report = evaluate(
+        args.run, args.split, args.data_dir, beam=args.beam, map_location=_device(args)
+    )
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
         return 0
@@ -292,6 +293,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         "--beam", type=_positive_int, default=1, help="translate: beam size (1 = greedy)"
     )
     ev.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_device(ev)
     ev.set_defaults(func=_cmd_evaluate)
     cal = sub.add_parser(
         "calibrate",
@@ -382,7 +384,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         from attnkit.viz import check_output_path
 
         check_output_path(args.explain)
-    predictor = load([args.run, *args.ensemble])
+    predictor = load([args.run, *args.ensemble], map_location=_device(args))
     _require_verb(predictor, "predict", args.run)
     if args.explain and not hasattr(predictor, "explain"):
         raise UsageError(f"--explain has nothing to draw for a {predictor.task} run")
@@ -436,6 +438,7 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     )
     pr.add_argument("--layer", type=int, default=-1, help="layer for --explain (default: last)")
     pr.add_argument("--head", type=int, default=None, help="head for --explain (default: mean)")
+    _add_device(pr)
     pr.set_defaults(func=_cmd_predict)
 
 
@@ -451,10 +454,25 @@ def _read_lines_kept(args: argparse.Namespace) -> list[str]:
     return texts
 
 
-def _load_for(run: str, verb: str):
+def _add_device(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where the model runs: cpu (default) | cuda | cuda:N | mps | auto",
+    )
+
+
+def _device(args: argparse.Namespace) -> str:
+    """--device, checked (a device this machine lacks is one error line)."""
+    from attnkit.device import resolve_device
+
+    return str(resolve_device(args.device, what="--device"))
+
+
+def _load_for(run: str, verb: str, args: argparse.Namespace):
     from attnkit.api import load
 
-    predictor = load(run)
+    predictor = load(run, map_location=_device(args))
     _require_verb(predictor, verb, run)
     return predictor
 
@@ -480,7 +498,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         from attnkit.viz import check_output_path
 
         check_output_path(args.show_attention)
-    predictor = _load_for(args.run, "translate")
+    predictor = _load_for(args.run, "translate", args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if args.trace:
@@ -534,7 +552,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
     _sampling_args(args)
     texts = _read_lines_kept(args) if args.text else None
-    predictor = _load_for(args.run, "chat")
+    predictor = _load_for(args.run, "chat", args)
 
     def answer(text: str, turn: int) -> str:
         """The answer to ``text`` on one line (the seed of turn n is --seed + n - 1)."""
@@ -609,6 +627,7 @@ def _add_seq2seq(sub: argparse._SubParsersAction) -> None:
         help="print each greedy step: the tokens so far and the top-5 candidates",
     )
     tr.add_argument("--json", action="store_true", help="one JSON object per line")
+    _add_device(tr)
     tr.set_defaults(func=_cmd_translate)
     ch = sub.add_parser("chat", help="talk to a trained chatbot run (reads lines from stdin)")
     ch.add_argument("run", help="run directory (task chat or translate)")
@@ -624,6 +643,7 @@ def _add_seq2seq(sub: argparse._SubParsersAction) -> None:
     ch.add_argument("--top-p", type=float, default=0.9, help="nucleus sampling mass (1 = off)")
     ch.add_argument("--seed", type=int, help="random seed (reproducible answers)")
     ch.add_argument("--max-len", type=_positive_int, help="most answer tokens (default: the run's)")
+    _add_device(ch)
     ch.set_defaults(func=_cmd_chat)
 
 

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from attnkit.tokenization import Tokenizer
 
-__all__ = ["FORMAT", "RunDir", "RunLock"]
+__all__ = ["FORMAT", "RunDir", "RunLock", "read_jsonl"]
 
 FORMAT = 2  # config.json layout version; 1 = before the model section held every size
 # the model family each task of the first format trained (used to read those runs)
@@ -210,13 +210,7 @@ class RunDir:
 
     def read_metrics(self) -> list[dict[str, Any]]:
         """Every complete row of metrics.jsonl (a line cut by a kill is skipped)."""
-        if not self.metrics_path.is_file():
-            return []
-        rows = []
-        for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(json.JSONDecodeError):
-                rows.append(json.loads(line))
-        return rows
+        return read_jsonl(self.metrics_path) if self.metrics_path.is_file() else []
 
     def keep_metrics_until(self, step: int) -> None:
         """Drop the rows logged after ``step`` (a resumed run writes them again)."""
@@ -251,6 +245,18 @@ def _pad_id(run: RunDir) -> int:
         return int(vocab["[PAD]"]) if isinstance(vocab, dict) else 0
     except (OSError, KeyError, TypeError, ValueError):
         return 0
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a .jsonl file, one per line; a line cut short (by a kill) or
+    that is not an object is skipped."""
+    rows = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            row = json.loads(line)
+            if isinstance(row, dict):
+                rows.append(row)
+    return rows
 
 
 def _first_line(exc: BaseException) -> str:

@@ -88,7 +88,9 @@ class Tokenizer:
     def _special_id(self, token: str) -> int:
         token_id = self._special[token]
         if token_id is None:
-            raise ValueError(f"this tokenizer has no {token} token")
+            raise DataError(
+                f"this tokenizer has no {token} token (attnkit's tokenizers have all of {', '.join(SPECIAL_TOKENS)})"
+            )
         return token_id
 
     @property

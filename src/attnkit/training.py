@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from attnkit.config import ConfigError, TrainingConfig
 from attnkit.data.batching import BucketBatchSampler
+from attnkit.device import resolve_device, to_device
 from attnkit.run import RunDir
 
 __all__ = [
@@ -150,40 +151,6 @@ def schedule_width(model: nn.Module) -> int:
     return NOAM_DEFAULT_WIDTH if width is None else int(width)
 
 
-def _mps_available() -> bool:
-    mps = getattr(torch.backends, "mps", None)
-    return mps is not None and mps.is_available()
-
-
-def resolve_device(name: str) -> torch.device:
-    """``training.device`` -> a torch.device; raises ConfigError for one this machine lacks.
-
-    auto: CUDA if present, else MPS, else CPU. cpu | cuda | cuda:N | mps: exactly that one.
-    """
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        return torch.device("mps" if _mps_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError):
-        device = None
-    if device is None or device.type not in ("cpu", "cuda", "mps"):
-        raise ConfigError(
-            f"training.device: unknown device {name!r} (auto | cpu | cuda | cuda:N | mps)"
-        )
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(f"training.device is {name!r} but CUDA is not available here")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(
-                f"training.device is {name!r} but there are {torch.cuda.device_count()} GPUs"
-            )
-    if device.type == "mps" and not _mps_available():
-        raise ConfigError(f"training.device is {name!r} but MPS is not available here")
-    return device
-
-
 def autocast_dtype(config: TrainingConfig, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for ``config.bf16`` / ``config.fp16`` on ``device`` (None: fp32)."""
     where = f"(training.device resolved to {device})"
@@ -196,24 +163,6 @@ def autocast_dtype(config: TrainingConfig, device: torch.device) -> torch.dtype 
     if config.bf16:
         return torch.bfloat16
     return torch.float16 if config.fp16 else None
-
-
-def to_device(batch: Any, device: torch.device) -> Any:
-    """``batch`` with every tensor in it (nested in dicts, lists, tuples) copied to ``device``;
-    anything else is returned as it is. On CUDA, CPU tensors are pinned first so that the
-    copy does not block the host."""
-    if isinstance(batch, Tensor):
-        if device.type == "cuda" and batch.device.type == "cpu":
-            batch = batch.pin_memory()
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, dict):
-        return {key: to_device(value, device) for key, value in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        items = [to_device(value, device) for value in batch]
-        if hasattr(batch, "_fields"):  # a namedtuple
-            return type(batch)(*items)
-        return type(batch)(items)
-    return batch
 
 
 @dataclass

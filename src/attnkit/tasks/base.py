@@ -29,14 +29,13 @@ from attnkit.config import RunConfig, TokenizerConfig
 from attnkit.errors import RunError
 
 if TYPE_CHECKING:
-    import torch
     from torch import nn
 
     from attnkit.run import RunDir
     from attnkit.tokenization import Tokenizer
     from attnkit.training import Task
 
-__all__ = ["PreparedData", "RunError", "TaskSpec", "get_tokenizer", "model_device", "one_line"]
+__all__ = ["PreparedData", "RunError", "TaskSpec", "get_tokenizer", "one_line"]
 
 Log = Callable[[str], None]
 
@@ -82,6 +81,10 @@ class TaskSpec:
         """Task-level recipe checks (the model config checks its own): raise ConfigError."""
 
     # ------------------------------------------------------------------ training
+    def check_resume(self, cfg: RunConfig, saved: dict[str, Any]) -> None:
+        """Refuse (``RunError``) to resume a run whose data this code would pick otherwise
+        than the code that started it (``saved["format"]`` says which wrote it)."""
+
     def before_data(
         self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
     ) -> tuple[RunConfig, Tokenizer | None]:
@@ -136,6 +139,12 @@ class TaskSpec:
         """A predictor averaging several runs' predictors, if the task has such a thing."""
         raise RunError(f"only classify runs can be ensembled; {runs[0]} is a {self.name} run")
 
+    def calibrate(self, predictor: Any, data_dir: str | None, log: Log) -> dict[str, Any]:
+        """Fit what makes the run's probabilities honest (classify: a softmax temperature),
+        for runs trained before training did it."""
+        raise RunError(f"{predictor.run_dir} is a {self.name} run: it has no class "
+                       "probabilities to calibrate (classify runs have)")  # fmt: skip
+
     def evaluate(
         self,
         predictor: Any,
@@ -156,13 +165,6 @@ def one_line(text: str) -> str:
     """``text`` with its control characters and line breaks escaped (``\\n``, ``\\t``,
     ``\\x1b``, ...): what plain CLI output echoes, so that each input stays one line."""
     return text.translate(_ESCAPES)
-
-
-def model_device(model: nn.Module) -> torch.device:
-    """Where a model's parameters are (predictors send their inputs there)."""
-    import torch
-
-    return next(iter(model.parameters()), torch.empty(0)).device
 
 
 def get_tokenizer(tk: TokenizerConfig, texts: Iterable[str], what: str, log: Log) -> Tokenizer:

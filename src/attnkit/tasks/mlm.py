@@ -30,10 +30,11 @@ from attnkit.data.batching import pad_batch
 from attnkit.data.mlm import IGNORE_INDEX, chunk_ids, mask_tokens
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.data.split import split_examples
-from attnkit.errors import DataError, InputError
+from attnkit.device import model_device
+from attnkit.errors import DataError, InputError, RunError
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer, model_device
+from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer
 from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer
 
 __all__ = [
@@ -66,7 +67,9 @@ def num_special(tokenizer: Tokenizer) -> int:
     """Special tokens occupy the first ids of every attnkit tokenizer; check and count them."""
     ids = sorted(i for t in SPECIAL_TOKENS if (i := tokenizer.token_to_id(t)) is not None)
     if ids != list(range(len(ids))):
-        raise ValueError(f"special tokens must have the first ids, got {ids}")
+        raise DataError(
+            f"the tokenizer's special tokens must have the first ids (0, 1, ...), got {ids}"
+        )
     return len(ids)
 
 
@@ -359,7 +362,7 @@ class FillMaskPredictor:
         for text in texts:
             try:
                 out.append(FillMask(text, self.fill_mask(text, top_k=top_k)))
-            except ValueError as exc:
+            except InputError as exc:
                 raise InputError(f"{exc}: {text!r}") from None
         return out
 
@@ -413,6 +416,16 @@ class MaskedLMSpec(TaskSpec):
         require(d.name != "file" or bool(d.train), "data.name: file needs data.train (a text file)")
         require(0.0 < d.mask_prob < 1.0, "data.mask_prob must be in (0, 1)")
 
+    def check_resume(self, cfg: RunConfig, saved: dict[str, Any]) -> None:
+        """Before format 2, pretraining ignored ``data.val_split: last``: such a run would
+        resume with another validation split."""
+        if saved["format"] == 1 and cfg.data.val_split == "last":
+            raise RunError(
+                "mlm runs started before attnkit 0.2 held out a random validation sample "
+                "whatever data.val_split said; this one cannot resume on its own data: train "
+                "it again"
+            )
+
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
@@ -441,8 +454,6 @@ class MaskedLMSpec(TaskSpec):
         return FillMaskPredictor(model, tokenizer, cfg, run.path)
 
     def evaluate(self, predictor: Any, split: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        from attnkit.tasks.base import RunError
-
         raise RunError(
             f"{predictor.run_dir} is a masked-LM pretraining run: it has no labelled {split} "
             "split; its validation loss and perplexity are in metrics.jsonl"

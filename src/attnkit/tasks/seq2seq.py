@@ -43,6 +43,7 @@ from attnkit.data.parallel import (
 )
 from attnkit.data.paths import DataError
 from attnkit.data.split import split_examples
+from attnkit.device import model_device, to_device
 from attnkit.errors import InputError
 from attnkit.generation import beam_search, greedy, sample
 from attnkit.metrics import bleu, perplexity
@@ -54,10 +55,8 @@ from attnkit.tasks.base import (
     RunError,
     TaskSpec,
     get_tokenizer,
-    model_device,
 )
 from attnkit.tokenization import Tokenizer
-from attnkit.training import to_device
 
 __all__ = [
     "Alignment",
@@ -510,7 +509,9 @@ class Seq2SeqPredictor:
             raise InputError(f"top_k must be >= 0, got {top_k}")
         if not 0.0 < top_p <= 1.0:
             raise InputError(f"top_p must be in (0, 1], got {top_p}")
-        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        generator = None  # sampling draws on the model's device, so does the generator
+        if seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(seed)
         return self._run(
             [text],
             max_new_tokens=self._limit(max_len),
@@ -645,6 +646,15 @@ class Seq2SeqSpec(TaskSpec):
             "reads every gold token at once)",
         )
         require(d.max_len > 2, "data.max_len must be > 2 for a sequence-to-sequence task")
+
+    def check_resume(self, cfg: RunConfig, saved: dict[str, Any]) -> None:
+        """Before format 2, ``data.limit`` took the first pairs and validation was always
+        a random sample: such a run would resume on other data."""
+        if saved["format"] == 1 and (cfg.data.limit or cfg.data.val_split == "last"):
+            raise RunError(
+                f"{cfg.task} runs started before attnkit 0.2 chose data.limit / val_split "
+                "pairs differently; this one cannot resume on its own data: train it again"
+            )
 
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
