@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ __all__ = [
     "check",
     "load_config",
     "require",
+    "short_repr",
 ]
 
 
@@ -165,10 +168,14 @@ class RunConfig:
         unknown = [k for k in raw if k not in _SECTIONS]
         if unknown:
             key = str(unknown[0])
-            raise ConfigError(f"unknown config key {key!r}{suggest(key, list(_SECTIONS))}")
+            raise ConfigError(
+                f"unknown config key {short_repr(key)}{suggest(key, list(_SECTIONS))}"
+            )
         task = sections.get("task", "classify")
         if not isinstance(task, str):
-            raise ConfigError(f"task must be str, got {task!r}")
+            raise ConfigError(f"task must be str, got {short_repr(task)}")
+        if len(task) > 100:
+            raise ConfigError(f"unknown task {short_repr(task)}")
         from attnkit.tasks import get_task
 
         spec = get_task(task)
@@ -197,6 +204,8 @@ def _model_section(task: str, raw: Any, source: str) -> Any:
         raise ConfigError(f"model must be a mapping, got {type(raw).__name__}")
     spec = get_task(task)
     arch = raw.get("arch", spec.default_arch)
+    if not isinstance(arch, str):
+        raise ConfigError(f"model.arch must be str, got {short_repr(arch)}")
     if arch not in spec.archs():
         raise ConfigError(spec.arch_error(arch))
     cls = config_class(spec.model_family, arch)
@@ -209,12 +218,48 @@ def _model_section(task: str, raw: Any, source: str) -> Any:
 
 def suggest(key: str, valid: list[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest valid key, else the list of valid keys."""
-    close = difflib.get_close_matches(key, valid, n=1)
+    close = difflib.get_close_matches(key, valid, n=1) if len(key) <= 100 else []
     return f" (did you mean {close[0]!r}?)" if close else f" (valid: {', '.join(valid)})"
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 2
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxdict = 4
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = 60
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` for an error message, at most ``limit`` characters (cut with "…").
+    Bounded work: a huge or deeply nested value (a YAML alias bomb) is never repr'd in
+    full."""
+    try:
+        text = _REPR.repr(value).replace("\n", "\\n")
+    except Exception:  # e.g. an int too long to convert to text
+        text = f"<{type(value).__name__}>"
+    return _cut(text, limit)
+
+
+def _cut(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters (with "…")."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def positive(where: str, value: Any, optional: bool = False) -> tuple[bool, str]:
+    """``(ok, message)`` for ``check``: ``value > 0`` (or None when ``optional``)."""
+    ok = (optional and value is None) or (value is not None and value > 0)
+    return ok, f"{where} must be > 0, got {short_repr(value)}"
+
+
+def at_least(where: str, value: Any, low: float, optional: bool = False) -> tuple[bool, str]:
+    """``(ok, message)`` for ``check``: ``value >= low`` (or None when ``optional``)."""
+    ok = (optional and value is None) or (value is not None and value >= low)
+    when = " (or null)" if optional else ""
+    return ok, f"{where} must be >= {low}{when}, got {short_repr(value)}"
+
+
 def coerce(value: Any, annotation: str, where: str) -> Any:
-    """Check/convert a YAML value against a dataclass field's annotation string."""
+    """Check/convert a YAML value against a dataclass field's annotation string. Floats
+    must be finite (YAML's ``.nan`` and ``.inf`` are refused)."""
     optional = "None" in annotation
     if value is None:
         if optional:
@@ -229,19 +274,28 @@ def coerce(value: Any, annotation: str, where: str) -> Any:
         if base == "int":
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise TypeError
+            if isinstance(value, str) and len(value) > 100:
+                raise TypeError
             return int(value)
         if base == "float":
-            if isinstance(value, bool):
+            if isinstance(value, bool) or (isinstance(value, str) and len(value) > 100):
                 raise TypeError
-            return float(value)
+            number = float(value)
+            if not math.isfinite(number):
+                raise ConfigError(f"{where} must be a finite number, got {short_repr(value)}")
+            return number
         if base == "str":
             if not isinstance(value, str):
                 raise TypeError
             return value
         if base.startswith("tuple"):
-            return tuple(float(v) for v in value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where} must be {base}, got {value!r}") from None
+            if not isinstance(value, (list, tuple)) or len(value) > 100:
+                raise TypeError
+            return tuple(coerce(v, "float", f"{where}[{i}]") for i, v in enumerate(value))
+    except (TypeError, ValueError, OverflowError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"{where} must be {base}, got {short_repr(value)}") from None
     return value
 
 
@@ -268,34 +322,71 @@ def build_dataclass(
                 continue
             if hints and key in hints:
                 raise ConfigError(hints[key])
-            raise ConfigError(f"unknown config key {where!r}{suggest(str(key), list(fields))}")
+            raise ConfigError(
+                f"unknown config key {short_repr(where)}{suggest(str(key), list(fields))}"
+            )
         kwargs[key] = coerce(value, str(fields[key].type), where)
     return cls(**kwargs)
 
 
 def _validate(cfg: RunConfig) -> None:
     """Checks of the data, tokenizer and training sections (the model's own config and the
-    task check the rest)."""
-    t, d = cfg.training, cfg.data
-    checks = [
+    task check the rest): one message per key, naming it and the value."""
+    t, d, tok = cfg.training, cfg.data, cfg.tokenizer
+    betas = t.betas
+    check(
         (
             t.schedule in ("constant", "linear", "cosine", "noam"),
             "training.schedule must be constant|linear|cosine|noam",
         ),
-        (cfg.tokenizer.kind in ("wordpiece", "bpe"), "tokenizer.kind must be wordpiece|bpe"),
-        (t.lr > 0, "training.lr must be > 0"),
+        (tok.kind in ("wordpiece", "bpe"), "tokenizer.kind must be wordpiece|bpe"),
+        positive("tokenizer.vocab_size", tok.vocab_size),
+        positive("tokenizer.min_frequency", tok.min_frequency),
+        positive("training.lr", t.lr),
+        positive("training.batch_size", t.batch_size),
+        positive("training.grad_accum", t.grad_accum),
+        positive("training.max_tokens", t.max_tokens, optional=True),
+        at_least("training.epochs", t.epochs, 1),
+        at_least("training.max_steps", t.max_steps, 1, optional=True),
+        at_least("training.warmup_steps", t.warmup_steps, 0, optional=True),
         (
-            t.batch_size > 0 and t.grad_accum > 0 and t.epochs > 0,
-            "training.batch_size, grad_accum and epochs must be > 0",
+            0.0 <= t.warmup_ratio < 1.0,
+            f"training.warmup_ratio must be in [0, 1), got {short_repr(t.warmup_ratio)}",
         ),
+        at_least("training.weight_decay", t.weight_decay, 0),
+        at_least("training.clip_grad_norm", t.clip_grad_norm, 0, optional=True),
+        (
+            len(betas) == 2 and all(0.0 <= b < 1.0 for b in betas),
+            f"training.betas must be two numbers in [0, 1), got {short_repr(list(betas))}",
+        ),
+        at_least("training.eval_every", t.eval_every, 1, optional=True),
+        at_least("training.save_every", t.save_every, 1, optional=True),
+        at_least("training.patience", t.patience, 1, optional=True),
+        at_least("training.log_every", t.log_every, 1),
+        at_least("training.num_threads", t.num_threads, 1, optional=True),
         (not (t.bf16 and t.fp16), "training.bf16 and training.fp16 exclude each other"),
-        (d.max_len > 1, "data.max_len must be > 1"),
+        (d.max_len > 1, f"data.max_len must be > 1, got {short_repr(d.max_len)}"),
         (d.truncation in TRUNCATION, f"data.truncation must be {'|'.join(TRUNCATION)}"),
-        (0.0 <= d.val_fraction < 1.0, "data.val_fraction must be in [0, 1)"),
+        (
+            0.0 <= d.val_fraction < 1.0,
+            f"data.val_fraction must be in [0, 1), got {short_repr(d.val_fraction)}",
+        ),
         (d.val_split in ("random", "last"), "data.val_split must be random|last"),
-        (0.0 <= t.label_smoothing < 1.0, "training.label_smoothing must be in [0, 1)"),
-    ]
-    check(*checks)
+        at_least("data.limit", d.limit, 1, optional=True),
+        (
+            d.limit is None or d.limit >= 2 or d.val_fraction == 0 or d.validation is not None,
+            f"data.limit: {d.limit} leaves no example to hold out for validation "
+            f"(data.val_fraction {d.val_fraction}); set data.limit >= 2 or data.val_fraction: 0",
+        ),
+        (
+            0.0 < d.mask_prob < 1.0,
+            f"data.mask_prob must be in (0, 1), got {short_repr(d.mask_prob)}",
+        ),
+        (
+            0.0 <= t.label_smoothing < 1.0,
+            f"training.label_smoothing must be in [0, 1), got {short_repr(t.label_smoothing)}",
+        ),
+    )
 
 
 def require(ok: bool, message: str) -> None:
@@ -310,22 +401,73 @@ def check(*conditions: tuple[bool, str]) -> None:
         require(ok, message)
 
 
+class _RecipeLoader(yaml.SafeLoader):
+    """YAML's safe loading, except that a key given twice in one mapping is an error (plain
+    YAML keeps the last value silently). Merge keys (``<<: *base``) may still be overridden."""
+
+    def __init__(self, stream: str, source: str) -> None:
+        super().__init__(stream)
+        self.source = source
+        self.sections: dict[int, str] = {}  # id(mapping node) -> its dotted section name
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            section = self.sections.get(id(node), "")
+            seen: set[Any] = set()
+            for key_node, value_node in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                    seen.add(key)
+                except TypeError:  # unhashable: the base class reports it
+                    continue
+                if duplicate:
+                    where = f"section {section} of {self.source}" if section else self.source
+                    raise ConfigError(
+                        f"duplicate key {short_repr(key)} in {where}, "
+                        f"line {key_node.start_mark.line + 1}"
+                    )
+                if isinstance(value_node, yaml.MappingNode):
+                    name = f"{section}.{key}" if section else str(key)
+                    self.sections.setdefault(id(value_node), _cut(name))
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """``yaml.safe_load(text)``, refusing duplicate keys (``ConfigError`` naming ``source``,
+    the section and the line)."""
+    loader = _RecipeLoader(text, source)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+# what a malformed document can raise while it is read (besides yaml.YAMLError): a
+# timestamp or integer PyYAML cannot convert, nesting deeper than the recursion limit
+_PARSE_ERRORS = (yaml.YAMLError, UnicodeDecodeError, ValueError, RecursionError)
+
+
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``section.key=value`` strings (values parsed as YAML) to a raw config dict."""
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"--set expects key=value, got {item!r}")
+            raise ConfigError(f"--set expects key=value, got {short_repr(item)}")
         dotted, text = item.split("=", 1)
         try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
+            value = parse_yaml(text, f"--set {_cut(dotted)}")
+        except ConfigError:
+            raise
+        except _PARSE_ERRORS:
             value = text
         node = raw
         parts = dotted.strip().split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"--set {dotted}: {part!r} is not a section")
+                raise ConfigError(f"--set {_cut(dotted)}: {short_repr(part)} is not a section")
         node[parts[-1]] = value
     return raw
 
@@ -338,10 +480,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raw = parse_yaml(path.read_text(encoding="utf-8"), str(path)) or {}
+        except ConfigError:
+            raise
+        except _PARSE_ERRORS as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ConfigError(f"cannot parse {path}: {first}") from None
+            raise ConfigError(f"cannot parse {path}: {_cut(first, 200)}") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"{path} must contain a mapping of sections")
     return RunConfig.from_dict(apply_overrides(raw, overrides or []))

@@ -26,8 +26,9 @@ from typing import Any, ClassVar, TypeVar
 
 from torch import Tensor, nn
 
-from attnkit.config import ConfigError, build_dataclass, check
+from attnkit.config import ConfigError, build_dataclass, check, positive, short_repr
 from attnkit.layers import BlockConfig
+from attnkit.run import RunDir
 
 __all__ = ["AttnkitModel", "ModelConfig", "Seq2SeqOutput", "TransformerSizes", "param"]
 
@@ -60,7 +61,7 @@ class ModelConfig:
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
         """Raise ``ConfigError`` (one line, naming the key) for impossible values."""
-        check((self.max_len > 0, "model.max_len must be > 0"))
+        check(positive("model.max_len", self.max_len))
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
@@ -89,7 +90,8 @@ class ModelConfig:
         model_type = raw.pop("model_type", cls.model_type)
         if model_type != cls.model_type:
             raise ConfigError(
-                f"model.model_type is {model_type!r}, but this is a {cls.model_type} config"
+                f"model.model_type is {short_repr(model_type)}, but this is a "
+                f"{cls.model_type} config"
             )
         if not allow_derived:  # (an unfilled config's own defaults round-trip)
             for name in cls.derived_fields():
@@ -142,23 +144,26 @@ class TransformerSizes(ModelConfig):
     def validate(self) -> None:
         super().validate()
         check(
+            positive("model.d_model", self.d_model),
+            positive("model.num_heads", self.num_heads),
+            positive("model.d_ff", self.d_ff),
+            positive("model.num_layers", self.num_layers),
+        )
+        check(  # (num_heads > 0 now)
             (
-                self.d_model > 0 and self.num_heads > 0 and self.d_ff > 0 and self.num_layers > 0,
-                "model.d_model, num_heads, d_ff and num_layers must be > 0",
+                self.d_model % self.num_heads == 0,
+                f"model.d_model must be divisible by model.num_heads, got d_model "
+                f"{self.d_model} and num_heads {self.num_heads}",
             ),
-            (
-                self.d_model % max(self.num_heads, 1) == 0,
-                "model.d_model must be divisible by model.num_heads",
-            ),
-            (0.0 <= self.dropout < 1.0, "model.dropout must be in [0, 1)"),
+            (0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1), got {self.dropout!r}"),
             (
                 self.attention_dropout is None or 0.0 <= self.attention_dropout < 1.0,
-                "model.attention_dropout must be in [0, 1)",
+                f"model.attention_dropout must be in [0, 1), got {self.attention_dropout!r}",
             ),
             (
                 self.positional in self.POSITIONALS,
                 f"model.positional must be one of {', '.join(self.POSITIONALS)}, "
-                f"got {self.positional!r}",
+                f"got {short_repr(self.positional)}",
             ),
             (self.activation in ("relu", "gelu"), "model.activation must be relu|gelu"),
         )
@@ -223,9 +228,13 @@ class AttnkitModel(nn.Module):
     def save_pretrained(self, directory: str | Path) -> Path:
         """Write ``config.json`` (this model's config) and ``model.safetensors``."""
         from attnkit.checkpoint import atomic_write_text, save_model_weights
-        from attnkit.run import RunDir
 
         out = RunDir(directory)
+        if _is_training_run(out):
+            raise ConfigError(
+                f"{out} is a training run: save_pretrained would replace its config.json; "
+                "choose another folder"
+            )
         out.create()
         text = json.dumps(self.config.to_dict(), indent=2, ensure_ascii=False) + "\n"
         atomic_write_text(out.config_path, text)
@@ -238,12 +247,19 @@ class AttnkitModel(nn.Module):
         (either run format): its config.json gives every size, nothing else is needed. The
         model comes back in eval mode."""
         from attnkit.checkpoint import load_model_weights
-        from attnkit.run import RunDir
 
         config = read_model_config(directory, cls.config_class)
         model = cls(config)
         load_model_weights(model, RunDir(directory).weights_path, map_location=map_location)
         return model.eval()  # like transformers: dropout off until model.train()
+
+
+def _is_training_run(run: RunDir) -> bool:
+    """True if ``run`` holds a training run's config.json (not a bare model config)."""
+    try:
+        return "task" in json.loads(run.config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def read_model_config(directory: str | Path, config_class: type[C] | None = None) -> C:
@@ -252,10 +268,9 @@ def read_model_config(directory: str | Path, config_class: type[C] | None = None
     class registered for the saved ``model_type`` and ``arch``."""
     from attnkit.config import FIRST_FORMAT_MODEL_KEYS
     from attnkit.models import config_class as registered
-    from attnkit.run import RunDir
 
     directory = Path(directory)
-    path = directory / "config.json"
+    path = RunDir(directory).config_path
     if not path.is_file():
         raise ConfigError(f"{directory} has no config.json")
     raw = json.loads(path.read_text(encoding="utf-8"))

@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnkit.attention import padding_mask
-from attnkit.config import ConfigError, check
+from attnkit.config import ConfigError, check, positive, short_repr
 from attnkit.layers import (
     Encoder,
     LearnedPositionalEmbedding,
@@ -193,11 +193,11 @@ class TransformerClassifierConfig(TransformerEncoderConfig):
     def validate(self) -> None:
         super().validate()
         check(
-            (self.num_classes > 0, "model.num_classes must be > 0"),
+            positive("model.num_classes", self.num_classes),
             (
                 self.pooling in self.POOLINGS,
                 f"model.pooling must be one of {', '.join(self.POOLINGS)} for arch transformer, "
-                f"got {self.pooling!r}",
+                f"got {short_repr(self.pooling)}",
             ),
         )
 
@@ -301,16 +301,15 @@ class RNNClassifierConfig(ModelConfig):
         super().validate()
         check(
             (self.arch in self.CELLS, f"model.arch must be one of {', '.join(self.CELLS)}"),
-            (
-                self.d_model > 0 and self.hidden_size > 0 and self.num_layers > 0,
-                "model.d_model, hidden_size and num_layers must be > 0",
-            ),
-            (self.num_classes > 0, "model.num_classes must be > 0"),
-            (0.0 <= self.dropout < 1.0, "model.dropout must be in [0, 1)"),
+            positive("model.d_model", self.d_model),
+            positive("model.hidden_size", self.hidden_size),
+            positive("model.num_layers", self.num_layers),
+            positive("model.num_classes", self.num_classes),
+            (0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1), got {self.dropout!r}"),
             (
                 self.pooling in self.POOLINGS,
                 f"model.pooling must be one of {', '.join(self.POOLINGS)} for arch {self.arch}, "
-                f"got {self.pooling!r}",
+                f"got {short_repr(self.pooling)}",
             ),
         )
 

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import check
+from attnkit.config import check, positive, short_repr
 from attnkit.models.base import ModelConfig, param
 from attnkit.models.classifier import TransformerEncoderConfig, TransformerEncoderModel
 
@@ -54,12 +54,16 @@ class MaskedLMConfig(TransformerEncoderConfig):
         check(
             (
                 self.objective in OBJECTIVES,
-                f"model.objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}",
+                f"model.objective must be one of {', '.join(OBJECTIVES)}, "
+                f"got {short_repr(self.objective)}",
             ),
-            (self.rtd_weight > 0, "model.rtd_weight must be > 0"),
+            positive("model.rtd_weight", self.rtd_weight),
+            positive("model.generator_d_model", g, optional=True),
+        )
+        check(  # (a positive width now)
             (
-                g is None or (g > 0 and g % max(g // 64, 1) == 0),
-                "model.generator_d_model must be > 0 and divisible by its heads (width // 64)",
+                g is None or g % max(g // 64, 1) == 0,
+                f"model.generator_d_model must be divisible by its heads (width // 64), got {g}",
             ),
         )
 

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from attnkit.attention import padding_mask
-from attnkit.config import check
+from attnkit.config import check, positive
 from attnkit.models.base import AttnkitModel, ModelConfig, param
 
 __all__ = ["NgramClassifier", "NgramConfig"]
@@ -63,11 +63,9 @@ class NgramConfig(ModelConfig):
     def validate(self) -> None:
         super().validate()
         check(
-            (
-                self.ngram_max >= 1 and self.num_buckets >= 1,
-                "model.ngram_max and model.num_buckets must be >= 1",
-            ),
-            (self.num_classes > 0, "model.num_classes must be > 0"),
+            positive("model.ngram_max", self.ngram_max),
+            positive("model.num_buckets", self.num_buckets),
+            positive("model.num_classes", self.num_classes),
         )
 
     def build(self) -> NgramClassifier:

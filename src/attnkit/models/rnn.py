@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnkit.attention import SCORE_NAMES, attend, make_score, masked_softmax
-from attnkit.config import check
+from attnkit.config import check, positive
 from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, param
 
 __all__ = ["LSTMStepper", "Seq2SeqLSTM", "Seq2SeqLSTMConfig"]
@@ -62,15 +62,14 @@ class Seq2SeqLSTMConfig(ModelConfig):
                 self.attention is None or self.attention in SCORE_NAMES,
                 f"model.attention must be null or one of {', '.join(SCORE_NAMES)}",
             ),
-            (
-                self.num_layers > 0 and self.emb_dim > 0 and self.hidden_size > 0,
-                "model sizes must be > 0",
-            ),
+            positive("model.num_layers", self.num_layers),
+            positive("model.emb_dim", self.emb_dim),
+            positive("model.hidden_size", self.hidden_size),
             (
                 not self.bidirectional or self.hidden_size % 2 == 0,
                 "model.hidden_size must be even for a bidirectional LSTM encoder",
             ),
-            (0.0 <= self.dropout < 1.0, "model.dropout must be in [0, 1)"),
+            (0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1), got {self.dropout!r}"),
             (
                 not self.share_embeddings or self.tgt_vocab_size in (None, self.vocab_size),
                 "share_embeddings needs one joint vocabulary (equal vocab sizes)",

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from attnkit.attention import KVCache
-from attnkit.config import ConfigError, check
+from attnkit.config import ConfigError, check, positive, short_repr
 from attnkit.layers import (
     Decoder,
     Encoder,
@@ -74,18 +74,18 @@ class TransformerConfig(TransformerSizes):
         etc. wins); the saved config holds the filled values."""
         name = raw.get("preset")
         if name is not None:
-            if name not in PRESETS:
-                raise ConfigError(f"model.preset must be null or one of {', '.join(PRESETS)}")
+            if not isinstance(name, str) or name not in PRESETS:
+                raise ConfigError(
+                    f"model.preset must be null or one of {', '.join(PRESETS)}, "
+                    f"got {short_repr(name)}"
+                )
             raw = {**_preset_sizes(name), **raw}
         return super().from_dict(raw, **kwargs)
 
     def validate(self) -> None:
         super().validate()
         check(
-            (
-                self.num_decoder_layers is None or self.num_decoder_layers > 0,
-                "model.num_decoder_layers must be > 0",
-            ),
+            positive("model.num_decoder_layers", self.num_decoder_layers, optional=True),
             (
                 not self.share_embeddings or self.tgt_vocab_size in (None, self.vocab_size),
                 "share_embeddings needs one joint vocabulary (equal vocab sizes)",
@@ -200,10 +200,9 @@ class Transformer(AttnkitModel):
     ) -> Seq2SeqOutput:
         """Teacher-forced pass: src (B, S), tgt_in (B, T) -> ``Seq2SeqOutput`` with logits
         (B, T, tgt_vocab) and, if ``need_weights``, the last decoder layer's cross-attention
-        averaged over heads (B, T, S). The decoder reads every gold token in parallel, so
-        ``teacher_forcing_ratio`` (there for one seq2seq signature) must be 1."""
-        if teacher_forcing_ratio != 1.0:
-            raise ValueError("the Transformer trains with full teacher forcing (ratio 1)")
+        averaged over heads (B, T, S). The decoder reads every gold token in parallel:
+        ``teacher_forcing_ratio`` (there for one seq2seq signature) has no effect (a new
+        recipe that sets it < 1 for a Transformer is refused)."""
         src_mask = src != self.pad_id if src_mask is None else src_mask
         tgt_mask = tgt_in != self.pad_id if tgt_mask is None else tgt_mask
         memory, _ = self.encode(src, src_mask)

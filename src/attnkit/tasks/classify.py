@@ -20,11 +20,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import RunConfig, require
+from attnkit.config import RunConfig, require, short_repr
 from attnkit.data.batching import pad_batch
 from attnkit.data.paths import DataError
 from attnkit.data.readers import Examples, load_text_classification
 from attnkit.data.split import split_examples
+from attnkit.device import model_device
 from attnkit.errors import InputError
 from attnkit.metrics import accuracy, classification_report
 from attnkit.run import RunDir
@@ -35,7 +36,7 @@ from attnkit.tasks.base import (
     RunError,
     TaskSpec,
     get_tokenizer,
-    model_device,
+    one_line,
 )
 from attnkit.tokenization import Tokenizer
 
@@ -110,6 +111,12 @@ def prepare_data(
         validation=list(read_split(cfg, "validation")) if _has_split(cfg, "validation") else None,
         key=lambda ex: str(ex.label).strip(),
     )
+    classes = {str(ex.label).strip() for ex in train_ex}
+    if len(classes) == 1:  # (before the tokenizer is trained or anything is written)
+        raise DataError(
+            f"the training data has only one class ({short_repr(classes.pop())}); "
+            "a classifier needs at least two"
+        )
     labels = KNOWN_LABELS.get(d.name) or _sort_labels(ex.label for ex in train_ex)
     to_id = label_ids(cfg, labels)
     if tokenizer is None:
@@ -245,8 +252,9 @@ class Prediction:
     truncated: bool = False
 
     def format(self) -> str:
-        """``label<TAB>probability<TAB>text``: what ``attnkit predict`` prints."""
-        return f"{self.label}\t{self.probability:.4f}\t{self.text}"
+        """``label<TAB>probability<TAB>text``: what ``attnkit predict`` prints (one line:
+        tabs, line breaks and other control characters in the text are escaped)."""
+        return f"{one_line(self.label)}\t{self.probability:.4f}\t{one_line(self.text)}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -530,10 +538,12 @@ class ClassifySpec(TaskSpec):
         )
 
     def after_training(self, run: RunDir, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+        """Temperature scaling of the best weights on the validation split."""
         if data.validation and run.has_weights():
-            from attnkit.api import load
-
-            calibrate_run(run, load(run.path), data.validation, log)
+            model = cfg.model.build()
+            run.load_weights(model)
+            predictor = self.predictor(model, data.tokenizer, cfg, run, run.read_config())
+            calibrate_run(run, predictor, data.validation, log)
 
     def calibrate(
         self, predictor: ClassifierPredictor, data_dir: str | None, log: Log
@@ -552,10 +562,16 @@ class ClassifySpec(TaskSpec):
         run: RunDir,
         saved: dict[str, Any],
     ) -> ClassifierPredictor:
-        temperature = float(saved.get("temperature", 1.0))
-        return ClassifierPredictor(
-            model, tokenizer, cfg, saved["labels"], run.path, temperature=temperature
-        )
+        temperature = saved.get("temperature", 1.0)
+        if not isinstance(temperature, (int, float)) or not 0 < temperature < math.inf:
+            raise RunError(
+                f"{run.config_path}: temperature must be a number > 0, got {temperature!r} "
+                "(`attnkit calibrate` fits it again)"
+            )
+        labels = saved.get("labels")
+        if not isinstance(labels, list) or len(labels) != getattr(cfg.model, "num_classes", 0):
+            raise RunError(f"{run.config_path}: labels are missing or do not match the model")
+        return ClassifierPredictor(model, tokenizer, cfg, labels, run.path, temperature=temperature)
 
     def ensemble(self, predictors: Sequence[Any], runs: Sequence[Any]) -> EnsemblePredictor:
         for r, m in zip(runs, predictors, strict=True):
