@@ -188,7 +188,8 @@ class RunConfig:
         )
         _validate(cfg)
         cfg.model.validate()
-        spec.validate(cfg)
+        if source == "recipe":  # a saved run passed these when it started; code may be stricter now
+            spec.validate(cfg)
         return cfg
 
 
@@ -209,11 +210,37 @@ def _model_section(task: str, raw: Any, source: str) -> Any:
     if arch not in spec.archs():
         raise ConfigError(spec.arch_error(arch))
     cls = config_class(spec.model_family, arch)
+    if source == "recipe":
+        _refuse_sibling_keys(raw, cls, spec.archs(), spec.model_family, arch)
     return cls.from_dict(
         raw,
         allow_derived=source != "recipe",
         ignore=FIRST_FORMAT_MODEL_KEYS if source == "first-format run" else frozenset(),
     )
+
+
+def _refuse_sibling_keys(
+    raw: dict[str, Any], cls: type, archs: list[str], family: str, arch: str
+) -> None:
+    """A key that another arch of the same family has (``num_heads`` in a gru classifier's
+    section, say, after ``--set model.arch=gru`` on a Transformer recipe) is named as such,
+    rather than suggesting a look-alike key of this arch."""
+    from attnkit.models import config_class
+
+    own = {f.name for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key in own or key in getattr(cls, "KEY_HINTS", {}):
+            continue
+        owners = [
+            a
+            for a in archs
+            if a != arch and key in {f.name for f in dataclasses.fields(config_class(family, a))}
+        ]
+        if owners:
+            raise ConfigError(
+                f"model.{key} is a setting of arch {' / '.join(owners)}, not "
+                f"{arch}: remove it (or choose model.arch {owners[0]})"
+            )
 
 
 def suggest(key: str, valid: list[str]) -> str:

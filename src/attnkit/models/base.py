@@ -112,6 +112,13 @@ class ModelConfig:
         """The model this config describes (freshly initialised)."""
         raise NotImplementedError
 
+    # a seq2seq decoder that can be fed its own predictions (training.teacher_forcing_ratio < 1)
+    SCHEDULED_SAMPLING: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        """What the "model: ..." log line calls it."""
+        return self.arch
+
     @property
     def needs_cls(self) -> bool:
         """True if the model reads a [CLS] token the data must put first."""

@@ -41,7 +41,6 @@ from attnkit.layers import (
 from attnkit.models.base import AttnkitModel, ModelConfig, TransformerSizes, param
 
 __all__ = [
-    "ARCHS",
     "RNNClassifier",
     "RNNClassifierConfig",
     "TransformerClassifier",
@@ -398,9 +397,6 @@ class RNNClassifier(AttnkitModel):
 # --------------------------------------------------------------------------------------
 # Factory
 # --------------------------------------------------------------------------------------
-ARCHS = ("transformer", "rnn", "lstm", "gru", "ngram")
-
-
 def build_classifier(
     arch: str, vocab_size: int, num_classes: int, pad_id: int, **hparams: object
 ) -> nn.Module:
@@ -408,11 +404,13 @@ def build_classifier(
     "gru" -> RNNClassifier with that cell; "ngram" -> ``attnkit.models.ngram.NgramClassifier``
     (bag of n-grams, NBSVM). ``hparams`` are the fields of the arch's config; an unknown
     arch or hyperparameter name raises ``ConfigError`` (a ValueError) naming the valid ones."""
-    from attnkit.models import config_class
+    from attnkit.models import archs, config_class
 
     arch = arch.lower()
-    if arch not in ARCHS:
-        raise ConfigError(f"unknown classifier arch {arch!r}; choose one of {', '.join(ARCHS)}")
+    if arch not in archs("classifier"):
+        raise ConfigError(
+            f"unknown classifier arch {arch!r}; choose one of {', '.join(archs('classifier'))}"
+        )
     cls = config_class("classifier", arch)
     fixed = ("arch", "vocab_size", "pad_id", "num_classes", "max_len")
     valid = [f.name for f in dataclasses.fields(cls) if f.name not in fixed] + ["max_len"]

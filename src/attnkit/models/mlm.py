@@ -67,6 +67,14 @@ class MaskedLMConfig(TransformerEncoderConfig):
             ),
         )
 
+    def describe(self) -> str:
+        head = (
+            "ELECTRA generator + replaced-token detection head"
+            if self.objective == "electra"
+            else "masked-LM head"
+        )
+        return f"transformer encoder + {head}"
+
     def build(self) -> TransformerMLM | ElectraPretrainer:
         """A masked LM, or ELECTRA's discriminator with its generator."""
         if self.objective == "electra":

@@ -68,6 +68,12 @@ class NgramConfig(ModelConfig):
             positive("model.num_classes", self.num_classes),
         )
 
+    @property
+    def hidden_width(self) -> int:
+        """No d_model here; the Noam schedule keeps the width it used for this model before
+        per-model configs (the flat config's default d_model, 256)."""
+        return 256
+
     def build(self) -> NgramClassifier:
         return NgramClassifier(self)
 

@@ -80,6 +80,11 @@ class Seq2SeqLSTMConfig(ModelConfig):
     def hidden_width(self) -> int:
         return self.hidden_size
 
+    SCHEDULED_SAMPLING: ClassVar[bool] = True  # decodes step by step: can read its own output
+
+    def describe(self) -> str:
+        return f"lstm, attention: {self.attention or 'none'}"
+
     def build(self) -> Seq2SeqLSTM:
         return Seq2SeqLSTM(self)
 

@@ -92,6 +92,9 @@ class TransformerConfig(TransformerSizes):
             ),
         )
 
+    def describe(self) -> str:
+        return f"transformer {self.num_layers}+{self.num_decoder_layers or self.num_layers} layers"
+
     def build(self) -> Transformer:
         return Transformer(self)
 

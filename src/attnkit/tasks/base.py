@@ -106,8 +106,8 @@ class TaskSpec:
                 "max_len": cfg.data.max_len}  # fmt: skip
 
     def describe_model(self, cfg: RunConfig) -> str:
-        """What the "model: ..." log line calls the model."""
-        return str(cfg.model.arch)
+        """What the "model: ..." log line calls the model (its config's ``describe()``)."""
+        return cfg.model.describe()
 
     def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
         """Prepare a freshly built model before training (new runs only). Default: nothing."""

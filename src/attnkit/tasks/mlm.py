@@ -429,14 +429,6 @@ class MaskedLMSpec(TaskSpec):
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
-    def describe_model(self, cfg: RunConfig) -> str:
-        head = (
-            "ELECTRA generator + replaced-token detection head"
-            if cfg.model.objective == "electra"
-            else "masked-LM head"
-        )
-        return f"transformer encoder + {head}"
-
     def trainer_task(self, cfg: RunConfig, data: PreparedData) -> MaskedLMTask:
         return build_task(cfg, data.tokenizer)
 

@@ -641,9 +641,9 @@ class Seq2SeqSpec(TaskSpec):
             "training.teacher_forcing_ratio must be in [0, 1]",
         )
         require(
-            t.teacher_forcing_ratio == 1.0 or cfg.model.arch == "lstm",
-            "training.teacher_forcing_ratio < 1 needs model.arch lstm (a Transformer decoder "
-            "reads every gold token at once)",
+            t.teacher_forcing_ratio == 1.0 or cfg.model.SCHEDULED_SAMPLING,
+            f"training.teacher_forcing_ratio < 1 needs a decoder that reads its own output "
+            f"step by step (arch lstm); arch {cfg.model.arch} reads every gold token at once",
         )
         require(d.max_len > 2, "data.max_len must be > 2 for a sequence-to-sequence task")
 
@@ -658,12 +658,6 @@ class Seq2SeqSpec(TaskSpec):
 
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
-
-    def describe_model(self, cfg: RunConfig) -> str:
-        m = cfg.model
-        if m.arch == "transformer":
-            return f"transformer {m.num_layers}+{m.num_decoder_layers or m.num_layers} layers"
-        return f"lstm, attention: {m.attention or 'none'}"
 
     def trainer_task(self, cfg: RunConfig, data: PreparedData) -> Seq2SeqTask:
         return Seq2SeqTask(
