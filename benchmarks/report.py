@@ -26,8 +26,14 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 
 def machine() -> str:
+    """Where a benchmark ran: the recipes train on ``training.device: auto``, so on a machine
+    with a GPU the row says which one."""
+    from attnkit.device import resolve_device
+
+    device = resolve_device("auto")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     return (
-        f"{platform.machine()}, {torch.get_num_threads()} threads, "
+        f"{platform.machine()}, {where}, {torch.get_num_threads()} threads, "
         f"torch {torch.__version__}, attnkit {attnkit.__version__}"
     )
 
