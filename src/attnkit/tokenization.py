@@ -60,6 +60,10 @@ class Tokenizer:
     """A trained subword tokenizer (wraps a ``tokenizers.Tokenizer``)."""
 
     def __init__(self, backend: tokenizers.Tokenizer) -> None:
+        # attnkit truncates (``max_len``, ``keep``) and pads (``pad_batch``) itself: a loaded
+        # tokenizer.json's own settings (Hugging Face files often pad/cut to 128) are dropped
+        backend.no_padding()
+        backend.no_truncation()
         self._tk = backend
         self._special = {tok: backend.token_to_id(tok) for tok in SPECIAL_TOKENS}
         # ids that decode(skip_special=True) drops; [UNK] is kept so lost text stays visible

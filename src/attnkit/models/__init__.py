@@ -16,6 +16,7 @@ from torch import nn
 
 from attnkit.config import ConfigError
 from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, read_model_config
+from attnkit.models.bert import BertConfig, BertModel, BertOutput
 from attnkit.models.classifier import (
     RNNClassifier,
     RNNClassifierConfig,
@@ -31,6 +32,9 @@ from attnkit.models.transformer import TransformerConfig
 __all__ = [
     "MODEL_CONFIGS",
     "AttnkitModel",
+    "BertConfig",
+    "BertModel",
+    "BertOutput",
     "ModelConfig",
     "NgramClassifier",
     "RNNClassifier",
@@ -54,6 +58,7 @@ MODEL_CONFIGS: dict[str, dict[str, type[ModelConfig]]] = {
     },
     "seq2seq": {"transformer": TransformerConfig, "lstm": Seq2SeqLSTMConfig},
     "masked_lm": {"transformer": MaskedLMConfig},
+    "bert": {"bert": BertConfig},
 }
 
 
@@ -86,11 +91,14 @@ def build_model(config: ModelConfig) -> nn.Module:
 
 def from_pretrained(directory: str | Path, map_location: str = "cpu") -> nn.Module:
     """Any attnkit model from a ``save_pretrained`` directory or a run directory (in eval
-    mode), its class found from the saved ``model_type`` and ``arch``."""
+    mode), its class found from the saved ``model_type`` and ``arch``. A Hugging Face BERT
+    directory gives a ``BertModel``."""
     from attnkit.checkpoint import load_model_weights
     from attnkit.run import RunDir
 
     config = read_model_config(directory)
+    if isinstance(config, BertConfig):  # its own loader reads Hugging Face's names
+        return BertModel.from_pretrained(directory, map_location=map_location)
     model = config.build()
     load_model_weights(model, RunDir(directory).weights_path, map_location=map_location)
     return model.eval()

@@ -271,8 +271,8 @@ def _is_training_run(run: RunDir) -> bool:
 
 def read_model_config(directory: str | Path, config_class: type[C] | None = None) -> C:
     """The model config saved in ``directory``: a bare model config.json
-    (``save_pretrained``) or a run's (its ``model`` section). ``config_class`` None: the
-    class registered for the saved ``model_type`` and ``arch``."""
+    (``save_pretrained``), a run's (its ``model`` section) or a Hugging Face BERT one.
+    ``config_class`` None: the class registered for the saved ``model_type`` and ``arch``."""
     from attnkit.config import FIRST_FORMAT_MODEL_KEYS
     from attnkit.models import config_class as registered
 
@@ -287,6 +287,13 @@ def read_model_config(directory: str | Path, config_class: type[C] | None = None
         if raw["format"] == 1:
             ignore = FIRST_FORMAT_MODEL_KEYS
         raw = raw["model"]
+    from attnkit.interop.hf_bert import bert_config_from_hf, is_hf_bert_config
+
+    if is_hf_bert_config(raw):  # a Hugging Face BERT directory
+        config = bert_config_from_hf(raw, where=str(path))
+        if config_class is not None and not isinstance(config, config_class):
+            raise ConfigError(f"{path} is a BERT config, not a {config_class.__name__}")
+        return config  # type: ignore[return-value]
     if not isinstance(raw, dict) or "model_type" not in raw:
         raise ConfigError(f"{path} is not an attnkit model config (no model_type)")
     cls = config_class or registered(raw["model_type"], raw.get("arch", ""))

@@ -1,0 +1,304 @@
+"""Hugging Face BERT checkpoints <-> ``attnkit.models.bert.BertModel``.
+
+The one place that knows Hugging Face's BERT names. A Hugging Face BERT directory holds
+
+    config.json         {"model_type": "bert", "hidden_size": 768, ...}
+    model.safetensors   embeddings.word_embeddings.weight, encoder.layer.0.attention..., ...
+                        (or pytorch_model.bin, read with ``torch.load(weights_only=True)``)
+
+    model = load_hf_bert("all-MiniLM-L6-v2/")     # a BertModel, in eval mode
+    save_hf_bert(model, "out/")                   # transformers.BertModel.from_pretrained("out/")
+
+Checkpoints of BERT with a head (``BertForPreTraining``, ``BertForMaskedLM``,
+``BertForSequenceClassification``, ...) prefix the encoder's names with ``bert.``; the
+prefix is stripped and the heads' tensors (``cls.*``, ``classifier.*``, ...) are ignored. A
+tensor of the encoder itself that has no place in the model, a missing one or one of
+another shape is a one-line ``RunError``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from attnkit.checkpoint import atomic_write_text, read_tensors, save_tensors
+from attnkit.config import ConfigError, short_repr
+from attnkit.errors import MissingFileError, RunError
+from attnkit.models.bert import BertConfig, BertModel
+
+__all__ = [
+    "bert_config_from_hf",
+    "bert_config_to_hf",
+    "from_hf_state_dict",
+    "hf_key_map",
+    "is_hf_bert_config",
+    "load_hf_bert",
+    "save_hf_bert",
+    "to_hf_state_dict",
+]
+
+CONFIG_FILE = "config.json"
+SAFETENSORS_FILE = "model.safetensors"
+PYTORCH_FILE = "pytorch_model.bin"
+
+# attnkit module -> Hugging Face module (each with .weight and .bias, embeddings: .weight)
+_EMBEDDING_KEYS = {
+    "embeddings.word.weight": "embeddings.word_embeddings.weight",
+    "embeddings.pos.embedding.weight": "embeddings.position_embeddings.weight",
+    "embeddings.segment.embedding.weight": "embeddings.token_type_embeddings.weight",
+    "embeddings.norm.weight": "embeddings.LayerNorm.weight",
+    "embeddings.norm.bias": "embeddings.LayerNorm.bias",
+}
+_LAYER_MODULES = {  # inside encoder.layers.{i} -> inside encoder.layer.{i}
+    "self_attn.q_proj": "attention.self.query",
+    "self_attn.k_proj": "attention.self.key",
+    "self_attn.v_proj": "attention.self.value",
+    "self_attn.out_proj": "attention.output.dense",
+    "add_norm1.norm": "attention.output.LayerNorm",
+    "ffn.linear1": "intermediate.dense",
+    "ffn.linear2": "output.dense",
+    "add_norm2.norm": "output.LayerNorm",
+}
+_POOLER_KEYS = {"pooler.weight": "pooler.dense.weight", "pooler.bias": "pooler.dense.bias"}
+# the encoder's own top-level modules in a Hugging Face state dict (anything else is a head)
+_BODY_PREFIXES = ("embeddings.", "encoder.", "pooler.")
+# buffers Hugging Face rebuilds (older versions saved them)
+_IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+
+# config: attnkit field -> Hugging Face key, and Hugging Face's defaults (BertConfig's)
+_CONFIG_KEYS = {
+    "vocab_size": "vocab_size",
+    "d_model": "hidden_size",
+    "num_layers": "num_hidden_layers",
+    "num_heads": "num_attention_heads",
+    "d_ff": "intermediate_size",
+    "activation": "hidden_act",
+    "dropout": "hidden_dropout_prob",
+    "attention_dropout": "attention_probs_dropout_prob",
+    "max_len": "max_position_embeddings",
+    "type_vocab_size": "type_vocab_size",
+    "init_std": "initializer_range",
+    "layer_norm_eps": "layer_norm_eps",
+    "pad_id": "pad_token_id",
+}
+_REQUIRED_HF_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+# Hugging Face hidden_act -> attnkit activation (gelu is the exact erf GELU in both)
+_ACT_FROM_HF = {
+    "gelu": "gelu",
+    "relu": "relu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+}
+_ACT_TO_HF = {"gelu": "gelu", "relu": "relu", "gelu_tanh": "gelu_pytorch_tanh"}
+
+
+# --------------------------------------------------------------------------------------
+# config.json
+# --------------------------------------------------------------------------------------
+def is_hf_bert_config(raw: Any) -> bool:
+    """True for a Hugging Face BERT config.json's contents (``"model_type": "bert"`` with
+    Hugging Face's keys, not attnkit's own ``BertConfig.to_dict()``)."""
+    return isinstance(raw, dict) and raw.get("model_type") == "bert" and "hidden_size" in raw
+
+
+def bert_config_to_hf(config: BertConfig) -> dict[str, Any]:
+    """``BertConfig`` -> the contents of a Hugging Face BERT config.json."""
+    hf: dict[str, Any] = {"architectures": ["BertModel"], "model_type": "bert"}
+    for name, key in _CONFIG_KEYS.items():
+        hf[key] = getattr(config, name)
+    hf["hidden_act"] = _ACT_TO_HF[config.activation]
+    hf["position_embedding_type"] = "absolute"
+    return dict(sorted(hf.items()))
+
+
+def bert_config_from_hf(raw: dict[str, Any], where: str = CONFIG_FILE) -> BertConfig:
+    """A Hugging Face BERT config.json's contents -> ``BertConfig`` (missing optional keys
+    take Hugging Face's defaults; settings attnkit's BERT does not have are a one-line
+    ``ConfigError``)."""
+    if not isinstance(raw, dict) or raw.get("model_type") != "bert":
+        found = raw.get("model_type") if isinstance(raw, dict) else type(raw).__name__
+        raise ConfigError(f"{where} is not a BERT config (model_type {short_repr(found)})")
+    missing = [k for k in _REQUIRED_HF_KEYS if k not in raw]
+    if missing:
+        raise ConfigError(f"{where} lacks {', '.join(missing)}")
+    unsupported = [
+        (raw.get("position_embedding_type", "absolute") != "absolute", "position_embedding_type"),
+        (bool(raw.get("is_decoder", False)), "is_decoder"),
+        (bool(raw.get("add_cross_attention", False)), "add_cross_attention"),
+    ]
+    for bad, key in unsupported:
+        if bad:
+            raise ConfigError(
+                f"{where}: {key}={short_repr(raw[key])} is not supported (attnkit's BERT is "
+                "an encoder with absolute positions)"
+            )
+    act = raw.get("hidden_act", "gelu")
+    if act not in _ACT_FROM_HF:
+        raise ConfigError(
+            f"{where}: hidden_act must be one of {', '.join(_ACT_FROM_HF)}, got {short_repr(act)}"
+        )
+    defaults = BertConfig()
+    values: dict[str, Any] = {}
+    for name, key in _CONFIG_KEYS.items():
+        value = raw.get(key)
+        values[name] = getattr(defaults, name) if value is None else value
+    values["activation"] = _ACT_FROM_HF[act]
+    config = BertConfig(**values)
+    config.validate()
+    return config
+
+
+# --------------------------------------------------------------------------------------
+# parameter names
+# --------------------------------------------------------------------------------------
+def hf_key_map(num_layers: int) -> dict[str, str]:
+    """attnkit ``BertModel`` state-dict name -> Hugging Face ``BertModel``'s, for every
+    tensor of a ``num_layers``-layer model."""
+    keys = dict(_EMBEDDING_KEYS)
+    for i in range(num_layers):
+        for ours, theirs in _LAYER_MODULES.items():
+            for part in ("weight", "bias"):
+                keys[f"encoder.layers.{i}.{ours}.{part}"] = f"encoder.layer.{i}.{theirs}.{part}"
+    keys.update(_POOLER_KEYS)
+    return keys
+
+
+def to_hf_state_dict(model: BertModel) -> dict[str, Tensor]:
+    """The model's tensors under Hugging Face's names."""
+    names = hf_key_map(model.config.num_layers)
+    return {names[k]: v for k, v in model.state_dict().items()}
+
+
+def _hf_name(key: str) -> str | None:
+    """A Hugging Face checkpoint's key as a bare ``BertModel``'s (the ``bert.`` prefix of
+    models with heads stripped, TF-era ``gamma``/``beta`` renamed), or None for a head's
+    tensor or a rebuilt buffer."""
+    if key.startswith("bert."):
+        key = key[len("bert.") :]
+    if not key.startswith(_BODY_PREFIXES) or key in _IGNORED_BUFFERS:
+        return None
+    if ".LayerNorm." in key:
+        key = key.replace(".LayerNorm.gamma", ".LayerNorm.weight")
+        key = key.replace(".LayerNorm.beta", ".LayerNorm.bias")
+    return key
+
+
+def from_hf_state_dict(
+    tensors: dict[str, Tensor], config: BertConfig, where: str = "checkpoint"
+) -> dict[str, Tensor]:
+    """A Hugging Face BERT checkpoint's tensors -> attnkit ``BertModel`` state dict for
+    ``config``. Raises a one-line ``RunError`` for missing, unexpected or misshapen
+    encoder tensors (heads' tensors are ignored)."""
+    theirs_to_ours = {v: k for k, v in hf_key_map(config.num_layers).items()}
+    expected = _expected_shapes(config)
+    state: dict[str, Tensor] = {}
+    unexpected: list[str] = []
+    for key, tensor in tensors.items():
+        name = _hf_name(key)
+        if name is None:
+            continue
+        ours = theirs_to_ours.get(name)
+        if ours is None:
+            unexpected.append(key)
+        else:
+            state[ours] = tensor
+    missing = [theirs for theirs, ours in theirs_to_ours.items() if ours not in state]
+    shapes = [
+        f"{hf_key_map(config.num_layers)[k]} is {tuple(v.shape)} in the file, "
+        f"{expected[k]} in the config"
+        for k, v in state.items()
+        if tuple(v.shape) != expected[k]
+    ]
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} tensors missing (e.g. {missing[0]})")
+    if unexpected:
+        problems.append(f"{len(unexpected)} unexpected tensors (e.g. {unexpected[0]})")
+    if shapes:
+        problems.append(f"{len(shapes)} of other shapes (e.g. {shapes[0]})")
+    if problems:
+        raise RunError(f"{where} does not match its BERT config: {'; '.join(problems)}")
+    return state
+
+
+def _expected_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor's shape in a ``BertModel`` of ``config`` (without building one)."""
+    with torch.device("meta"):
+        model = BertModel(config)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+# --------------------------------------------------------------------------------------
+# directories
+# --------------------------------------------------------------------------------------
+def read_hf_config(directory: str | Path) -> BertConfig:
+    """The ``BertConfig`` of a Hugging Face BERT directory's config.json."""
+    path = Path(directory) / CONFIG_FILE
+    if not path.is_file():
+        raise MissingFileError(f"{directory} has no {CONFIG_FILE}")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise RunError(f"{path} is damaged ({str(exc).splitlines()[0]})") from None
+    return bert_config_from_hf(raw, where=str(path))
+
+
+def read_hf_tensors(directory: str | Path, map_location: str = "cpu") -> dict[str, Tensor]:
+    """The tensors of a Hugging Face directory: model.safetensors, else pytorch_model.bin
+    (loaded with ``weights_only=True``: tensors only, no code runs)."""
+    directory = Path(directory)
+    safetensors = directory / SAFETENSORS_FILE
+    if safetensors.is_file():
+        return read_tensors(safetensors, map_location)
+    pickle = directory / PYTORCH_FILE
+    if pickle.is_file():
+        try:
+            tensors = torch.load(pickle, map_location=map_location, weights_only=True)
+        except Exception as exc:  # unpickling errors come in many types
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RunError(f"{pickle} could not be read as tensors only ({reason})") from None
+        if not isinstance(tensors, dict) or not all(
+            isinstance(v, Tensor) for v in tensors.values()
+        ):
+            raise RunError(f"{pickle} is not a state dict of tensors")
+        return tensors
+    if any(directory.glob("*.index.json")):
+        raise RunError(f"{directory} holds a sharded checkpoint, which is not supported")
+    raise MissingFileError(f"{directory} has neither {SAFETENSORS_FILE} nor {PYTORCH_FILE}")
+
+
+def load_hf_bert(directory: str | Path, map_location: str = "cpu") -> BertModel:
+    """A ``BertModel`` (eval mode) from a Hugging Face BERT directory."""
+    config = read_hf_config(directory)
+    tensors = read_hf_tensors(directory, map_location)
+    state = from_hf_state_dict(tensors, config, where=str(directory))
+    model = BertModel(config)
+    model.load_state_dict(state)
+    return model.to(map_location).eval()
+
+
+def save_hf_bert(model: BertModel, directory: str | Path) -> Path:
+    """Write ``model`` as a Hugging Face BERT directory (config.json + model.safetensors)
+    that ``transformers.BertModel.from_pretrained`` loads with no missing or unexpected
+    keys. Refuses a training run's directory (its config.json would be replaced)."""
+    directory = Path(directory)
+    path = directory / CONFIG_FILE
+    if path.is_file():
+        try:
+            is_run = "task" in json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, TypeError):
+            is_run = False
+        if is_run:
+            raise ConfigError(
+                f"{directory} is a training run: saving would replace its config.json; "
+                "choose another folder"
+            )
+    directory.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(bert_config_to_hf(model.config), indent=2) + "\n"
+    save_tensors(to_hf_state_dict(model), directory / SAFETENSORS_FILE)
+    atomic_write_text(path, text)
+    return directory
