@@ -5,14 +5,16 @@ Trainer's loss and metrics, evaluation on a split and the predictor ``attnkit.lo
 returns. ``attnkit.api`` runs the same steps for every task, asking the spec at each one:
 
     train:    spec.validate(cfg) (when the recipe is read)
-              spec.before_data(cfg, tokenizer, log)       e.g. init_from: sizes + tokenizer
+              spec.check_resume(cfg, saved)               --resume only
+              spec.before_data(cfg, tokenizer, log)       new runs; e.g. init_from's sizes
               data = spec.prepare_data(cfg, tokenizer, log)
               cfg.model <- spec.model_inputs(cfg, data.tokenizer, data.run_info)
               model = cfg.model.build();  spec.init_model(model, cfg, data, log)
               Trainer(model, spec.trainer_task(cfg, data), data.train, ...).fit()
               spec.after_training(run, cfg, data, log)
-    load:     spec.predictor(model, tokenizer, cfg, run, saved)
+    load:     spec.predictor(model, tokenizer, cfg, run, saved)   (several: spec.ensemble)
     evaluate: spec.evaluate(predictor, split, ...)
+    calibrate: spec.calibrate(predictor, data_dir, log)
 
 A new task subclasses ``TaskSpec``, sets ``name`` / ``model_family`` and overrides
 ``prepare_data``, ``trainer_task`` and ``predictor`` (the rest have defaults), then
