@@ -10,15 +10,20 @@ The one place that knows Hugging Face's BERT names. A Hugging Face BERT director
     save_hf_bert(model, "out/")                   # transformers.BertModel.from_pretrained("out/")
 
 Checkpoints of BERT with a head (``BertForPreTraining``, ``BertForMaskedLM``,
-``BertForSequenceClassification``, ...) prefix the encoder's names with ``bert.``; the
-prefix is stripped and the heads' tensors (``cls.*``, ``classifier.*``, ...) are ignored. A
-tensor of the encoder itself that has no place in the model, a missing one or one of
-another shape is a one-line ``RunError``.
+``BertForSequenceClassification``, ...) prefix the encoder's names with ``bert.``. Loaded
+into a ``BertModel``, the heads' tensors (``cls.*``, ``classifier.*``, ...) are unused;
+loaded into a head of ``attnkit.models.bert_heads`` (``load_hf_bert(dir, model_class=...)``)
+the head's tensors are read too, and a head (or pooler) the checkpoint lacks is freshly
+initialised: ``model.loading_info`` lists those tensors and a warning says so, as
+transformers does. A tensor of the encoder itself that has no place in the model, a missing
+one or one of another shape is a one-line ``RunError``. config.json's ``architectures``
+gives the head (``model.arch``), ``id2label`` / ``num_labels`` its ``num_classes``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +33,9 @@ from torch import Tensor
 from attnkit.checkpoint import atomic_write_text, read_tensors, save_tensors
 from attnkit.config import ConfigError, short_repr
 from attnkit.errors import MissingFileError, RunError
-from attnkit.models.bert import BertConfig, BertModel
+from attnkit.models.bert import BERT_ARCHS, BertConfig, BertModel, HfBertFiles
+
+logger = logging.getLogger("attnkit")
 
 __all__ = [
     "bert_config_from_hf",
@@ -37,6 +44,7 @@ __all__ = [
     "hf_key_map",
     "is_hf_bert_config",
     "load_hf_bert",
+    "model_key_map",
     "save_hf_bert",
     "to_hf_state_dict",
 ]
@@ -66,8 +74,14 @@ _LAYER_MODULES = {  # inside encoder.layers.{i} -> inside encoder.layer.{i}
 _POOLER_KEYS = {"pooler.weight": "pooler.dense.weight", "pooler.bias": "pooler.dense.bias"}
 # the encoder's own top-level modules in a Hugging Face state dict (anything else is a head)
 _BODY_PREFIXES = ("embeddings.", "encoder.", "pooler.")
-# buffers Hugging Face rebuilds (older versions saved them)
-_IGNORED_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+# buffers Hugging Face rebuilds (older versions saved them), the tied decoder weight
+_IGNORED_BUFFERS = (
+    "embeddings.position_ids",
+    "embeddings.token_type_ids",
+    "cls.predictions.decoder.weight",
+)
+_ARCH_FROM_HF = {hf: arch for arch, hf in BERT_ARCHS.items()}
+_LABELLED_ARCHS = ("bert-classifier", "bert-tagger")  # config.json gets id2label / label2id
 
 # config: attnkit field -> Hugging Face key, and Hugging Face's defaults (BertConfig's)
 _CONFIG_KEYS = {
@@ -107,9 +121,12 @@ def is_hf_bert_config(raw: Any) -> bool:
 
 def bert_config_to_hf(config: BertConfig) -> dict[str, Any]:
     """``BertConfig`` -> the contents of a Hugging Face BERT config.json."""
-    hf: dict[str, Any] = {"architectures": ["BertModel"], "model_type": "bert"}
+    hf: dict[str, Any] = {"architectures": [BERT_ARCHS[config.arch]], "model_type": "bert"}
     for name, key in _CONFIG_KEYS.items():
         hf[key] = getattr(config, name)
+    if config.arch in _LABELLED_ARCHS:
+        hf["id2label"] = {str(i): f"LABEL_{i}" for i in range(config.num_classes)}
+        hf["label2id"] = {f"LABEL_{i}": i for i in range(config.num_classes)}
     hf["hidden_act"] = _ACT_TO_HF[config.activation]
     hf["position_embedding_type"] = "absolute"
     return dict(sorted(hf.items()))
@@ -147,6 +164,11 @@ def bert_config_from_hf(raw: dict[str, Any], where: str = CONFIG_FILE) -> BertCo
         value = raw.get(key)
         values[name] = getattr(defaults, name) if value is None else value
     values["activation"] = _ACT_FROM_HF[act]
+    archs = raw.get("architectures") or ["BertModel"]
+    values["arch"] = _ARCH_FROM_HF.get(archs[0] if isinstance(archs, list) else "", "bert")
+    labels = raw.get("id2label")
+    num_labels = len(labels) if isinstance(labels, dict) and labels else raw.get("num_labels")
+    values["num_classes"] = defaults.num_classes if num_labels is None else num_labels
     config = BertConfig(**values)
     config.validate()
     return config
@@ -167,19 +189,30 @@ def hf_key_map(num_layers: int) -> dict[str, str]:
     return keys
 
 
-def to_hf_state_dict(model: BertModel) -> dict[str, Tensor]:
-    """The model's tensors under Hugging Face's names."""
-    names = hf_key_map(model.config.num_layers)
+def model_key_map(model_class: type[HfBertFiles], num_layers: int) -> dict[str, str]:
+    """attnkit state-dict name -> Hugging Face's, for ``BertModel`` or a head's class (its
+    encoder under ``bert.``, the pooler only where Hugging Face's class has one)."""
+    body = hf_key_map(num_layers)
+    if not model_class.HAS_POOLER:
+        body = {k: v for k, v in body.items() if k not in _POOLER_KEYS}
+    if model_class is BertModel:
+        return body
+    return {**{f"bert.{k}": f"bert.{v}" for k, v in body.items()}, **model_class.HEAD_KEYS}
+
+
+def to_hf_state_dict(model: HfBertFiles) -> dict[str, Tensor]:
+    """The model's tensors under Hugging Face's names (the tied masked-LM decoder is the
+    word embedding: stored once, as transformers does)."""
+    names = model_key_map(type(model), model.config.num_layers)
     return {names[k]: v for k, v in model.state_dict().items()}
 
 
 def _hf_name(key: str) -> str | None:
-    """A Hugging Face checkpoint's key as a bare ``BertModel``'s (the ``bert.`` prefix of
-    models with heads stripped, TF-era ``gamma``/``beta`` renamed), or None for a head's
-    tensor or a rebuilt buffer."""
+    """A Hugging Face checkpoint's key without the ``bert.`` prefix of models with heads
+    (TF-era ``gamma``/``beta`` renamed), or None for a rebuilt buffer or the tied decoder."""
     if key.startswith("bert."):
         key = key[len("bert.") :]
-    if not key.startswith(_BODY_PREFIXES) or key in _IGNORED_BUFFERS:
+    if key in _IGNORED_BUFFERS:
         return None
     if ".LayerNorm." in key:
         key = key.replace(".LayerNorm.gamma", ".LayerNorm.weight")
@@ -188,47 +221,70 @@ def _hf_name(key: str) -> str | None:
 
 
 def from_hf_state_dict(
-    tensors: dict[str, Tensor], config: BertConfig, where: str = "checkpoint"
+    tensors: dict[str, Tensor],
+    config: BertConfig,
+    where: str = "checkpoint",
+    model_class: type[HfBertFiles] = BertModel,
+    info: dict[str, list[str]] | None = None,
 ) -> dict[str, Tensor]:
-    """A Hugging Face BERT checkpoint's tensors -> attnkit ``BertModel`` state dict for
+    """A Hugging Face BERT checkpoint's tensors -> the state dict of ``model_class`` for
     ``config``. Raises a one-line ``RunError`` for missing, unexpected or misshapen
-    encoder tensors (heads' tensors are ignored)."""
-    theirs_to_ours = {v: k for k, v in hf_key_map(config.num_layers).items()}
-    expected = _expected_shapes(config)
-    state: dict[str, Tensor] = {}
-    unexpected: list[str] = []
+    encoder tensors. Tensors of other heads are unused; the head's or pooler's tensors the
+    checkpoint lacks are left out (the model keeps its fresh ones). ``info`` (if given)
+    gets Hugging Face's names of both: ``missing_keys`` and ``unexpected_keys``."""
+    names = model_key_map(model_class, config.num_layers)
+    bare = "" if model_class is BertModel else "bert."
+    # Hugging Face's name without the bert. prefix -> ours
+    theirs_to_ours = {v.removeprefix(bare): k for k, v in names.items()}
+    optional = {
+        k for k in names if k.removeprefix(bare) in _POOLER_KEYS or k in model_class.HEAD_KEYS
+    }
+    renamed: dict[str, tuple[str, Tensor]] = {}
     for key, tensor in tensors.items():
         name = _hf_name(key)
-        if name is None:
-            continue
+        if name is not None:
+            renamed[name] = (key, tensor)
+    if "cls.predictions.decoder.bias" in renamed:  # older checkpoints: the same tensor twice
+        renamed.setdefault("cls.predictions.bias", renamed.pop("cls.predictions.decoder.bias"))
+    expected = _expected_shapes(config, model_class)
+    state: dict[str, Tensor] = {}
+    unexpected: list[str] = []
+    unused: list[str] = []
+    for name, (key, tensor) in renamed.items():
         ours = theirs_to_ours.get(name)
-        if ours is None:
+        if ours is not None:
+            state[ours] = tensor
+        elif name.startswith(_BODY_PREFIXES) and name not in _POOLER_KEYS.values():
             unexpected.append(key)
         else:
-            state[ours] = tensor
-    missing = [theirs for theirs, ours in theirs_to_ours.items() if ours not in state]
+            unused.append(key)  # another head's tensor (or a pooler this model lacks)
+    missing = [names[k] for k in names if k not in state and k not in optional]
     shapes = [
-        f"{hf_key_map(config.num_layers)[k]} is {tuple(v.shape)} in the file, "
-        f"{expected[k]} in the config"
+        f"{names[k]} is {tuple(v.shape)} in the file, {expected[k]} in the config"
         for k, v in state.items()
         if tuple(v.shape) != expected[k]
     ]
     problems = []
     if missing:
-        problems.append(f"{len(missing)} tensors missing (e.g. {missing[0]})")
+        problems.append(f"{len(missing)} tensors missing (e.g. {missing[0].removeprefix(bare)})")
     if unexpected:
         problems.append(f"{len(unexpected)} unexpected tensors (e.g. {unexpected[0]})")
     if shapes:
         problems.append(f"{len(shapes)} of other shapes (e.g. {shapes[0]})")
     if problems:
         raise RunError(f"{where} does not match its BERT config: {'; '.join(problems)}")
+    if info is not None:
+        info["missing_keys"] = [names[k] for k in names if k not in state]
+        info["unexpected_keys"] = unused
     return state
 
 
-def _expected_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
-    """Every tensor's shape in a ``BertModel`` of ``config`` (without building one)."""
+def _expected_shapes(
+    config: BertConfig, model_class: type[HfBertFiles] = BertModel
+) -> dict[str, tuple[int, ...]]:
+    """Every tensor's shape in a ``model_class`` of ``config`` (without building one)."""
     with torch.device("meta"):
-        model = BertModel(config)
+        model = model_class(config)
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
@@ -271,20 +327,50 @@ def read_hf_tensors(directory: str | Path, map_location: str = "cpu") -> dict[st
     raise MissingFileError(f"{directory} has neither {SAFETENSORS_FILE} nor {PYTORCH_FILE}")
 
 
-def load_hf_bert(directory: str | Path, map_location: str = "cpu") -> BertModel:
-    """A ``BertModel`` (eval mode) from a Hugging Face BERT directory."""
+def load_hf_bert(
+    directory: str | Path,
+    map_location: str = "cpu",
+    model_class: type[HfBertFiles] | None = None,
+) -> Any:
+    """A ``model_class`` (eval mode; None: the class of config.json's ``architectures``,
+    ``BertModel`` for one attnkit does not have) from a Hugging Face BERT directory.
+    ``model.loading_info`` holds Hugging Face's names of the tensors freshly initialised
+    (``missing_keys``: a head or pooler the checkpoint lacks) and of those unused
+    (``unexpected_keys``: another head's)."""
     config = read_hf_config(directory)
+    if model_class is None:
+        model_class = config.model_class()
+    config = config.replace(arch=model_class.ARCH)
     tensors = read_hf_tensors(directory, map_location)
-    state = from_hf_state_dict(tensors, config, where=str(directory))
-    model = BertModel(config)
-    model.load_state_dict(state)
+    info: dict[str, list[str]] = {}
+    state = from_hf_state_dict(tensors, config, str(directory), model_class, info)
+    model = model_class(config)
+    result = model.load_state_dict(state, strict=False)
+    assert not result.unexpected_keys, result.unexpected_keys
+    model.loading_info = info
+    if info["missing_keys"]:
+        logger.warning(
+            "Some weights of %s were not initialized from the checkpoint at %s and are newly "
+            "initialized: %s; train the model before using it for predictions",
+            model_class.__name__,
+            directory,
+            ", ".join(info["missing_keys"]),
+        )
+    if info["unexpected_keys"]:
+        logger.info(
+            "%s does not use these tensors of %s: %s",
+            model_class.__name__,
+            directory,
+            ", ".join(info["unexpected_keys"]),
+        )
     return model.to(map_location).eval()
 
 
-def save_hf_bert(model: BertModel, directory: str | Path) -> Path:
+def save_hf_bert(model: HfBertFiles, directory: str | Path) -> Path:
     """Write ``model`` as a Hugging Face BERT directory (config.json + model.safetensors)
     that ``transformers.BertModel.from_pretrained`` loads with no missing or unexpected
-    keys. Refuses a training run's directory (its config.json would be replaced)."""
+    keys (the head's class, e.g. ``transformers.BertForMaskedLM``, for a model with a
+    head). Refuses a training run's directory (its config.json would be replaced)."""
     directory = Path(directory)
     path = directory / CONFIG_FILE
     if path.is_file():

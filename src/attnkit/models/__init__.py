@@ -16,7 +16,14 @@ from torch import nn
 
 from attnkit.config import ConfigError
 from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, read_model_config
-from attnkit.models.bert import BertConfig, BertModel, BertOutput
+from attnkit.models.bert import BERT_ARCHS, BertConfig, BertModel, BertOutput
+from attnkit.models.bert_heads import (
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
 from attnkit.models.classifier import (
     RNNClassifier,
     RNNClassifierConfig,
@@ -33,6 +40,11 @@ __all__ = [
     "MODEL_CONFIGS",
     "AttnkitModel",
     "BertConfig",
+    "BertForMaskedLM",
+    "BertForPreTraining",
+    "BertForQuestionAnswering",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
     "BertModel",
     "BertOutput",
     "ModelConfig",
@@ -58,7 +70,7 @@ MODEL_CONFIGS: dict[str, dict[str, type[ModelConfig]]] = {
     },
     "seq2seq": {"transformer": TransformerConfig, "lstm": Seq2SeqLSTMConfig},
     "masked_lm": {"transformer": MaskedLMConfig},
-    "bert": {"bert": BertConfig},
+    "bert": dict.fromkeys(BERT_ARCHS, BertConfig),  # bert, bert-mlm, ..., bert-qa
 }
 
 
@@ -92,13 +104,14 @@ def build_model(config: ModelConfig) -> nn.Module:
 def from_pretrained(directory: str | Path, map_location: str = "cpu") -> nn.Module:
     """Any attnkit model from a ``save_pretrained`` directory or a run directory (in eval
     mode), its class found from the saved ``model_type`` and ``arch``. A Hugging Face BERT
-    directory gives a ``BertModel``."""
+    directory gives the class of its config.json's ``architectures`` (``BertModel``,
+    ``BertForMaskedLM``, ...)."""
     from attnkit.checkpoint import load_model_weights
     from attnkit.run import RunDir
 
     config = read_model_config(directory)
     if isinstance(config, BertConfig):  # its own loader reads Hugging Face's names
-        return BertModel.from_pretrained(directory, map_location=map_location)
+        return config.model_class().from_pretrained(directory, map_location=map_location)
     model = config.build()
     load_model_weights(model, RunDir(directory).weights_path, map_location=map_location)
     return model.eval()

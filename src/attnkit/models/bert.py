@@ -35,9 +35,18 @@ from attnkit.config import check, positive, short_repr
 from attnkit.layers import BlockConfig, Encoder, LearnedPositionalEmbedding, SegmentEmbedding
 from attnkit.models.base import AttnkitModel, ModelConfig, param
 
-__all__ = ["BertConfig", "BertModel", "BertOutput"]
+__all__ = ["BERT_ARCHS", "BertConfig", "BertModel", "BertOutput", "HfBertFiles"]
 
 ACTIVATIONS = ("gelu", "relu", "gelu_tanh")
+# model.arch -> (the model's class name in attnkit.models.bert_heads, Hugging Face's class)
+BERT_ARCHS = {
+    "bert": "BertModel",
+    "bert-mlm": "BertForMaskedLM",
+    "bert-pretraining": "BertForPreTraining",
+    "bert-classifier": "BertForSequenceClassification",
+    "bert-tagger": "BertForTokenClassification",
+    "bert-qa": "BertForQuestionAnswering",
+}
 
 
 @dataclass
@@ -47,7 +56,7 @@ class BertConfig(ModelConfig):
 
     model_type: ClassVar[str] = "bert"
 
-    arch: str = param("bert", "bert")
+    arch: str = param("bert", "bert | bert-mlm | bert-pretraining | bert-classifier | ...")
     vocab_size: int = param(30522, "token embedding rows (the WordPiece vocabulary)", True)
     pad_id: int = param(0, "the [PAD] token's id (its embedding gets no gradient)", True)
     max_len: int = param(512, "position embedding rows (max_position_embeddings)", True)
@@ -61,6 +70,7 @@ class BertConfig(ModelConfig):
     layer_norm_eps: float = param(1e-12, "LayerNorm epsilon (BERT's 1e-12)")
     type_vocab_size: int = param(2, "segment (token type) embedding rows: sentence A / B")
     init_std: float = param(0.02, "std of the normal initialisation (initializer_range)")
+    num_classes: int = param(2, "classes of bert-classifier / bert-tagger (num_labels)", True)
 
     def validate(self) -> None:
         super().validate()
@@ -73,8 +83,13 @@ class BertConfig(ModelConfig):
             positive("model.type_vocab_size", self.type_vocab_size),
             positive("model.layer_norm_eps", self.layer_norm_eps),
             positive("model.init_std", self.init_std),
+            positive("model.num_classes", self.num_classes),
         )
         check(
+            (
+                self.arch in BERT_ARCHS,
+                f"model.arch must be one of {', '.join(BERT_ARCHS)}, got {short_repr(self.arch)}",
+            ),
             (
                 self.d_model % self.num_heads == 0,
                 f"model.d_model must be divisible by model.num_heads, got d_model "
@@ -110,14 +125,23 @@ class BertConfig(ModelConfig):
         )
 
     def describe(self) -> str:
-        return f"BERT encoder ({self.num_layers} layers, d_model {self.d_model})"
+        body = f"BERT encoder ({self.num_layers} layers, d_model {self.d_model})"
+        return body if self.arch == "bert" else f"{BERT_ARCHS[self.arch]}: {body}"
 
     @property
     def needs_cls(self) -> bool:
         return True
 
-    def build(self) -> BertModel:
-        return BertModel(self)
+    def model_class(self) -> type[HfBertFiles]:
+        """The class of ``arch``: ``BertModel`` or one of ``attnkit.models.bert_heads``."""
+        if self.arch == "bert":
+            return BertModel
+        from attnkit.models import bert_heads
+
+        return getattr(bert_heads, BERT_ARCHS[self.arch])
+
+    def build(self) -> HfBertFiles:
+        return self.model_class()(self)
 
 
 @dataclass
@@ -126,12 +150,13 @@ class BertOutput:
     ``BaseModelOutputWithPoolingAndCrossAttentions``).
 
     last_hidden_state: (B, T, d_model) the last encoder layer's output at every position.
-    pooler_output: (B, d_model) tanh(W h_0 + b), the [CLS] position's pooled vector.
+    pooler_output: (B, d_model) tanh(W h_0 + b), the [CLS] position's pooled vector (None
+        for a model built without the pooler, as inside the heads that do not use it).
     attentions: per layer (B, H, T, T) self-attention weights; only with ``need_weights``.
     """
 
     last_hidden_state: Tensor
-    pooler_output: Tensor
+    pooler_output: Tensor | None
     attentions: list[Tensor] | None = None
 
 
@@ -152,25 +177,67 @@ class BertEmbeddings(nn.Module):
         return self.dropout(self.norm(x))
 
 
-class BertModel(AttnkitModel):
+class HfBertFiles(AttnkitModel):
+    """``save_pretrained`` / ``from_pretrained`` in Hugging Face's format, for ``BertModel``
+    and the heads of ``attnkit.models.bert_heads``: ``ARCH`` (the config's ``model.arch``),
+    ``HAS_POOLER`` (Hugging Face's model has ``bert.pooler``) and ``HEAD_KEYS`` (the head's
+    attnkit names -> Hugging Face's) are all ``attnkit.interop.hf_bert`` needs."""
+
+    config_class: ClassVar[type[ModelConfig]] = BertConfig
+    ARCH: ClassVar[str] = "bert"
+    HAS_POOLER: ClassVar[bool] = True
+    HEAD_KEYS: ClassVar[dict[str, str]] = {}
+
+    # ------------------------------------------------------------------ files
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write a Hugging Face BERT directory (config.json + model.safetensors with Hugging
+        Face's names) that ``transformers.BertModel.from_pretrained`` (or the head's class,
+        for a model with a head) reads."""
+        from attnkit.interop.hf_bert import save_hf_bert
+
+        return save_hf_bert(self, directory)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, map_location: str = "cpu") -> Any:
+        """Load a Hugging Face BERT directory (config.json with ``"model_type": "bert"``,
+        model.safetensors or pytorch_model.bin; a ``bert.`` prefix and pretraining heads are
+        accepted) or one in attnkit's own format. In eval mode. Called on a head's class, a
+        checkpoint without that head gives the encoder and a freshly initialised head
+        (``model.loading_info`` lists the new tensors; a warning is logged)."""
+        from attnkit.interop.hf_bert import is_hf_bert_config, load_hf_bert
+
+        path = Path(directory) / "config.json"
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raw = None
+        if is_hf_bert_config(raw):
+            return load_hf_bert(directory, map_location=map_location, model_class=cls)
+        return super().from_pretrained(directory, map_location=map_location)
+
+
+class BertModel(HfBertFiles):
     """BERT's encoder: embeddings, ``num_layers`` post-norm ``EncoderLayer``s, the pooler.
 
     Parameter names are attnkit's (``embeddings.word.weight``,
     ``encoder.layers.0.self_attn.q_proj.weight``, ...);
-    ``attnkit.interop.hf_bert.HF_KEYS`` maps them to Hugging Face's.
+    ``attnkit.interop.hf_bert.hf_key_map`` maps them to Hugging Face's.
     """
 
     config_class: ClassVar[type[ModelConfig]] = BertConfig
     needs_cls = True
     returns_attention = True
 
-    def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, config: BertConfig | None = None, add_pooling_layer: bool = True, **kwargs: Any
+    ) -> None:
         super().__init__(config, **kwargs)
         c = self.config
         self.pad_id, self.max_len = c.pad_id, c.max_len
         self.embeddings = BertEmbeddings(c)
         self.encoder = Encoder(c.block(), c.num_layers)
-        self.pooler = nn.Linear(c.d_model, c.d_model)
+        # (Hugging Face's masked-LM, token-classification and QA heads have no pooler)
+        self.pooler = nn.Linear(c.d_model, c.d_model) if add_pooling_layer else None
         self.apply(self._init_weights)
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -210,29 +277,5 @@ class BertModel(AttnkitModel):
         mask = None if attention_mask is None else attention_mask.bool()  # (B, T)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, d_model)
         x, weights = self.encoder(x, key_padding_mask=mask, need_weights=need_weights)
-        pooled = torch.tanh(self.pooler(x[:, 0]))  # (B, d_model)
+        pooled = None if self.pooler is None else torch.tanh(self.pooler(x[:, 0]))  # (B, d)
         return BertOutput(last_hidden_state=x, pooler_output=pooled, attentions=weights)
-
-    # ------------------------------------------------------------------ files
-    def save_pretrained(self, directory: str | Path) -> Path:
-        """Write a Hugging Face BERT directory (config.json + model.safetensors with Hugging
-        Face's names) that ``transformers.BertModel.from_pretrained`` reads."""
-        from attnkit.interop.hf_bert import save_hf_bert
-
-        return save_hf_bert(self, directory)
-
-    @classmethod
-    def from_pretrained(cls, directory: str | Path, map_location: str = "cpu") -> BertModel:
-        """Load a Hugging Face BERT directory (config.json with ``"model_type": "bert"``,
-        model.safetensors or pytorch_model.bin; a ``bert.`` prefix and pretraining heads are
-        accepted) or one in attnkit's own format. In eval mode."""
-        from attnkit.interop.hf_bert import is_hf_bert_config, load_hf_bert
-
-        path = Path(directory) / "config.json"
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raw = None
-        if is_hf_bert_config(raw):
-            return load_hf_bert(directory, map_location=map_location)
-        return super().from_pretrained(directory, map_location=map_location)
