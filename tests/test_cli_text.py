@@ -153,3 +153,11 @@ def test_chat_dash_reads_stdin_lines(runs, capsys, monkeypatch):
     assert code == 0 and expected.count("\n") == 3
     code, out, _ = _run([*argv, "-"], capsys, monkeypatch, b"red dog\n\nsun moon\n")
     assert code == 0 and out == expected  # the same turns, seeds and answers
+
+
+def test_a_text_starting_with_at_is_a_text_not_a_file(runs, capsys) -> None:
+    """Found by tests/test_fuzz.py: an argument "@..." used to be opened as a file."""
+    code, out, _ = _run(["predict", runs["clf"], "@user great movie", "@\x00"], capsys)
+    assert code == 0
+    out = out.splitlines()
+    assert len(out) == 2 and out[0].endswith("\t@user great movie")

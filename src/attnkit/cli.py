@@ -348,16 +348,17 @@ def _decode_lines(raw: bytes, where: str, before: int, keep_blank: bool) -> list
 # ----------------------------------------------------------------------------- predict
 def _read_inputs(args: argparse.Namespace) -> list[str]:
     texts: list[str] = []
-    sources = list(args.text)
+    # (kind, value): a text argument ("@user great movie" is a text too), stdin, or --file
+    sources = [("stdin" if item == "-" else "text", item) for item in args.text]
     if args.file:
-        sources.append("@" + args.file)
-    for item in sources:
-        if item == "-" or item.startswith("@"):
-            raw = _stdin_bytes() if item == "-" else _read_file_bytes(item[1:])
-            where = "on stdin" if item == "-" else f"in {item[1:]}"
-            texts.extend(_decode_lines(raw, where, len(texts), keep_blank=False))
-        else:
+        sources.append(("file", args.file))
+    for kind, item in sources:
+        if kind == "text":
             texts.append(_check_text(item, len(texts) + 1))
+            continue
+        raw = _stdin_bytes() if kind == "stdin" else _read_file_bytes(item)
+        where = "on stdin" if kind == "stdin" else f"in {item}"
+        texts.extend(_decode_lines(raw, where, len(texts), keep_blank=False))
     if not texts:
         raise UsageError("no input text (give TEXT..., - for stdin, or --file)")
     for i, text in enumerate(texts, 1):
@@ -372,6 +373,8 @@ def _read_file_bytes(path: str) -> bytes:
             return f.read()
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    except ValueError:  # a NUL byte in the path
+        raise UsageError(f"cannot read {path!r}: not a valid file name") from None
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
