@@ -147,6 +147,14 @@ def load_model_weights(
         for k, v in tensors.items()
         if k in own and v.shape != own[k].shape
     ]
+    problems = misfit_summary(missing, extra, shapes)
+    if problems:
+        raise RunError(f"{path} does not match the model's config: {problems}")
+    model.load_state_dict(tensors, strict=strict)
+
+
+def misfit_summary(missing: list[str], extra: list[str], shapes: list[str]) -> str:
+    """One line on how weights misfit a model ("" if they fit): counts and an example each."""
     problems = []
     if missing:
         problems.append(f"{len(missing)} tensors missing (e.g. {missing[0]})")
@@ -154,9 +162,7 @@ def load_model_weights(
         problems.append(f"{len(extra)} unexpected tensors (e.g. {extra[0]})")
     if shapes:
         problems.append(f"{len(shapes)} of other shapes (e.g. {shapes[0]})")
-    if problems:
-        raise RunError(f"{path} does not match the model's config: {'; '.join(problems)}")
-    model.load_state_dict(tensors, strict=strict)
+    return "; ".join(problems)
 
 
 def rng_state() -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnkit.checkpoint import atomic_write_text, read_tensors, save_tensors
+from attnkit.checkpoint import atomic_write_text, misfit_summary, read_tensors, save_tensors
 from attnkit.config import ConfigError, short_repr
 from attnkit.errors import MissingFileError, RunError
 from attnkit.models.bert import BERT_ARCHS, BertConfig, BertModel, HfBertFiles
@@ -264,15 +264,9 @@ def from_hf_state_dict(
         for k, v in state.items()
         if tuple(v.shape) != expected[k]
     ]
-    problems = []
-    if missing:
-        problems.append(f"{len(missing)} tensors missing (e.g. {missing[0].removeprefix(bare)})")
-    if unexpected:
-        problems.append(f"{len(unexpected)} unexpected tensors (e.g. {unexpected[0]})")
-    if shapes:
-        problems.append(f"{len(shapes)} of other shapes (e.g. {shapes[0]})")
+    problems = misfit_summary([k.removeprefix(bare) for k in missing], unexpected, shapes)
     if problems:
-        raise RunError(f"{where} does not match its BERT config: {'; '.join(problems)}")
+        raise RunError(f"{where} does not match its BERT config: {problems}")
     if info is not None:
         info["missing_keys"] = [names[k] for k in names if k not in state]
         info["unexpected_keys"] = unused

@@ -167,18 +167,12 @@ class BertForSequenceClassification(_BertWithHead):
         return self.classifier(self.dropout(pooled))
 
 
-class BertForTokenClassification(_BertWithHead):
-    """BERT + Dropout + Linear(d_model, num_classes) at every position (tagging)."""
+class BertForTokenClassification(BertForSequenceClassification):
+    """BERT + Dropout + Linear(d_model, num_classes) at every position (tagging): the
+    sequence classifier's head, applied to each position instead of the pooled [CLS]."""
 
     ARCH: ClassVar[str] = "bert-tagger"
     HAS_POOLER: ClassVar[bool] = False
-    HEAD_KEYS: ClassVar[dict[str, str]] = BertForSequenceClassification.HEAD_KEYS
-
-    def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
-        super().__init__(config, **kwargs)
-        self.dropout = nn.Dropout(self.config.dropout)
-        self.classifier = nn.Linear(self.config.d_model, self.config.num_classes)
-        self._init_head()
 
     def forward(
         self,
