@@ -46,6 +46,7 @@ class DataConfig:
     validation: str | None = None
     test: str | None = None
     text_column: str = "text"
+    pair_column: str | None = None  # classify, name file: a second sentence (pair tasks)
     label_column: str = "label"
     val_fraction: float = 0.05  # held out from train when there is no validation file
     val_split: str = "random"  # random | last: the last val_fraction of each class, in file order

@@ -16,7 +16,7 @@ stably in deep stacks and needs one final LayerNorm after the stack.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +34,7 @@ __all__ = [
     "EncoderLayer",
     "FeedForward",
     "LearnedPositionalEmbedding",
+    "ScalarMix",
     "SegmentEmbedding",
     "SinusoidalPositionalEncoding",
     "TokenEmbedding",
@@ -128,6 +129,28 @@ class SegmentEmbedding(nn.Module):
 
     def forward(self, segment_ids: Tensor) -> Tensor:
         return self.embedding(segment_ids)
+
+
+class ScalarMix(nn.Module):
+    """ELMo's learned layer mix (Peters et al. 2018, eq. 1): a softmax-weighted sum of the
+    layers' representations, times a learned scale,
+
+        mix(h_0 .. h_L) = gamma * sum_j softmax(s)_j * h_j
+
+    ``num_inputs`` tensors of one shape (e.g. (B, T, d)) -> that shape. The weights start
+    equal (s = 0) and gamma at 1. Used where a frozen encoder's layers feed a task head
+    (the feature-based mode of BERT, ELMo's biLM layers)."""
+
+    def __init__(self, num_inputs: int) -> None:
+        super().__init__()
+        self.scalars = nn.Parameter(torch.zeros(num_inputs))  # s
+        self.gamma = nn.Parameter(torch.ones(()))
+
+    def forward(self, layers: Sequence[Tensor]) -> Tensor:
+        if len(layers) != self.scalars.numel():
+            raise ValueError(f"ScalarMix expects {self.scalars.numel()} inputs, got {len(layers)}")
+        weights = self.scalars.softmax(0)  # (L + 1,)
+        return self.gamma * sum(w * h for w, h in zip(weights, layers, strict=True))
 
 
 # --------------------------------------------------------------------------------------

@@ -17,8 +17,11 @@ both is left out of the average (it says nothing about the model).
 from __future__ import annotations
 
 import math
+import re
+import string
 import unicodedata
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +33,15 @@ __all__ = [
     "bleu",
     "classification_report",
     "confusion_matrix",
+    "entity_f1",
     "format_confusion_matrix",
+    "get_entities",
+    "korquad_scores",
     "macro_f1",
     "per_class_scores",
     "perplexity",
+    "qa_report",
+    "squad_scores",
 ]
 
 
@@ -235,3 +243,211 @@ def bleu(
         return BleuScore(0.0, str(metric.get_signature()), "BLEU = 0.00 (no sentences)")
     result = metric.corpus_score(list(hypotheses), [list(references)])
     return BleuScore(float(result.score), str(metric.get_signature()), str(result))
+
+
+# --------------------------------------------------------------------------------------
+# Sequence tagging (NER): entity-level scores as seqeval / conlleval
+# --------------------------------------------------------------------------------------
+def _split_tag(tag: str) -> tuple[str, str]:
+    """``"B-PER"`` -> ``("B", "PER")``; ``"O"`` -> ``("O", "_")``; a tag without type
+    (``"B"``) has type ``"_"`` (seqeval's convention)."""
+    return tag[:1], tag[1:].split("-", maxsplit=1)[-1] or "_"
+
+
+def _chunk_ends(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
+    """Whether an entity ends between the previous and the current tag (seqeval)."""
+    if prev_tag in ("E", "S"):
+        return True
+    if prev_tag in ("B", "I") and tag in ("B", "S", "O"):
+        return True
+    return prev_tag not in ("O", ".") and prev_type != type_
+
+
+def _chunk_starts(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
+    """Whether an entity starts at the current tag (seqeval)."""
+    if tag in ("B", "S"):
+        return True
+    if prev_tag in ("E", "S", "O") and tag in ("E", "I"):
+        return True
+    return tag not in ("O", ".") and prev_type != type_
+
+
+def get_entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """The entities of one tag sequence as ``(type, first, last)`` (inclusive positions).
+
+    Exactly ``seqeval.metrics.sequence_labeling.get_entities`` (its default,
+    conlleval-compatible mode): an entity starts at ``B-X`` (or ``S-X``), at an ``I-X``
+    after ``O`` or after a tag of another type, and at ``I-X``/``E-X`` after ``E``/``S``;
+    it ends before ``B``/``O``/``S``, after ``E``/``S``, and where the type changes. So
+    IOB1-style and malformed IOB2 (an ``I-X`` with no ``B-X``) are read as conlleval does.
+    """
+    entities = []
+    prev_tag, prev_type, begin = "O", "", 0
+    for i, chunk in enumerate([*tags, "O"]):
+        tag, type_ = _split_tag(chunk)
+        if _chunk_ends(prev_tag, tag, prev_type, type_):
+            entities.append((prev_type, begin, i - 1))
+        if _chunk_starts(prev_tag, tag, prev_type, type_):
+            begin = i
+        prev_tag, prev_type = tag, type_
+    return entities
+
+
+def _prf(tp: int, n_pred: int, n_true: int) -> dict[str, float]:
+    precision, recall = _ratio(tp, n_pred), _ratio(tp, n_true)
+    f1 = _ratio(2 * precision * recall, precision + recall)  # seqeval's formula, same floats
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def entity_f1(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """Entity-level precision / recall / F1 of tagged sentences, as seqeval's default mode.
+
+    An entity counts as found only if its type, first and last word all match. The
+    sentences are joined with an ``O`` between them (as seqeval does), so no entity spans
+    two sentences. Ratios with a zero denominator are 0 (seqeval's default).
+
+    Args:
+        y_true, y_pred: per sentence, one tag per word (``"B-PER"``, ``"I-PER"``, ``"O"``).
+
+    Returns:
+        ``{"precision", "recall", "f1": micro over all entities, "support": number of true
+        entities, "per_type": {type: {"precision", "recall", "f1", "support"}}}``; types
+        sorted, including those only predicted (support 0), as in
+        ``seqeval.metrics.classification_report``.
+    """
+    if len(y_true) != len(y_pred):
+        raise ValueError(f"y_true has {len(y_true)} sentences but y_pred has {len(y_pred)}")
+    for k, (t, p) in enumerate(zip(y_true, y_pred, strict=True)):
+        if len(t) != len(p):
+            raise ValueError(f"sentence {k}: {len(t)} true tags but {len(p)} predicted")
+    found: dict[str, dict[str, set[tuple[int, int]]]] = {
+        "true": defaultdict(set),
+        "pred": defaultdict(set),
+    }
+    for name, sentences in (("true", y_true), ("pred", y_pred)):
+        flat = [tag for sentence in sentences for tag in [*sentence, "O"]]
+        for type_, first, last in get_entities(flat):
+            found[name][type_].add((first, last))
+    per_type = {}
+    for type_ in sorted(set(found["true"]) | set(found["pred"])):
+        true, pred = found["true"][type_], found["pred"][type_]
+        per_type[type_] = {**_prf(len(true & pred), len(pred), len(true)), "support": len(true)}
+    tp = sum(len(found["true"][t] & found["pred"][t]) for t in per_type)
+    n_pred = sum(len(v) for v in found["pred"].values())
+    n_true = sum(len(v) for v in found["true"].values())
+    return {**_prf(tp, n_pred, n_true), "support": n_true, "per_type": per_type}
+
+
+# --------------------------------------------------------------------------------------
+# Extractive QA: SQuAD v1.1 and KorQuAD 1.0 official scores
+# --------------------------------------------------------------------------------------
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = set(string.punctuation)
+# KorQuAD 1.0's extra symbols, replaced by a space before punctuation is removed
+_KORQUAD_SYMBOLS = re.compile("['\"《》<>〈〉()‘’]")
+
+
+def _squad_normalize(text: str) -> str:
+    """SQuAD v1.1's ``normalize_answer``: lowercase, drop ASCII punctuation, replace the
+    articles a/an/the by a space, collapse whitespace."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def _korquad_normalize(text: str) -> str:
+    """KorQuAD 1.0's ``normalize_answer``: ``' " 《 》 < > 〈 〉 ( ) ‘ ’`` -> space, lowercase,
+    drop ASCII punctuation, collapse whitespace (no article removal)."""
+    text = _KORQUAD_SYMBOLS.sub(" ", text).lower()
+    return " ".join("".join(ch for ch in text if ch not in _PUNCTUATION).split())
+
+
+def _overlap_f1(prediction: list[str], truth: list[str]) -> float:
+    """F1 of the multiset overlap of two unit lists (0 if nothing is shared)."""
+    same = sum((Counter(prediction) & Counter(truth)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(prediction), same / len(truth)
+    return (2 * precision * recall) / (precision + recall)
+
+
+def _best_over_truths(
+    prediction: str,
+    ground_truths: Sequence[str],
+    normalize: Callable[[str], str],
+    units: Callable[[str], list[str]],
+) -> tuple[float, float]:
+    if not ground_truths:
+        raise ValueError("at least one ground-truth answer is needed")
+    pred = normalize(prediction)
+    truths = [normalize(t) for t in ground_truths]
+    em = max(float(pred == t) for t in truths)
+    f1 = max(_overlap_f1(units(pred), units(t)) for t in truths)
+    return em, f1
+
+
+def squad_scores(prediction: str, ground_truths: Sequence[str]) -> tuple[float, float]:
+    """(exact match, F1) of one answer, each in [0, 1], as SQuAD v1.1's official
+    ``evaluate-v1.1.py``: both strings normalised (lowercase, ASCII punctuation removed,
+    articles a/an/the removed, whitespace collapsed), EM = equality, F1 over the
+    whitespace tokens (bag of words); the maximum over the ground truths."""
+    return _best_over_truths(prediction, ground_truths, _squad_normalize, str.split)
+
+
+def korquad_scores(prediction: str, ground_truths: Sequence[str]) -> tuple[float, float]:
+    """(exact match, F1) of one answer, each in [0, 1], as KorQuAD 1.0's official
+    ``evaluate-v1.0.py``.
+
+    Its ``normalize_answer`` replaces ``' " 《 》 < > 〈 〉 ( ) ‘ ’`` by spaces, lowercases,
+    deletes ``string.punctuation`` and collapses whitespace (articles are NOT removed);
+    EM is equality of the normalised strings; F1 is over CHARACTERS: the multiset of
+    characters of the normalised string with spaces removed (Korean words carry
+    particles, so word-level F1 would be too harsh). Maximum over the ground truths.
+
+    Source: the script distributed at https://korquad.github.io/KorQuad%201.0/ ("KorQuAD
+    v1.0에 대한 공식 평가 스크립트"), read in the copy github.com/monologg/KoBERT-KorQuAD
+    ``evaluate_v1_0.py`` (identical copies in other KorQuAD repositories).
+    """
+
+    def characters(text: str) -> list[str]:
+        return [ch for token in text.split() for ch in token]
+
+    return _best_over_truths(prediction, ground_truths, _korquad_normalize, characters)
+
+
+QA_SCORERS: dict[str, Callable[[str, Sequence[str]], tuple[float, float]]] = {
+    "squad": squad_scores,
+    "korquad": korquad_scores,
+}
+
+
+def qa_report(
+    predictions: Mapping[Any, str], references: Mapping[Any, Sequence[str]], scorer: str = "squad"
+) -> dict[str, float | int]:
+    """Corpus EM and F1 in percent, as the official scripts compute them.
+
+    Every question of ``references`` (id -> its ground-truth answers) counts; one with no
+    prediction scores 0 (the scripts print "Unanswered question ... will receive score
+    0."); predictions for ids not in ``references`` are ignored.
+
+    Returns:
+        ``{"exact_match": 100 * mean EM, "f1": 100 * mean F1, "count": questions,
+        "missing": questions without a prediction}``; 0.0 for both when there are none.
+    """
+    if scorer not in QA_SCORERS:
+        raise ValueError(f"scorer must be one of {', '.join(QA_SCORERS)}, got {scorer!r}")
+    score = QA_SCORERS[scorer]
+    em = f1 = 0.0
+    missing = 0
+    for qid, truths in references.items():
+        if qid not in predictions:
+            missing += 1
+            continue
+        e, f = score(predictions[qid], truths)
+        em, f1 = em + e, f1 + f
+    n = len(references)
+    return {
+        "exact_match": 100.0 * _ratio(em, n),
+        "f1": 100.0 * _ratio(f1, n),
+        "count": n,
+        "missing": missing,
+    }

@@ -276,6 +276,38 @@ class Tokenizer:
             flags.append(truncated)
         return (out, flags) if return_truncated else out
 
+    def encode_words(self, words: Sequence[str]) -> tuple[list[int], list[int]]:
+        """Ids of pre-split ``words`` and, per id, the index of the word it came from.
+
+        Each word is tokenized on its own (as ``is_split_into_words`` in ``transformers``):
+        the result equals concatenating ``encode(word)`` over the words. No special tokens.
+        A word that tokenizes to nothing (empty, only spaces or control characters) has no
+        id and so does not occur in the word indices; a word the pre-tokenizer splits
+        further (``"New York"``, ``"don't"``) gives several pieces with the same index.
+
+        Returns:
+            ``(ids, word_ids)``, two lists of equal length; ``word_ids`` is non-decreasing.
+        """
+        words = [str(w) for w in words]
+        if not words:
+            return [], []
+        encoding = self._tk.encode(words, is_pretokenized=True, add_special_tokens=False)
+        word_ids = [int(w) for w in encoding.word_ids]  # never None without special tokens
+        return list(encoding.ids), word_ids
+
+    def encode_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Ids of ``text`` (no special tokens) and each id's ``(start, end)`` character span
+        in the ORIGINAL ``text`` (``text[start:end]`` is what the token was made from).
+
+        The spans come from the backend's alignment tracking, so they refer to ``text`` as
+        given even when the normalizer lowercases, strips accents or removes characters
+        (``"Café"`` -> ``cafe`` spans ``(0, 4)``). Several ids can share one span: BERT's
+        uncased vocabulary splits a Hangul syllable into jamo pieces, all covering that
+        syllable. For byte-level BPE a token's span includes the space it starts with.
+        """
+        encoding = self._tk.encode(text, add_special_tokens=False)
+        return list(encoding.ids), [(int(a), int(b)) for a, b in encoding.offsets]
+
     # ----------------------------------------------------------------- decoding
     def _clean(self, ids: Iterable[int], skip_special: bool) -> list[int]:
         ids = [int(i) for i in ids]
@@ -329,6 +361,51 @@ class Tokenizer:
             backend = tokenizers.Tokenizer.from_file(str(file))
         except Exception as err:  # the Rust side raises plain Exception
             raise DataError(f"{file} is not a valid tokenizer.json: {err}") from None
+        return cls(backend)
+
+    @classmethod
+    def from_vocab(cls, path: str | Path, lowercase: bool = True) -> Tokenizer:
+        """BERT's WordPiece tokenizer from a Hugging Face / Google ``vocab.txt``.
+
+        ``path`` is the file or a directory holding ``vocab.txt``. The pipeline is BERT's
+        (``BertTokenizer`` with its defaults): ``BertNormalizer`` (clean_text: drop control
+        characters, whitespace -> space; CJK ideographs split apart; ``lowercase``; accents
+        stripped exactly when lowercasing, as BERT's ``strip_accents=None`` does),
+        ``BertPreTokenizer`` (split on whitespace and punctuation), greedy longest-match
+        WordPiece with ``##`` continuations and ``[UNK]`` for words it cannot spell (or of
+        more than 100 characters), and the WordPiece decoder. ``[PAD] [UNK] [CLS] [SEP]
+        [MASK]`` found in the vocabulary are special tokens (never split when they occur
+        in text). Use ``lowercase=False`` for cased vocabularies.
+
+        Raises:
+            MissingFileError: no such file.
+            DataError: the file is not a vocabulary with an ``[UNK]`` line.
+        """
+        path = Path(path).expanduser()
+        file = path / "vocab.txt" if path.is_dir() else path
+        if not file.is_file():
+            raise MissingFileError(
+                f"no vocabulary at {path}: expected a vocab.txt file or a directory with one"
+            )
+        try:
+            model = models.WordPiece.from_file(
+                str(file), unk_token="[UNK]", continuing_subword_prefix="##"
+            )
+        except Exception as err:  # the Rust side raises plain Exception
+            raise DataError(f"{file} is not a valid vocab.txt: {err}") from None
+        backend = tokenizers.Tokenizer(model)
+        if backend.token_to_id("[UNK]") is None:
+            raise DataError(f"{file} has no [UNK] token; is it a BERT vocab.txt?")
+        backend.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+        )
+        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        backend.decoder = decoders.WordPiece(prefix="##", cleanup=True)
+        specials = [t for t in SPECIAL_TOKENS if backend.token_to_id(t) is not None]
+        backend.add_special_tokens(specials)
+        cls_id, sep_id = backend.token_to_id("[CLS]"), backend.token_to_id("[SEP]")
+        if cls_id is not None and sep_id is not None:  # for transformers' BertTokenizerFast
+            backend.post_processor = processors.BertProcessing(("[SEP]", sep_id), ("[CLS]", cls_id))
         return cls(backend)
 
     def __repr__(self) -> str:

@@ -99,6 +99,16 @@ _NSMC = f"{_GH}/e9t/nsmc/cc0670e872d4ac27bfe36c87456783004b39ef6c"
 _M30K = f"{_GH}/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw"
 _CHATBOT = f"{_GH}/songys/Chatbot_data/4cf20d13fc46f5037fd1c531cd566e2dd9f72974"
 _IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+# KLUE: the local files are byte-identical to upstream; KorQuAD: the local .gz holds the
+# upstream JSON unchanged (so its sha256/size are of the decompressed content)
+_KLUE = f"{_GH}/KLUE-benchmark/KLUE/3efd98708a40ff49251fddde35453f8fbb11f536/klue_benchmark"
+_KORQUAD = f"{_GH}/korquad/korquad.github.io/61d7d6682948375dd8f06ef27e788fd19982af38/dataset"
+# valid/test: the local .gz files hold the upstream eng.testa / eng.testb unchanged
+_CONLL = f"{_GH}/imabhivaibhav/NER/7dc3944fb10a6d1f1ac65508379147679ab5aa1d"
+_FIXED_SPLIT_NOTE = (
+    "train / validation / test are a fixed 80/10/10 cut of the one dev file, made by the "
+    "reader from the SHA-256 of {key} (no seed); dev is the whole file"
+)
 
 _M30K_FILES = {  # local .gz files are unmodified copies of upstream: (sha256, size)
     "train.en.gz": ("d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f", 568929),
@@ -244,6 +254,137 @@ _DATASETS: tuple[DatasetInfo, ...] = (
         ),
         splits={"train": "tinyshakespeare/input.txt"},
         notes=("usual split: first 90% train, last 10% validation",),
+    ),
+    DatasetInfo(
+        name="conll2003",
+        description="CoNLL-2003 English NER (Reuters): PER, ORG, LOC, MISC; IOB2 tags",
+        language="en",
+        task="token-classification",
+        license="research use only (Reuters RCV1 text); annotations: CoNLL-2003 shared task",
+        homepage="https://www.clips.uantwerpen.be/conll2003/ner/",
+        citation="Tjong Kim Sang and De Meulder, Introduction to the CoNLL-2003 Shared Task: "
+        "Language-Independent Named Entity Recognition, CoNLL 2003",
+        files=(
+            DatasetFile(
+                relpath="conll2003/valid.txt.gz",
+                url=f"{_CONLL}/eng.testa",
+                sha256="c02eb19809eafb83998326a0481942eb37d96f31826ae387cfe8773699969f5b",
+                size=827443,
+                compress=True,
+            ),
+            DatasetFile(
+                relpath="conll2003/test.txt.gz",
+                url=f"{_CONLL}/eng.testb",
+                sha256="dc4ac7f3d6d01a6bec59261814561da3b287b6b493b97d1f69c580b52ec1831b",
+                size=748095,
+                compress=True,
+            ),
+        ),
+        splits={
+            "train": "conll2003/train.txt.gz",
+            "validation": "conll2003/valid.txt.gz",
+            "test": "conll2003/test.txt.gz",
+        },
+        notes=(
+            "14,041 train / 3,250 validation (eng.testa) / 3,453 test (eng.testb) sentences; "
+            "columns: word POS chunk NER, tags already IOB2",
+            "train is not fetched: the only copy found had 245 stray lines, removed by hand "
+            "(see the offline copy's README); place conll2003/train.txt.gz yourself",
+            "the text is Reuters RCV1 (research use only): do not redistribute",
+        ),
+    ),
+    DatasetInfo(
+        name="klue-ner",
+        description="KLUE-NER v1.1 dev: 5,000 Korean sentences, per-character tags; fixed "
+        "80/10/10 split",
+        language="ko",
+        task="token-classification",
+        license="CC-BY-SA-4.0",
+        homepage="https://github.com/KLUE-benchmark/KLUE",
+        citation="Park et al., KLUE: Korean Language Understanding Evaluation, NeurIPS 2021 "
+        "Datasets and Benchmarks",
+        files=(
+            DatasetFile(
+                relpath="klue/klue-ner-v1.1_dev.tsv",
+                url=f"{_KLUE}/klue-ner-v1.1/klue-ner-v1.1_dev.tsv",
+                sha256="0f4d5e818f7b82d299c3a87856fc40a706f5943207580ddb252397e387050a54",
+                size=2635045,
+            ),
+        ),
+        splits={
+            "train": "klue/klue-ner-v1.1_dev.tsv",
+            "validation": "klue/klue-ner-v1.1_dev.tsv",
+            "test": "klue/klue-ner-v1.1_dev.tsv",
+            "dev": "klue/klue-ner-v1.1_dev.tsv",
+        },
+        notes=(
+            _FIXED_SPLIT_NOTE.format(key="each sentence's guid") + ": 4,000 / 500 / 500 sentences",
+            "entity types PS, LC, OG, DT, TI, QT; KLUE's train set is not public in a "
+            "usable copy, so published dev scores are not comparable with a model "
+            "trained on this train split and tested on this test split",
+        ),
+    ),
+    DatasetInfo(
+        name="klue-nli",
+        description="KLUE-NLI v1.1 dev: 3,000 Korean sentence pairs, 3 labels; fixed split "
+        "by premise",
+        language="ko",
+        task="pair-classification",
+        license="CC-BY-SA-4.0",
+        homepage="https://github.com/KLUE-benchmark/KLUE",
+        citation="Park et al., KLUE: Korean Language Understanding Evaluation, NeurIPS 2021 "
+        "Datasets and Benchmarks",
+        files=(
+            DatasetFile(
+                relpath="klue/klue-nli-v1.1_dev.json",
+                url=f"{_KLUE}/klue-nli-v1.1/klue-nli-v1.1_dev.json",
+                sha256="0699db82be17766b26e199864e6260443e17ec6e91d1870e876419e388f245b1",
+                size=1498298,
+            ),
+        ),
+        splits={
+            "train": "klue/klue-nli-v1.1_dev.json",
+            "validation": "klue/klue-nli-v1.1_dev.json",
+            "test": "klue/klue-nli-v1.1_dev.json",
+            "dev": "klue/klue-nli-v1.1_dev.json",
+        },
+        notes=(
+            _FIXED_SPLIT_NOTE.format(key="the premise")
+            + ": 2,400 / 300 / 300 pairs (800 / 100 / 100 premises, each with one "
+            "entailment, one neutral and one contradiction hypothesis)",
+        ),
+    ),
+    DatasetInfo(
+        name="korquad",
+        description="KorQuAD 1.0 dev: 5,774 Korean QA questions (SQuAD v1); fixed split by article",
+        language="ko",
+        task="question-answering",
+        license="CC-BY-ND-2.0-KR (redistribute unmodified)",
+        homepage="https://korquad.github.io/",
+        citation="Lim et al., KorQuAD1.0: Korean QA Dataset for Machine Reading "
+        "Comprehension, 2019",
+        files=(
+            DatasetFile(
+                relpath="korquad/KorQuAD_v1.0_dev.json.gz",
+                url=f"{_KORQUAD}/KorQuAD_v1.0_dev.json",
+                sha256="25ffeb51e6c51ec02c071b60a10188e10005c144110f0d876b26079d80a35bdf",
+                size=3881058,
+                compress=True,
+            ),
+        ),
+        splits={
+            "train": "korquad/KorQuAD_v1.0_dev.json.gz",
+            "validation": "korquad/KorQuAD_v1.0_dev.json.gz",
+            "test": "korquad/KorQuAD_v1.0_dev.json.gz",
+            "dev": "korquad/KorQuAD_v1.0_dev.json.gz",
+        },
+        notes=(
+            _FIXED_SPLIT_NOTE.format(key="the article title")
+            + ": 112 / 14 / 14 articles, 4,330 / 586 / 858 questions; no article in two "
+            "splits",
+            "dev is the official dev set (140 articles): use it to compare with published "
+            "scores of models trained on KorQuAD's train set (not in the offline copy)",
+        ),
     ),
 )
 

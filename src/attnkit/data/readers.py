@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import json
 import os
 import random
 import re
 import zlib
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, NamedTuple, TypeVar
 
@@ -25,6 +26,8 @@ from attnkit.data.paths import DataError, DatasetNotFoundError, read_error_reaso
 __all__ = [
     "Example",
     "Examples",
+    "FIXED_SPLITS",
+    "fixed_split",
     "load_text_classification",
     "read_imdb",
     "read_nsmc",
@@ -451,3 +454,40 @@ def train_val_split(
     else:
         raise ValueError(f"how must be random or last, got {how!r}")
     return [examples[i] for i in train_idx], [examples[i] for i in val_idx]
+
+
+FIXED_SPLITS: tuple[tuple[str, float], ...] = (("train", 0.8), ("validation", 0.1), ("test", 0.1))
+
+
+def fixed_split(
+    keys: Iterable[str], fractions: Sequence[tuple[str, float]] = FIXED_SPLITS
+) -> dict[str, str]:
+    """Assign every distinct key a split name, the same on every machine, run and seed.
+
+    Used to cut a dataset that comes as one file (e.g. a dev set) into fixed train /
+    validation / test parts. The distinct keys are ordered by the SHA-256 of their UTF-8 bytes
+    (then by the key itself) and cut in that order: with ``n`` keys, split ``i`` gets the keys
+    from ``round(n * F(i-1))`` to ``round(n * F(i))``, ``F`` being the running sum of
+    ``fractions`` (the last split takes the rest). Neither random seeds nor Python's hash
+    randomisation play any part. Keys that belong together (the questions of one article, the
+    hypotheses of one premise) should share a key, so that they land in the same split.
+
+    Returns:
+        ``{key: split name}`` for every distinct key.
+    """
+    if not fractions or any(f < 0 for _, f in fractions):
+        raise ValueError(f"fractions must be non-negative (name, fraction) pairs: {fractions}")
+    total = sum(f for _, f in fractions)
+    if abs(total - 1.0) > 1e-9:
+        raise ValueError(f"fractions must sum to 1, got {total}")
+    ordered = sorted(set(keys), key=lambda k: (hashlib.sha256(k.encode("utf-8")).digest(), k))
+    n = len(ordered)
+    assigned: dict[str, str] = {}
+    start, running = 0, 0.0
+    for i, (name, fraction) in enumerate(fractions):
+        running += fraction
+        end = n if i == len(fractions) - 1 else round(n * running)
+        for key in ordered[start:end]:
+            assigned[key] = name
+        start = end
+    return assigned

@@ -365,6 +365,17 @@ def save_hf_bert(model: HfBertFiles, directory: str | Path) -> Path:
     that ``transformers.BertModel.from_pretrained`` loads with no missing or unexpected
     keys (the head's class, e.g. ``transformers.BertForMaskedLM``, for a model with a
     head). Refuses a training run's directory (its config.json would be replaced)."""
+    if model.config.freeze_encoder:
+        raise ConfigError(
+            "a feature-based model (model.freeze_encoder) reads a learned mix of the encoder's "
+            "layers, which Hugging Face's BERT classes have no place for; export the "
+            "fine-tuned kind instead"
+        )
+    if model.config.arch == "bert-classifier" and model.config.pooling_used != "pooler":
+        raise ConfigError(
+            f"Hugging Face's BertForSequenceClassification reads the pooler; this model pools "
+            f"by {model.config.pooling_used} (model.pooling), so it cannot be exported as one"
+        )
     directory = Path(directory)
     path = directory / CONFIG_FILE
     if path.is_file():

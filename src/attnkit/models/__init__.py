@@ -67,6 +67,7 @@ MODEL_CONFIGS: dict[str, dict[str, type[ModelConfig]]] = {
         "lstm": RNNClassifierConfig,
         "gru": RNNClassifierConfig,
         "ngram": NgramConfig,
+        "bert-classifier": BertConfig,  # BertForSequenceClassification
     },
     "seq2seq": {"transformer": TransformerConfig, "lstm": Seq2SeqLSTMConfig},
     "masked_lm": {"transformer": MaskedLMConfig},

@@ -31,13 +31,23 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from attnkit.config import check, positive, short_repr
+from attnkit.config import ConfigError, check, positive, short_repr
 from attnkit.layers import BlockConfig, Encoder, LearnedPositionalEmbedding, SegmentEmbedding
 from attnkit.models.base import AttnkitModel, ModelConfig, param
 
-__all__ = ["BERT_ARCHS", "BertConfig", "BertModel", "BertOutput", "HfBertFiles"]
+__all__ = ["BERT_ARCHS", "PRESETS", "BertConfig", "BertModel", "BertOutput", "HfBertFiles"]
 
 ACTIVATIONS = ("gelu", "relu", "gelu_tanh")
+# the heads that can read a frozen encoder's layer mix (model.freeze_encoder)
+FEATURE_ARCHS = ("bert-classifier", "bert-tagger", "bert-qa")
+POOLINGS = ("pooler", "mean", "cls")
+# model.preset -> sizes (Turc et al. 2019's compact BERTs; d_ff = 4 d_model, 64-wide heads)
+PRESETS: dict[str, dict[str, int]] = {
+    "tiny": {"num_layers": 2, "d_model": 128, "num_heads": 2, "d_ff": 512},
+    "mini": {"num_layers": 4, "d_model": 256, "num_heads": 4, "d_ff": 1024},
+    "small": {"num_layers": 4, "d_model": 512, "num_heads": 8, "d_ff": 2048},
+    "base": {"num_layers": 12, "d_model": 768, "num_heads": 12, "d_ff": 3072},
+}
 # model.arch -> (the model's class name in attnkit.models.bert_heads, Hugging Face's class)
 BERT_ARCHS = {
     "bert": "BertModel",
@@ -71,6 +81,53 @@ class BertConfig(ModelConfig):
     type_vocab_size: int = param(2, "segment (token type) embedding rows: sentence A / B")
     init_std: float = param(0.02, "std of the normal initialisation (initializer_range)")
     num_classes: int = param(2, "classes of bert-classifier / bert-tagger (num_labels)", True)
+    pooling: str | None = param(
+        None,
+        "bert-classifier: pooler (tanh(W h_[CLS] + b), BERT's; the default) | mean (over real "
+        "tokens, as sentence-transformers; the default with freeze_encoder) | cls (h_[CLS])",
+    )
+    preset: str | None = param(
+        None, "tiny (2 layers, d_model 128) | mini (4, 256) | small (4, 512) | base (12, 768)"
+    )
+    init_from: str | None = param(
+        None,
+        "a Hugging Face BERT directory or an attnkit run with a BERT model: the encoder, its "
+        "sizes and its tokenizer are taken from it (the head stays new)",
+    )
+    freeze_encoder: bool = param(
+        False,
+        "feature-based mode: the encoder stays fixed and the head reads a learned "
+        "softmax-weighted sum of all its layers (times a learned scale)",
+    )
+
+    # the settings a model started from a pretrained encoder (init_from) takes over from it
+    PRETRAINED_KEYS: ClassVar[tuple[str, ...]] = (
+        "vocab_size",
+        "pad_id",
+        "max_len",
+        "d_model",
+        "num_heads",
+        "d_ff",
+        "num_layers",
+        "activation",
+        "layer_norm_eps",
+        "type_vocab_size",
+    )
+
+    @classmethod
+    def from_dict(
+        cls, raw: dict[str, Any], allow_derived: bool = True, ignore: frozenset[str] = frozenset()
+    ) -> BertConfig:
+        """As ``ModelConfig.from_dict``; ``preset`` fills in the sizes the section does not
+        set itself (d_model, num_heads, d_ff, num_layers)."""
+        preset = raw.get("preset")
+        if preset is not None:
+            if preset not in PRESETS:
+                raise ConfigError(
+                    f"model.preset must be one of {', '.join(PRESETS)}, got {short_repr(preset)}"
+                )
+            raw = {**PRESETS[preset], **raw}
+        return super().from_dict(raw, allow_derived=allow_derived, ignore=ignore)
 
     def validate(self) -> None:
         super().validate()
@@ -105,6 +162,23 @@ class BertConfig(ModelConfig):
                 f"model.attention_dropout must be in [0, 1), got {self.attention_dropout!r}",
             ),
             (
+                self.preset is None or self.preset in PRESETS,
+                f"model.preset must be one of {', '.join(PRESETS)}, got {short_repr(self.preset)}",
+            ),
+            (
+                self.pooling in (None, *POOLINGS),
+                f"model.pooling must be one of {', '.join(POOLINGS)}, got {short_repr(self.pooling)}",
+            ),
+            (
+                not (self.freeze_encoder and self.pooling == "pooler"),
+                "model.pooling: pooler reads the last layer; with freeze_encoder the head reads "
+                "a mix of all layers: choose mean or cls",
+            ),
+            (
+                not self.freeze_encoder or self.arch in FEATURE_ARCHS,
+                f"model.freeze_encoder applies to {', '.join(FEATURE_ARCHS)}, not {self.arch}",
+            ),
+            (
                 self.activation in ACTIVATIONS,
                 f"model.activation must be one of {', '.join(ACTIVATIONS)}, "
                 f"got {short_repr(self.activation)}",
@@ -124,8 +198,15 @@ class BertConfig(ModelConfig):
             eps=self.layer_norm_eps,
         )
 
+    @property
+    def pooling_used(self) -> str:
+        """What bert-classifier's head reads: ``pooling``, else pooler (mean when frozen)."""
+        return self.pooling or ("mean" if self.freeze_encoder else "pooler")
+
     def describe(self) -> str:
         body = f"BERT encoder ({self.num_layers} layers, d_model {self.d_model})"
+        if self.freeze_encoder:
+            body += ", frozen: the head reads a learned mix of its layers"
         return body if self.arch == "bert" else f"{BERT_ARCHS[self.arch]}: {body}"
 
     @property
@@ -153,11 +234,14 @@ class BertOutput:
     pooler_output: (B, d_model) tanh(W h_0 + b), the [CLS] position's pooled vector (None
         for a model built without the pooler, as inside the heads that do not use it).
     attentions: per layer (B, H, T, T) self-attention weights; only with ``need_weights``.
+    hidden_states: the embeddings' output and each layer's, num_layers + 1 tensors
+        (B, T, d_model); only with ``output_hidden_states``.
     """
 
     last_hidden_state: Tensor
     pooler_output: Tensor | None
     attentions: list[Tensor] | None = None
+    hidden_states: list[Tensor] | None = None
 
 
 class BertEmbeddings(nn.Module):
@@ -262,10 +346,12 @@ class BertModel(HfBertFiles):
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         need_weights: bool = False,
+        output_hidden_states: bool = False,
     ) -> BertOutput:
         """input_ids (B, T) long; attention_mask (B, T), 1/True = real token (None: every
         position is real, as in Hugging Face); token_type_ids (B, T) segment ids (None: all
-        sentence A). Returns ``BertOutput``."""
+        sentence A). Returns ``BertOutput`` (``hidden_states`` with
+        ``output_hidden_states``)."""
         t = input_ids.size(1)
         if t > self.max_len:
             raise ValueError(
@@ -276,6 +362,15 @@ class BertModel(HfBertFiles):
             token_type_ids = torch.zeros_like(input_ids)
         mask = None if attention_mask is None else attention_mask.bool()  # (B, T)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, d_model)
-        x, weights = self.encoder(x, key_padding_mask=mask, need_weights=need_weights)
+        states = None
+        if output_hidden_states:  # layer by layer (post-norm: the stack adds no final norm)
+            states, weights = [x], [] if need_weights else None
+            for layer in self.encoder.layers:
+                x, w = layer(x, mask, None, need_weights)
+                states.append(x)
+                if weights is not None:
+                    weights.append(w)
+        else:
+            x, weights = self.encoder(x, key_padding_mask=mask, need_weights=need_weights)
         pooled = None if self.pooler is None else torch.tanh(self.pooler(x[:, 0]))  # (B, d)
-        return BertOutput(last_hidden_state=x, pooler_output=pooled, attentions=weights)
+        return BertOutput(x, pooled, attentions=weights, hidden_states=states)

@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.models.bert import BertConfig, BertModel, HfBertFiles
+from attnkit.layers import ScalarMix
+from attnkit.models.bert import BertConfig, BertModel, BertOutput, HfBertFiles
 
 __all__ = [
     "BertForMaskedLM",
@@ -43,6 +44,13 @@ _LM_KEYS = {
     "lm_head.norm.bias": "cls.predictions.transform.LayerNorm.bias",
     "lm_head.bias": "cls.predictions.bias",
 }
+
+
+def _real(input_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
+    """(B, T) float: 1 at real tokens (every token when there is no mask)."""
+    if attention_mask is None:
+        return torch.ones_like(input_ids, dtype=torch.float)
+    return attention_mask.float()
 
 
 class BertLMHead(nn.Module):
@@ -70,13 +78,41 @@ class _BertWithHead(HfBertFiles):
         if self.config.arch != self.ARCH:  # BertForMaskedLM(BertConfig(...)) is a bert-mlm
             self.config = self.config.replace(arch=self.ARCH)
         c = self.config
-        self.bert = BertModel(c.replace(arch="bert"), add_pooling_layer=self.HAS_POOLER)
+        self.bert = BertModel(
+            c.replace(arch="bert", freeze_encoder=False), add_pooling_layer=self.HAS_POOLER
+        )
 
     def _init_head(self) -> None:
-        """BERT's initialisation for every module but the (already initialised) encoder."""
+        """BERT's initialisation for every module but the (already initialised) encoder;
+        in feature-based mode (``freeze_encoder``) the encoder is frozen and a ``ScalarMix``
+        of its num_layers + 1 outputs is what the head reads."""
+        if self.config.freeze_encoder:
+            self.mix = ScalarMix(self.config.num_layers + 1)
+            self.bert.requires_grad_(False)
+            self.bert.eval()
         for name, module in self.named_children():
-            if name != "bert":
+            if name not in ("bert", "mix"):
                 module.apply(self.bert._init_weights)
+
+    def train(self, mode: bool = True) -> _BertWithHead:
+        """As ``nn.Module.train``, but a frozen encoder stays in eval mode (no dropout)."""
+        super().train(mode)
+        if self.config.freeze_encoder:
+            self.bert.eval()
+        return self
+
+    def features(
+        self, input_ids: Tensor, attention_mask: Tensor | None, token_type_ids: Tensor | None
+    ) -> BertOutput:
+        """The encoder's output as the head reads it: fine-tuning, ``BertModel``'s own;
+        feature-based, the frozen encoder run without gradients and ``last_hidden_state``
+        replaced by the learned mix gamma * sum_j softmax(s)_j h_j of its layers."""
+        if not self.config.freeze_encoder:
+            return self.bert(input_ids, attention_mask, token_type_ids)
+        with torch.no_grad():
+            out = self.bert(input_ids, attention_mask, token_type_ids, output_hidden_states=True)
+        out.last_hidden_state = self.mix(out.hidden_states)  # (B, T, d_model)
+        return out
 
     def decoder_weight(self) -> Tensor:
         """The output projection of the masked-LM head: the word embedding itself."""
@@ -162,8 +198,19 @@ class BertForSequenceClassification(_BertWithHead):
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
     ) -> Tensor:
-        """Returns logits (B, num_classes)."""
-        pooled = self.bert(input_ids, attention_mask, token_type_ids).pooler_output
+        """Returns logits (B, num_classes) from the pooled vector ``config.pooling_used``:
+        pooler (BERT's tanh layer on [CLS], Hugging Face's), mean (over real tokens of the
+        states the head reads: the last layer, or the layer mix when ``freeze_encoder``) or
+        cls (those states at [CLS])."""
+        out = self.features(input_ids, attention_mask, token_type_ids)
+        pooling, h = self.config.pooling_used, out.last_hidden_state  # (B, T, d)
+        if pooling == "pooler":
+            pooled = out.pooler_output
+        elif pooling == "cls":
+            pooled = h[:, 0]
+        else:
+            real = _real(input_ids, attention_mask).to(h.dtype)  # (B, T)
+            pooled = (h * real.unsqueeze(-1)).sum(1) / real.sum(1, keepdim=True).clamp_min(1)
         return self.classifier(self.dropout(pooled))
 
 
@@ -181,7 +228,7 @@ class BertForTokenClassification(BertForSequenceClassification):
         token_type_ids: Tensor | None = None,
     ) -> Tensor:
         """Returns logits (B, T, num_classes)."""
-        x = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state
+        x = self.features(input_ids, attention_mask, token_type_ids).last_hidden_state
         return self.classifier(self.dropout(x))
 
 
@@ -207,6 +254,6 @@ class BertForQuestionAnswering(_BertWithHead):
         token_type_ids: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Returns (start_logits, end_logits), each (B, T)."""
-        x = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state
+        x = self.features(input_ids, attention_mask, token_type_ids).last_hidden_state
         start, end = self.qa_outputs(x).unbind(-1)
         return start, end

@@ -27,7 +27,9 @@ from attnkit.data.readers import Examples, load_text_classification
 from attnkit.data.split import split_examples
 from attnkit.device import model_device
 from attnkit.errors import InputError
+from attnkit.data.segments import encode_pairs
 from attnkit.metrics import accuracy, classification_report
+from attnkit.models.bert_heads import BertForSequenceClassification
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import (
@@ -37,6 +39,12 @@ from attnkit.tasks.base import (
     TaskSpec,
     get_tokenizer,
     one_line,
+)
+from attnkit.tasks.bert_init import (
+    bert_model_inputs,
+    is_bert,
+    load_pretrained_bert,
+    pretrained_bert_config,
 )
 from attnkit.tokenization import Tokenizer
 
@@ -54,7 +62,10 @@ __all__ = [
 # Human-readable names for the catalogued datasets' integer labels.
 KNOWN_LABELS = {"nsmc": ["negative", "positive"], "imdb": ["negative", "positive"]}
 
-Item = tuple[list[int], int]  # (token ids, class id)
+# (token ids, class id), or for a BERT (token ids, class id, segment ids)
+Item = tuple[list[int], int] | tuple[list[int], int, list[int]]
+# datasets of sentence pairs (the model reads [CLS] A [SEP] B [SEP])
+PAIR_DATASETS = ("klue-nli",)
 
 
 def _sort_labels(values: Iterable[Any]) -> list[str]:
@@ -67,30 +78,72 @@ def _sort_labels(values: Iterable[Any]) -> list[str]:
 def read_split(cfg: RunConfig, split: str) -> Examples:
     """Read one split (train / validation / test) of the recipe's dataset."""
     d = cfg.data
+    if d.name in PAIR_DATASETS:
+        from attnkit.data.pairs import read_klue_nli
+
+        return read_klue_nli(split, d.data_dir)
     if d.name == "file":
         files = {
             k: v
             for k, v in (("train", d.train), ("validation", d.validation), ("test", d.test))
             if v
         }
+        if d.pair_column:
+            from attnkit.data.pairs import read_pair_file
+
+            if split not in files:
+                raise DataError(f"no file for split '{split}'; splits given: {', '.join(files)}")
+            return read_pair_file(files[split], d.text_column, d.pair_column, d.label_column)
         return load_text_classification(
             files, split, text_column=d.text_column, label_column=d.label_column
         )
     return load_text_classification(d.name, split, data_dir=d.data_dir)
 
 
+def is_pair_task(cfg: RunConfig) -> bool:
+    """True if the recipe's examples are sentence pairs (KLUE-NLI, or a file with
+    ``data.pair_column``)."""
+    return cfg.data.name in PAIR_DATASETS or bool(cfg.data.pair_column)
+
+
 def _encode(
-    tokenizer: Tokenizer, texts: list[str], cfg: RunConfig
-) -> tuple[list[list[int]], list[bool]]:
-    """Token ids of ``texts`` as the classifier sees them (cut to ``data.max_len``, keeping
-    ``data.truncation``; ``[CLS]`` first for cls pooling), and which texts were cut."""
-    return tokenizer.encode_batch(
+    tokenizer: Tokenizer, texts: list[str], cfg: RunConfig, texts_b: list[str] | None = None
+) -> tuple[list[list[int]], list[list[int]] | None, list[bool]]:
+    """(token ids, segment ids or None, truncated) of ``texts`` as the classifier sees them.
+
+    A BERT reads ``[CLS] A [SEP]`` or, for pairs (``texts_b``), ``[CLS] A [SEP] B [SEP]``
+    with segment ids (``attnkit.data.segments``); other models read the text alone
+    (``[CLS]`` first for cls pooling). Texts are cut to ``data.max_len`` tokens keeping
+    ``data.truncation`` (pairs: longest first)."""
+    if is_bert(cfg.model):
+        return encode_pairs(tokenizer, texts, texts_b, cfg.data.max_len, cfg.data.truncation)
+    if texts_b is not None:
+        raise InputError(f"sentence pairs need a BERT (model.arch: bert-classifier), not "
+                         f"{cfg.model.arch}")  # fmt: skip
+    ids, cut = tokenizer.encode_batch(
         texts,
         max_len=cfg.data.max_len,
         add_cls=cfg.model.needs_cls,
         keep=cfg.data.truncation,
         return_truncated=True,
     )
+    return ids, None, cut
+
+
+def model_logits(
+    model: nn.Module, batch: dict[str, Tensor], need_weights: bool = False
+) -> tuple[Tensor, list[Tensor] | None]:
+    """(logits (B, num_classes), per-layer attention [(B, H, T, T)] or None) of any
+    classifier: attnkit's own return both, a BERT head takes segment ids and returns logits
+    (its attention comes from its encoder)."""
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    if isinstance(model, BertForSequenceClassification):
+        types = batch.get("token_type_ids")
+        weights = None
+        if need_weights:
+            weights = model.bert(ids, mask, types, need_weights=True).attentions
+        return model(ids, mask, types), weights
+    return model(ids, mask, need_weights=need_weights) if need_weights else model(ids, mask)
 
 
 def _has_split(cfg: RunConfig, split: str) -> bool:
@@ -111,6 +164,11 @@ def prepare_data(
         validation=list(read_split(cfg, "validation")) if _has_split(cfg, "validation") else None,
         key=lambda ex: str(ex.label).strip(),
     )
+    if is_pair_task(cfg) and not is_bert(cfg.model):
+        raise DataError(
+            f"{cfg.data.name if cfg.data.name != 'file' else 'data.pair_column'}: sentence "
+            f"pairs need a BERT (model.arch: bert-classifier), not {cfg.model.arch}"
+        )
     classes = {str(ex.label).strip() for ex in train_ex}
     if len(classes) == 1:  # (before the tokenizer is trained or anything is written)
         raise DataError(
@@ -130,9 +188,8 @@ def prepare_data(
         f"{len(labels)} classes, vocab {tokenizer.vocab_size:,}"
         + (f", {truncated:,} truncated to max_len={d.max_len}" if truncated else "")
     )
-    return PreparedData(
-        tokenizer, train, validation, summary, {"labels": labels}, {"truncated": truncated}
-    )
+    run_info = {"labels": labels, "pairs": is_pair_task(cfg)}
+    return PreparedData(tokenizer, train, validation, summary, run_info, {"truncated": truncated})
 
 
 def label_ids(cfg: RunConfig, labels: Sequence[str]) -> dict[str, int]:
@@ -152,8 +209,11 @@ def encode_examples(
         if key not in to_id:
             raise DataError(f"{split} label {key!r} never appears in the training data")
         targets.append(to_id[key])
-    ids, cut = _encode(tokenizer, [ex.text for ex in examples], cfg)
-    return list(zip(ids, targets, strict=True)), sum(cut)
+    texts_b = [ex.text_b for ex in examples] if is_pair_task(cfg) else None
+    ids, types, cut = _encode(tokenizer, [ex.text for ex in examples], cfg, texts_b)
+    if types is None:
+        return list(zip(ids, targets, strict=True)), sum(cut)
+    return list(zip(ids, targets, types, strict=True)), sum(cut)
 
 
 def naive_bayes_batches(
@@ -211,15 +271,15 @@ class ClassificationTask:
         self.label_smoothing = label_smoothing
 
     def collate(self, items: Sequence[Item]) -> dict[str, Tensor]:
-        ids, mask = pad_batch([ids for ids, _ in items], self.pad_id)
-        return {
-            "input_ids": ids,
-            "attention_mask": mask,
-            "labels": torch.tensor([y for _, y in items]),
-        }
+        ids, mask = pad_batch([it[0] for it in items], self.pad_id)
+        batch = {"input_ids": ids, "attention_mask": mask,
+                 "labels": torch.tensor([it[1] for it in items])}  # fmt: skip
+        if len(items[0]) == 3:  # a BERT's segment ids
+            batch["token_type_ids"], _ = pad_batch([it[2] for it in items], 0)
+        return batch
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
-        logits, _ = model(batch["input_ids"], batch["attention_mask"])
+        logits, _ = model_logits(model, batch)
         loss = F.cross_entropy(
             logits.float(), batch["labels"], label_smoothing=self.label_smoothing
         )
@@ -229,8 +289,7 @@ class ClassificationTask:
     def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, Any]:
         total_loss, n, y_true, y_pred = 0.0, 0, [], []
         for batch in batches:
-            logits, _ = model(batch["input_ids"], batch["attention_mask"])
-            logits = logits.float()
+            logits = model_logits(model, batch)[0].float()
             total_loss += F.cross_entropy(logits, batch["labels"], reduction="sum").item()
             n += len(batch["labels"])
             y_true += batch["labels"].tolist()
@@ -290,6 +349,7 @@ class ClassifierPredictor:
         labels: Sequence[str],
         run_dir: Path | None = None,
         temperature: float = 1.0,
+        pairs: bool = False,
     ) -> None:
         self.model = model.eval()
         self.device = model_device(model)  # inputs go where the weights are
@@ -298,12 +358,27 @@ class ClassifierPredictor:
         self.labels = list(labels)
         self.run_dir = run_dir
         self.temperature = temperature  # probabilities = softmax(logits / temperature)
+        self.pairs = pairs  # trained on sentence pairs: every input needs its second sentence
 
-    def _encode(self, texts: Sequence[str]) -> tuple[list[list[int]], list[bool]]:
-        for i, text in enumerate(texts):
+    def _encode(
+        self, texts: Sequence[str], pairs: Sequence[str] | None = None
+    ) -> tuple[list[list[int]], list[list[int]] | None, list[bool]]:
+        """(token ids, segment ids or None, truncated) of the inputs, checked."""
+        if self.pairs and pairs is None:
+            raise InputError(
+                "this model classifies sentence pairs: give each text its second sentence "
+                "(attnkit predict RUN TEXT --pair SECOND; Python: predict(texts, pairs=...))"
+            )
+        if pairs is not None and not self.pairs:
+            raise InputError("this model classifies single texts; it was not trained on pairs")
+        if pairs is not None and len(pairs) != len(texts):
+            raise InputError(f"{len(texts)} texts but {len(pairs)} second sentences")
+        for i, text in enumerate([*texts, *(pairs or [])]):
             if not isinstance(text, str) or not text.strip():
-                raise InputError(f"input {i + 1} is empty or whitespace only")
-        ids, cut = _encode(self.tokenizer, list(texts), self.config)
+                raise InputError(f"input {i % len(texts) + 1} is empty or whitespace only")
+        ids, types, cut = _encode(
+            self.tokenizer, list(texts), self.config, None if pairs is None else list(pairs)
+        )
         d = self.config.data
         for i, was_cut in enumerate(cut):
             if was_cut:
@@ -312,19 +387,35 @@ class ClassifierPredictor:
                     f"it was truncated (kept: {d.truncation})",
                     stacklevel=3,
                 )
-        return ids, cut
+        return ids, types, cut
 
     @torch.no_grad()
-    def predict(self, texts: Sequence[str] | str, batch_size: int = 64) -> list[Prediction]:
-        """Label and probabilities for each text (a single string is accepted too)."""
+    def predict(
+        self,
+        texts: Sequence[str] | str,
+        batch_size: int = 64,
+        pairs: Sequence[str] | str | None = None,
+    ) -> list[Prediction]:
+        """Label and probabilities for each text (a single string is accepted too); a model
+        trained on sentence pairs needs ``pairs``, each text's second sentence."""
         if isinstance(texts, str):
             texts = [texts]
-        ids, cut = self._encode(texts)
-        return _predictions(texts, self.probabilities(ids, batch_size), cut, self.labels)
+        if isinstance(pairs, str):
+            pairs = [pairs]
+        ids, types, cut = self._encode(texts, pairs)
+        probs = self.probabilities(ids, batch_size, types)
+        shown = texts if pairs is None else [f"{a} [SEP] {b}" for a, b in zip(texts, pairs)]
+        return _predictions(shown, probs, cut, self.labels)
 
     @torch.no_grad()
-    def logits(self, ids: Sequence[Sequence[int]], batch_size: int = 64) -> Tensor:
-        """Class logits (N, num_classes) for N encoded texts, in their order.
+    def logits(
+        self,
+        ids: Sequence[Sequence[int]],
+        batch_size: int = 64,
+        types: Sequence[Sequence[int]] | None = None,
+    ) -> Tensor:
+        """Class logits (N, num_classes) for N encoded texts (``types``: a BERT's segment
+        ids), in their order.
 
         Texts are batched in order of length, so a batch is padded only to its own longest
         text (NSMC's 50K test reviews, batch 64: 24 s instead of 86 s in input order)."""
@@ -333,14 +424,21 @@ class ClassifierPredictor:
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
             input_ids, mask = pad_batch([ids[i] for i in rows], self.tokenizer.pad_id)
-            logits = self.model(input_ids.to(self.device), mask.to(self.device))[0]
-            out[rows] = logits.float().cpu()
+            batch = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
+            if types is not None:
+                batch["token_type_ids"] = pad_batch([types[i] for i in rows], 0)[0].to(self.device)
+            out[rows] = model_logits(self.model, batch)[0].float().cpu()
         return out
 
-    def probabilities(self, ids: Sequence[Sequence[int]], batch_size: int = 64) -> Tensor:
+    def probabilities(
+        self,
+        ids: Sequence[Sequence[int]],
+        batch_size: int = 64,
+        types: Sequence[Sequence[int]] | None = None,
+    ) -> Tensor:
         """Class probabilities (N, num_classes) for N encoded texts: softmax(logits / T),
         with the run's fitted temperature T (``attnkit calibrate``; 1 if never fitted)."""
-        return (self.logits(ids, batch_size) / self.temperature).softmax(-1)
+        return (self.logits(ids, batch_size, types) / self.temperature).softmax(-1)
 
     @torch.no_grad()
     def ngram_contributions(self, text: str) -> list[tuple[str, float]]:
@@ -349,7 +447,7 @@ class ClassifierPredictor:
         first. The values plus the bias sum to that logit margin."""
         if not self.model.explains_by_contributions:
             raise InputError("n-gram contributions exist only for arch ngram")
-        ids, _ = self._encode([text])
+        ids, _, _ = self._encode([text])
         parts = self.model.contributions(torch.tensor(ids[0], device=self.device))
         logits = sum((v for _, _, v in parts), self.model.bias.detach())
         k = int(logits.argmax())  # the predicted class
@@ -364,9 +462,14 @@ class ClassifierPredictor:
         """(tokens, per-layer self-attention weights (H, T, T)) for one text."""
         if not self.model.returns_attention:
             raise InputError("attention maps exist only for Transformer models (arch: transformer)")
-        ids, _ = self._encode([text])
+        if self.pairs:
+            raise InputError("attention maps are drawn for single texts, not sentence pairs")
+        ids, types, _ = self._encode([text])
         input_ids, mask = pad_batch(ids, self.tokenizer.pad_id)
-        _, weights = self.model(input_ids.to(self.device), mask.to(self.device), need_weights=True)
+        batch = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
+        if types is not None:
+            batch["token_type_ids"] = torch.tensor(types, device=self.device)
+        _, weights = model_logits(self.model, batch, need_weights=True)
         tokens = [self.tokenizer.id_to_token(i) or "?" for i in ids[0]]
         return tokens, [w[0].float().cpu() for w in weights]
 
@@ -420,6 +523,8 @@ class EnsemblePredictor:
         if len(members) < 2:
             raise InputError("an ensemble needs at least two classify runs")
         labels = members[0].labels
+        if any(m.pairs for m in members):
+            raise InputError("ensembles are of single-text classifiers, not sentence-pair ones")
         for m in members[1:]:
             if m.labels != labels:
                 raise InputError(
@@ -438,8 +543,8 @@ class EnsemblePredictor:
         truncated it."""
         probs, cut = [], [False] * len(texts)
         for m in self.members:
-            ids, m_cut = m._encode(texts)
-            probs.append(m.probabilities(ids, batch_size))
+            ids, types, m_cut = m._encode(texts)
+            probs.append(m.probabilities(ids, batch_size, types))
             cut = [a or b for a, b in zip(cut, m_cut, strict=True)]
         return probs, cut
 
@@ -463,14 +568,20 @@ class EnsemblePredictor:
 # --------------------------------------------------------------------------------------
 # The task
 # --------------------------------------------------------------------------------------
+def _inputs(items: Sequence[Item]) -> tuple[list[list[int]], int, list[list[int]] | None]:
+    """(token ids, a batch size, segment ids or None) of encoded items, for ``logits``."""
+    types = [it[2] for it in items] if items and len(items[0]) == 3 else None
+    return [it[0] for it in items], 64, types
+
+
 def calibrate_run(
     run: RunDir, predictor: ClassifierPredictor, validation: Sequence[Item], log: Log
 ) -> dict[str, Any]:
     """Fit the temperature on encoded validation items and write it into config.json."""
     if not validation:
         raise RunError(f"{run} has no validation split to calibrate on")
-    logits = predictor.logits([ids for ids, _ in validation])
-    labels = torch.tensor([y for _, y in validation])
+    logits = predictor.logits(*_inputs(validation))
+    labels = torch.tensor([it[1] for it in validation])
     temperature = fit_temperature(logits, labels)
     before = F.cross_entropy(logits, labels).item()
     after = F.cross_entropy(logits / temperature, labels).item()
@@ -491,6 +602,11 @@ class ClassifySpec(TaskSpec):
     model_family = "classifier"
 
     def validate(self, cfg: RunConfig) -> None:
+        if cfg.data.name in PAIR_DATASETS or cfg.data.pair_column:
+            require(
+                is_bert(cfg.model),
+                "sentence pairs ([CLS] A [SEP] B [SEP]) need model.arch: bert-classifier",
+            )
         if getattr(cfg.model, "init_from", None) is not None:
             require(
                 cfg.tokenizer.path is None,
@@ -502,6 +618,8 @@ class ClassifySpec(TaskSpec):
     ) -> tuple[RunConfig, Tokenizer | None]:
         if getattr(cfg.model, "init_from", None) is None:
             return cfg, tokenizer
+        if is_bert(cfg.model):
+            return pretrained_bert_config(cfg, log)
         from attnkit.tasks.mlm import pretrained_config
 
         return pretrained_config(cfg, log)
@@ -512,10 +630,12 @@ class ClassifySpec(TaskSpec):
     def model_inputs(
         self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
     ) -> dict[str, Any]:
-        return {
-            **super().model_inputs(cfg, tokenizer, run_info),
-            "num_classes": len(run_info["labels"]),
-        }
+        sizes = (
+            bert_model_inputs(cfg, tokenizer)
+            if is_bert(cfg.model)
+            else super().model_inputs(cfg, tokenizer, run_info)
+        )
+        return {**sizes, "num_classes": len(run_info["labels"])}
 
     def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
         if model.fits_from_data:  # e.g. the n-gram model's Naive Bayes ratios
@@ -526,7 +646,9 @@ class ClassifySpec(TaskSpec):
                 f"({time.perf_counter() - start:.1f}s)"
             )
         init_from = getattr(cfg.model, "init_from", None)
-        if init_from:
+        if init_from and is_bert(cfg.model):
+            load_pretrained_bert(model, init_from, log)
+        elif init_from:
             from attnkit.tasks.mlm import pretrained_weights
 
             copied = model.load_pretrained_encoder(pretrained_weights(init_from), init_from)
@@ -571,7 +693,9 @@ class ClassifySpec(TaskSpec):
         labels = saved.get("labels")
         if not isinstance(labels, list) or len(labels) != getattr(cfg.model, "num_classes", 0):
             raise RunError(f"{run.config_path}: labels are missing or do not match the model")
-        return ClassifierPredictor(model, tokenizer, cfg, labels, run.path, temperature=temperature)
+        return ClassifierPredictor(
+            model, tokenizer, cfg, labels, run.path, temperature, bool(saved.get("pairs"))
+        )
 
     def ensemble(self, predictors: Sequence[Any], runs: Sequence[Any]) -> EnsemblePredictor:
         for r, m in zip(runs, predictors, strict=True):
@@ -605,8 +729,9 @@ class ClassifySpec(TaskSpec):
             items, _ = encode_examples(
                 examples, m.tokenizer, m.config, label_ids(m.config, m.labels), split
             )
-            y_true = [y for _, y in items]
-            member_probs.append(m.probabilities([x for x, _ in items], batch_size))
+            y_true = [it[1] for it in items]
+            ids, _, types = _inputs(items)
+            member_probs.append(m.probabilities(ids, batch_size, types))
         probs = torch.stack(member_probs).mean(0)  # (N, num_classes)
         report = classification_report(y_true, probs.argmax(-1).tolist(), predictor.labels)
         target = torch.tensor(y_true)
