@@ -72,6 +72,10 @@ MODEL_CONFIGS: dict[str, dict[str, type[ModelConfig]]] = {
     "seq2seq": {"transformer": TransformerConfig, "lstm": Seq2SeqLSTMConfig},
     "masked_lm": {"transformer": MaskedLMConfig},
     "bert": dict.fromkeys(BERT_ARCHS, BertConfig),  # bert, bert-mlm, ..., bert-qa
+    # the families of the BERT tasks (each trains its own head)
+    "bert_pretraining": {"bert-pretraining": BertConfig, "bert-mlm": BertConfig},
+    "tagger": {"bert-tagger": BertConfig},
+    "qa": {"bert-qa": BertConfig},
 }
 
 

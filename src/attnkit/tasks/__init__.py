@@ -34,6 +34,9 @@ BUILTIN: dict[str, str] = {
     "translate": "attnkit.tasks.seq2seq",
     "chat": "attnkit.tasks.seq2seq",
     "mlm": "attnkit.tasks.mlm",
+    "tag": "attnkit.tasks.tag",
+    "qa": "attnkit.tasks.qa",
+    "bert-pretrain": "attnkit.tasks.bert_pretrain",
 }
 
 ENTRY_POINTS = "attnkit.tasks"

@@ -24,10 +24,10 @@ from attnkit.config import RunConfig, require, short_repr
 from attnkit.data.batching import pad_batch
 from attnkit.data.paths import DataError
 from attnkit.data.readers import Examples, load_text_classification
+from attnkit.data.segments import encode_pairs
 from attnkit.data.split import split_examples
 from attnkit.device import model_device
 from attnkit.errors import InputError
-from attnkit.data.segments import encode_pairs
 from attnkit.metrics import accuracy, classification_report
 from attnkit.models.bert_heads import BertForSequenceClassification
 from attnkit.run import RunDir
@@ -404,7 +404,11 @@ class ClassifierPredictor:
             pairs = [pairs]
         ids, types, cut = self._encode(texts, pairs)
         probs = self.probabilities(ids, batch_size, types)
-        shown = texts if pairs is None else [f"{a} [SEP] {b}" for a, b in zip(texts, pairs)]
+        shown = (
+            texts
+            if pairs is None
+            else [f"{a} [SEP] {b}" for a, b in zip(texts, pairs, strict=True)]
+        )
         return _predictions(shown, probs, cut, self.labels)
 
     @torch.no_grad()
