@@ -391,9 +391,18 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     _require_verb(predictor, "predict", args.run)
     if args.explain and not hasattr(predictor, "explain"):
         raise UsageError(f"--explain has nothing to draw for a {predictor.task} run")
+    options = {}
+    if args.pair:
+        if not hasattr(predictor, "pairs"):
+            raise UsageError(
+                f"--pair: {args.run} is a {predictor.task} run, not a sentence-pair one"
+            )
+        if len(args.pair) != len(texts):
+            raise UsageError(f"{len(texts)} texts but {len(args.pair)} --pair sentences")
+        options["pairs"] = [_check_text(t, i) for i, t in enumerate(args.pair, 1)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        predictions = predictor.predict(texts)
+        predictions = predictor.predict(texts, **options)
     for message in dict.fromkeys(str(w.message) for w in caught):  # once each (ensembles)
         print(f"attnkit: warning: {message}", file=sys.stderr)
     if args.json:
@@ -407,7 +416,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-VERBS = ("predict", "translate", "chat")  # what a predictor can do, by its methods
+VERBS = ("predict", "translate", "chat", "tag", "answer")  # a predictor's methods
 
 
 def _require_verb(predictor, verb: str, run: str) -> None:
@@ -433,6 +442,13 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
         default=[],
         help="another classify run to average with (repeatable): an ensemble",
     )
+    pr.add_argument(
+        "--pair",
+        metavar="TEXT",
+        action="append",
+        default=[],
+        help="the second sentence of a sentence-pair run (e.g. NLI), one per text, in order",
+    )
     pr.add_argument("--json", action="store_true", help="one JSON object per line")
     pr.add_argument(
         "--explain",
@@ -443,6 +459,80 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--head", type=int, default=None, help="head for --explain (default: mean)")
     _add_device(pr)
     pr.set_defaults(func=_cmd_predict)
+
+
+# ----------------------------------------------------------------------------- tag / answer
+def _cmd_tag(args: argparse.Namespace) -> int:
+    texts = _read_inputs(args)
+    predictor = _load_for(args.run, "tag", args)
+    results = predictor.tag(texts)
+    if args.json:
+        print(predictor.to_json(results))
+    else:
+        for r in results:
+            print(r.format())
+    return 0
+
+
+def _cmd_answer(args: argparse.Namespace) -> int:
+    context = args.context
+    if os.path.isfile(context):  # a file's text (UTF-8), else the argument is the context
+        raw = _read_file_bytes(context)
+        try:
+            context = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{args.context} is not UTF-8 text (byte {exc.start + 1})") from None
+    else:
+        context = _check_text(context, 1)
+    questions = [_check_text(q, i) for i, q in enumerate(args.question, 1)]
+    predictor = _load_for(args.run, "answer", args)
+    results = [predictor.answer(q, context) for q in questions]
+    if args.json:
+        print(predictor.to_json(results))
+    else:
+        for r in results:
+            print(r.format())
+    return 0
+
+
+def _add_tag_answer(sub: argparse._SubParsersAction) -> None:
+    tg = sub.add_parser("tag", help="named entities: print each word with its label (tag runs)")
+    tg.add_argument("run", help="run directory of a tag (NER) run")
+    tg.add_argument("text", nargs="*", help="texts; '-' reads lines from stdin")
+    tg.add_argument("--file", help="read one text per line from a UTF-8 file")
+    tg.add_argument("--json", action="store_true", help="one JSON object per line")
+    _add_device(tg)
+    tg.set_defaults(func=_cmd_tag)
+    an = sub.add_parser(
+        "answer", help="extractive QA: the span of the context that answers the question"
+    )
+    an.add_argument("run", help="run directory of a qa run")
+    an.add_argument(
+        "--context", required=True, help="the passage: a UTF-8 text file, or the text itself"
+    )
+    an.add_argument("--question", required=True, action="append", help="a question (repeatable)")
+    an.add_argument("--json", action="store_true", help="one JSON object per line")
+    _add_device(an)
+    an.set_defaults(func=_cmd_answer)
+
+
+# ----------------------------------------------------------------------------- export
+def _cmd_export(args: argparse.Namespace) -> int:
+    from attnkit.interop.export import export_run
+
+    path = export_run(args.run, args.output, fmt=args.format)
+    print(f"wrote {path}")
+    return 0
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    ex = sub.add_parser(
+        "export", help="write a run's model in another ecosystem's format (hf: Hugging Face)"
+    )
+    ex.add_argument("run", help="run directory (a BERT run for --format hf)")
+    ex.add_argument("--format", choices=["hf"], default="hf", help="hf: a transformers directory")
+    ex.add_argument("-o", "--output", required=True, help="folder to write (created)")
+    ex.set_defaults(func=_cmd_export)
 
 
 # ----------------------------------------------------------------------------- translate / chat
@@ -656,6 +746,8 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_train,
     _add_predict,
     _add_seq2seq,
+    _add_tag_answer,
+    _add_export,
     _add_plot,
 ]
 

@@ -55,6 +55,10 @@ class DataConfig:
     limit: int | None = None  # a seeded random subset of N training examples (quick runs)
     data_dir: str | None = None
     mask_prob: float = 0.15  # mlm: share of tokens the model must predict (BERT: 15%)
+    whole_word_mask: bool = False  # bert-pretrain: mask every piece of a chosen word
+    doc_stride: int = 128  # qa: tokens between the starts of consecutive context windows
+    max_question_len: int = 64  # qa: question tokens kept (longer questions are cut)
+    max_answer_len: int = 30  # qa: longest answer span (tokens) decoding considers
     src_lang: str = "de"  # translate: multi30k direction; suffixes of aligned user files
     tgt_lang: str = "en"
 
@@ -401,6 +405,9 @@ def _validate(cfg: RunConfig) -> None:
         ),
         (d.val_split in ("random", "last"), "data.val_split must be random|last"),
         at_least("data.limit", d.limit, 1, optional=True),
+        at_least("data.doc_stride", d.doc_stride, 1),
+        at_least("data.max_question_len", d.max_question_len, 1),
+        at_least("data.max_answer_len", d.max_answer_len, 1),
         (
             d.limit is None or d.limit >= 2 or d.val_fraction == 0 or d.validation is not None,
             f"data.limit: {d.limit} leaves no example to hold out for validation "

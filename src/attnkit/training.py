@@ -60,6 +60,7 @@ class Task(Protocol):
 
     metric: str  # name of the model-selection metric in evaluate()'s result
     greater_is_better: bool
+    # optional: ``shown``, names of other evaluate() results printed on each evaluation's line
 
     def collate(self, items: Sequence[Any]) -> dict[str, Tensor]: ...
 
@@ -418,6 +419,9 @@ class Trainer:
             f"step {s.step}: val {self.task.metric} {value:.4f}"
             f" (best {s.best:.4f} at step {s.best_step})"
             + (f", val loss {result['loss']:.4f}" if self.task.metric != "loss" else "")
+            + "".join(  # a task's other headline numbers (its ``shown`` metric names)
+                f", {k} {result[k]:.4f}" for k in getattr(self.task, "shown", ()) if k in result
+            )
         )
         self._plot()
         return bool(self.cfg.patience) and s.bad_evals >= self.cfg.patience

@@ -119,14 +119,18 @@ def is_hf_bert_config(raw: Any) -> bool:
     return isinstance(raw, dict) and raw.get("model_type") == "bert" and "hidden_size" in raw
 
 
-def bert_config_to_hf(config: BertConfig) -> dict[str, Any]:
-    """``BertConfig`` -> the contents of a Hugging Face BERT config.json."""
+def bert_config_to_hf(config: BertConfig, labels: list[str] | None = None) -> dict[str, Any]:
+    """``BertConfig`` -> the contents of a Hugging Face BERT config.json (``labels``: the
+    class names of a classifier / tagger, else LABEL_0, LABEL_1, ...)."""
     hf: dict[str, Any] = {"architectures": [BERT_ARCHS[config.arch]], "model_type": "bert"}
     for name, key in _CONFIG_KEYS.items():
         hf[key] = getattr(config, name)
     if config.arch in _LABELLED_ARCHS:
-        hf["id2label"] = {str(i): f"LABEL_{i}" for i in range(config.num_classes)}
-        hf["label2id"] = {f"LABEL_{i}": i for i in range(config.num_classes)}
+        names = labels or [f"LABEL_{i}" for i in range(config.num_classes)]
+        if len(names) != config.num_classes or len(set(names)) != len(names):
+            raise ConfigError(f"{len(names)} label names for {config.num_classes} classes")
+        hf["id2label"] = {str(i): name for i, name in enumerate(names)}
+        hf["label2id"] = {name: i for i, name in enumerate(names)}
     hf["hidden_act"] = _ACT_TO_HF[config.activation]
     hf["position_embedding_type"] = "absolute"
     return dict(sorted(hf.items()))
@@ -360,7 +364,9 @@ def load_hf_bert(
     return model.to(map_location).eval()
 
 
-def save_hf_bert(model: HfBertFiles, directory: str | Path) -> Path:
+def save_hf_bert(
+    model: HfBertFiles, directory: str | Path, labels: list[str] | None = None
+) -> Path:
     """Write ``model`` as a Hugging Face BERT directory (config.json + model.safetensors)
     that ``transformers.BertModel.from_pretrained`` loads with no missing or unexpected
     keys (the head's class, e.g. ``transformers.BertForMaskedLM``, for a model with a
@@ -389,7 +395,7 @@ def save_hf_bert(model: HfBertFiles, directory: str | Path) -> Path:
                 "choose another folder"
             )
     directory.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(bert_config_to_hf(model.config), indent=2) + "\n"
+    text = json.dumps(bert_config_to_hf(model.config, labels), indent=2, ensure_ascii=False) + "\n"
     save_tensors(to_hf_state_dict(model), directory / SAFETENSORS_FILE)
     atomic_write_text(path, text)
     return directory

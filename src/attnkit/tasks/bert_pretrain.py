@@ -1,0 +1,382 @@
+"""BERT pretraining (task ``bert-pretrain``): masked LM + next-sentence prediction.
+
+    attnkit train configs/bert-pretrain-ko.yaml      # NSMC's 639K unlabelled reviews
+    attnkit train configs/nsmc-bert.yaml             # model.init_from: runs/bert-pretrain-ko
+
+``model.arch: bert-pretraining`` (``BertForPreTraining``) learns both objectives of Devlin
+et al. (2019) at once, loss = MLM cross-entropy + NSP cross-entropy; ``bert-mlm``
+(``BertForMaskedLM``) only the masked LM (RoBERTa found NSP unnecessary; compare them).
+
+Data. The corpus is a list of documents, each a list of segments (``attnkit.data.nsp``
+defines both: a user text file's blank-line-separated blocks of lines, or one review cut
+into its sentences for NSMC / IMDB). For ``bert-pretraining`` every training item is one NSP
+pair ``[CLS] A [SEP] B [SEP]`` with segment ids 0/1 (``make_nsp_pairs``: 50% the true next
+segment, 50% one of another document); there are as many pairs as training documents, and
+they are drawn once (like BERT's static data; the masking is drawn afresh every time a
+batch is made). For ``bert-mlm`` an item is ``[CLS] document [SEP]`` (long documents cut
+into ``max_len`` pieces). Masking: ``attnkit.data.mlm.mask_tokens`` (15%; 80% [MASK], 10%
+random, 10% kept; never special tokens; ``data.whole_word_mask`` picks whole words).
+Validation documents are held out (``data.val_fraction``); their pairs and masks are drawn
+once with a fixed seed, so every evaluation scores the same predictions.
+
+Logged: mlm_loss / mlm_accuracy, nsp_loss / nsp_accuracy and their sum ``loss`` (model
+selection: lowest validation loss). Any finished run starts a fine-tuning run:
+``model.init_from: runs/NAME`` in a classify / tag / qa recipe.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnkit.config import RunConfig, require
+from attnkit.data.batching import pad_batch
+from attnkit.data.mlm import IGNORE_INDEX, chunk_ids, mask_tokens, wordpiece_word_starts
+from attnkit.data.nsp import NspExample, make_nsp_pairs, review_segments, split_documents
+from attnkit.data.readers import read_unlabeled
+from attnkit.data.split import split_examples
+from attnkit.errors import DataError, InputError, RunError
+from attnkit.models.bert_heads import BertForPreTraining
+from attnkit.run import RunDir
+from attnkit.tasks import register_task
+from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer
+from attnkit.tasks.bert_init import (
+    bert_model_inputs,
+    load_pretrained_bert,
+    pretrained_bert_config,
+)
+from attnkit.tasks.mlm import FillMask, FillMaskPredictor, num_special
+from attnkit.tokenization import Tokenizer
+
+__all__ = [
+    "BertPretrainSpec",
+    "BertPretrainingTask",
+    "BertPretrainPredictor",
+    "read_documents",
+]
+
+# train: (input_ids, token_type_ids, is_next (1 / 0; -1 without NSP));
+# validation: (masked ids, labels, token_type_ids, is_next), masked once
+Item = tuple[list[int], list[int], int] | tuple[list[int], list[int], list[int], int]
+
+
+def read_documents(cfg: RunConfig) -> list[list[str]]:
+    """The corpus as documents of segments (see ``attnkit.data.nsp``)."""
+    d = cfg.data
+    if d.name == "file":
+        path = Path(d.train).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise DataError(f"data.train: {path} does not exist") from None
+        except UnicodeDecodeError as exc:
+            raise DataError(
+                f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
+        return split_documents(text)
+    return [
+        segs for review in read_unlabeled(d.name, d.data_dir) if (segs := review_segments(review))
+    ]
+
+
+def _tokenize(tokenizer: Tokenizer, docs: Sequence[list[str]]) -> list[list[list[int]]]:
+    """Each document's segments as token ids (all segments encoded in one batch)."""
+    flat = tokenizer.encode_batch([s for doc in docs for s in doc])
+    out, i = [], 0
+    for doc in docs:
+        out.append(flat[i : i + len(doc)])
+        i += len(doc)
+    return out
+
+
+def _items(
+    cfg: RunConfig, tokenizer: Tokenizer, docs: list[list[list[int]]], seed: int
+) -> list[tuple[list[int], list[int], int]]:
+    """NSP pairs (bert-pretraining) or [CLS] document [SEP] pieces (bert-mlm)."""
+    max_len = cfg.data.max_len
+    if cfg.model.arch == "bert-pretraining":
+        pairs: list[NspExample] = make_nsp_pairs(
+            docs, max_len, tokenizer.cls_id, tokenizer.sep_id, random.Random(seed), len(docs)
+        )
+        return [(p.input_ids, p.token_type_ids, p.is_next) for p in pairs]
+    out = []
+    for doc in docs:
+        for piece in chunk_ids([t for seg in doc for t in seg], max_len - 2):
+            ids = [tokenizer.cls_id, *piece, tokenizer.sep_id]
+            out.append((ids, [0] * len(ids), -1))
+    return out
+
+
+def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+    """Documents -> held-out validation documents -> tokenizer -> items; validation items
+    masked once (fixed seed)."""
+    d, seed = cfg.data, cfg.training.seed
+    docs = read_documents(cfg)
+    if len(docs) < 2:
+        raise DataError(f"the pretraining corpus has {len(docs)} document(s); it needs >= 2")
+    train_docs, val_docs = split_examples(docs, d, seed)
+    if tokenizer is None:
+        texts = (s for doc in train_docs for s in doc)
+        tokenizer = get_tokenizer(cfg.tokenizer, texts, f"{len(train_docs):,} documents", log)
+    special = num_special(tokenizer)
+    train = _items(cfg, tokenizer, _tokenize(tokenizer, train_docs), seed)
+    validation: list[Item] = []
+    if len(val_docs) >= 2 or (val_docs and cfg.model.arch == "bert-mlm"):
+        raw = _items(cfg, tokenizer, _tokenize(tokenizer, val_docs), seed + 1)
+        ids, mask = pad_batch([x for x, _, _ in raw], tokenizer.pad_id)
+        starts = wordpiece_word_starts(tokenizer, ids) if d.whole_word_mask else None
+        generator = torch.Generator().manual_seed(seed)
+        inputs, labels = mask_tokens(
+            ids, mask, tokenizer.mask_id, tokenizer.vocab_size, special, d.mask_prob,
+            generator, word_starts=starts,
+        )  # fmt: skip
+        validation = [
+            (inputs[i, : len(x)].tolist(), labels[i, : len(x)].tolist(), t, y)
+            for i, (x, t, y) in enumerate(raw)
+        ]
+    positives = sum(y == 1 for _, _, y in train)
+    what = "NSP pairs" if cfg.model.arch == "bert-pretraining" else "sequences"
+    summary = (
+        f"data: {len(train_docs) + len(val_docs):,} documents -> {len(train):,} train / "
+        f"{len(validation):,} validation {what} of <= {d.max_len} tokens "
+        f"({sum(len(x) for x, _, _ in train):,} training tokens"
+        + (f", {positives / max(len(train), 1):.1%} true next" if positives else "")
+        + f"), vocab {tokenizer.vocab_size:,}"
+    )
+    return PreparedData(tokenizer, train, validation, summary)
+
+
+class BertPretrainingTask:
+    """Masked-LM (+ NSP) cross-entropy; model selection by the validation loss."""
+
+    metric = "loss"
+    greater_is_better = False
+    shown = ("mlm_accuracy", "nsp_accuracy")  # on the log line of each evaluation
+
+    def __init__(self, tokenizer: Tokenizer, mask_prob: float, whole_word_mask: bool) -> None:
+        self.tokenizer = tokenizer
+        self.pad_id, self.mask_id = tokenizer.pad_id, tokenizer.mask_id
+        self.vocab_size = tokenizer.vocab_size
+        self.num_special = num_special(tokenizer)
+        self.mask_prob = mask_prob
+        self.whole_word_mask = whole_word_mask
+
+    def collate(self, items: Sequence[Item]) -> dict[str, Tensor]:
+        if len(items[0]) == 4:  # validation: masked once in prepare_data
+            ids, mask = pad_batch([it[0] for it in items], self.pad_id)
+            labels, _ = pad_batch([it[1] for it in items], IGNORE_INDEX)
+        else:
+            raw, mask = pad_batch([it[0] for it in items], self.pad_id)
+            starts = wordpiece_word_starts(self.tokenizer, raw) if self.whole_word_mask else None
+            ids, labels = mask_tokens(
+                raw, mask, self.mask_id, self.vocab_size, self.num_special, self.mask_prob,
+                word_starts=starts,
+            )  # fmt: skip
+        types, _ = pad_batch([it[-2] for it in items], 0)
+        # Hugging Face's NSP label: 0 = "B follows A", 1 = "B is random"
+        nsp = torch.tensor([1 - it[-1] if it[-1] >= 0 else IGNORE_INDEX for it in items])
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types,
+                "labels": labels, "next_sentence_label": nsp}  # fmt: skip
+
+    @staticmethod
+    def _forward(model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor | None]:
+        """(masked-LM logits (N, vocab) at the chosen positions, NSP logits (B, 2) or None)."""
+        chosen = batch["labels"] != IGNORE_INDEX
+        out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], chosen)
+        return out if isinstance(out, tuple) else (out, None)
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
+        mlm_logits, nsp_logits = self._forward(model, batch)
+        labels = batch["labels"]
+        loss = F.cross_entropy(mlm_logits.float(), labels[labels != IGNORE_INDEX])
+        if nsp_logits is not None:
+            loss = loss + F.cross_entropy(nsp_logits.float(), batch["next_sentence_label"])
+        return loss, int(batch["attention_mask"].sum())
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, Any]:
+        sums = {"mlm": 0.0, "nsp": 0.0}
+        counts = {"mlm": 0, "mlm_correct": 0, "nsp": 0, "nsp_correct": 0}
+        for batch in batches:
+            mlm_logits, nsp_logits = self._forward(model, batch)
+            target = batch["labels"][batch["labels"] != IGNORE_INDEX]
+            mlm_logits = mlm_logits.float()
+            sums["mlm"] += F.cross_entropy(mlm_logits, target, reduction="sum").item()
+            counts["mlm"] += target.numel()
+            counts["mlm_correct"] += int((mlm_logits.argmax(-1) == target).sum())
+            if nsp_logits is not None:
+                y = batch["next_sentence_label"]
+                sums["nsp"] += F.cross_entropy(nsp_logits.float(), y, reduction="sum").item()
+                counts["nsp"] += y.numel()
+                counts["nsp_correct"] += int((nsp_logits.argmax(-1) == y).sum())
+        mlm_loss = sums["mlm"] / max(counts["mlm"], 1)
+        out = {
+            "mlm_loss": mlm_loss,
+            "mlm_accuracy": counts["mlm_correct"] / max(counts["mlm"], 1),
+            "perplexity": float(torch.tensor(mlm_loss).exp()),
+            "num_predictions": counts["mlm"],
+        }
+        if counts["nsp"]:
+            out["nsp_loss"] = sums["nsp"] / counts["nsp"]
+            out["nsp_accuracy"] = counts["nsp_correct"] / counts["nsp"]
+        out["loss"] = mlm_loss + out.get("nsp_loss", 0.0)
+        return out
+
+
+class _MaskedLMView(nn.Module):
+    """A BERT pretraining model as ``FillMaskPredictor`` calls a masked LM:
+    (input_ids, attention_mask, positions) -> logits (N, vocab)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: Tensor, mask: Tensor | None, positions: Tensor) -> Tensor:
+        out = self.model(ids, mask, None, positions)
+        return out[0] if isinstance(out, tuple) else out
+
+    def masked_lm(self) -> nn.Module:
+        return self
+
+
+@dataclass
+class NextSentence:
+    """How likely ``text_b`` is to follow ``text`` (the NSP head's softmax)."""
+
+    text: str
+    text_b: str
+    probability: float  # of "B follows A"
+
+    def format(self) -> str:
+        from attnkit.tasks.base import one_line
+
+        return f"{self.probability:.4f}\t{one_line(self.text)} [SEP] {one_line(self.text_b)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "text_b": self.text_b, "probability": self.probability}
+
+
+class BertPretrainPredictor(FillMaskPredictor):
+    """What ``attnkit.load`` returns for a bert-pretrain run: ``fill_mask`` / ``predict``
+    (the likeliest tokens for each [MASK]) and, with the NSP head, ``next_sentence``."""
+
+    task = "bert-pretrain"
+
+    def __init__(
+        self, model: nn.Module, tokenizer: Tokenizer, config: RunConfig, run_dir=None
+    ) -> None:
+        super().__init__(_MaskedLMView(model), tokenizer, config, run_dir)
+        self.bert = model.eval()
+
+    def fill_mask(self, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
+        """For each [MASK] in ``text`` (left to right): ``top_k`` (token, probability). The
+        text is read as ``[CLS] text [SEP]``, as in pretraining."""
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("input is empty or whitespace only")
+        if top_k < 1:
+            raise InputError(f"top_k must be >= 1, got {top_k}")
+        ids = self.tokenizer.encode(
+            text, max_len=self.config.data.max_len, add_cls=True, add_sep=True
+        )
+        x = torch.tensor([ids], device=self.device)
+        where = x == self.tokenizer.mask_id
+        if not where.any():
+            raise InputError("the text has no [MASK] token to fill in")
+        with torch.no_grad():
+            probs = self.model(x, None, where).float().softmax(-1)  # (masks, vocab)
+        top = probs.topk(min(top_k, probs.size(-1)), dim=-1)
+        return [
+            [(self.tokenizer.id_to_token(i) or "?", p) for i, p in zip(ids_, ps, strict=True)]
+            for ids_, ps in zip(top.indices.tolist(), top.values.tolist(), strict=True)
+        ]
+
+    @torch.no_grad()
+    def next_sentence(self, text: str, text_b: str) -> NextSentence:
+        """P(``text_b`` follows ``text``) from the NSP head (bert-pretraining runs)."""
+        if not isinstance(self.bert, BertForPreTraining):
+            raise InputError("this run has no next-sentence head (model.arch bert-mlm)")
+        from attnkit.data.segments import pair_ids
+
+        if not text.strip() or not text_b.strip():
+            raise InputError("both sentences must be non-empty")
+        a, b = self.tokenizer.encode(text), self.tokenizer.encode(text_b)
+        ids, types, _ = pair_ids(self.tokenizer, a, b, self.config.data.max_len)
+        x = torch.tensor([ids], device=self.device)
+        t = torch.tensor([types], device=self.device)
+        _, nsp = self.bert(x, None, t, torch.zeros_like(x, dtype=torch.bool))
+        return NextSentence(text, text_b, float(nsp.float().softmax(-1)[0, 0]))
+
+    def predict(self, texts: Sequence[str] | str, top_k: int = 5) -> list[FillMask]:
+        return super().predict(texts, top_k=top_k)
+
+
+class BertPretrainSpec(TaskSpec):
+    """BERT pretraining on unlabelled text: masked LM (+ next-sentence prediction)."""
+
+    name = "bert-pretrain"
+    model_family = "bert_pretraining"
+    default_arch = "bert-pretraining"
+
+    def validate(self, cfg: RunConfig) -> None:
+        d = cfg.data
+        require(
+            d.name in ("nsmc", "imdb", "file"),
+            f"task bert-pretrain reads data.name nsmc | imdb | file, got {d.name!r}",
+        )
+        require(d.name != "file" or bool(d.train), "data.name: file needs data.train (a text file)")
+        require(
+            d.max_len >= 8, f"data.max_len must be >= 8 for [CLS] A [SEP] B [SEP], got {d.max_len}"
+        )
+        if cfg.model.init_from is not None:
+            require(
+                cfg.tokenizer.path is None,
+                "model.init_from brings its tokenizer; remove tokenizer.path",
+            )
+
+    def before_data(
+        self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
+    ) -> tuple[RunConfig, Tokenizer | None]:
+        if cfg.model.init_from is None:
+            return cfg, tokenizer
+        return pretrained_bert_config(cfg, log)
+
+    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+        return prepare_data(cfg, tokenizer, log)
+
+    def model_inputs(
+        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
+    ) -> dict[str, Any]:
+        return bert_model_inputs(cfg, tokenizer)
+
+    def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+        if cfg.model.init_from:
+            load_pretrained_bert(model, cfg.model.init_from, log)
+
+    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> BertPretrainingTask:
+        return BertPretrainingTask(data.tokenizer, cfg.data.mask_prob, cfg.data.whole_word_mask)
+
+    def predictor(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        cfg: RunConfig,
+        run: RunDir,
+        saved: dict[str, Any],
+    ) -> BertPretrainPredictor:
+        return BertPretrainPredictor(model, tokenizer, cfg, run.path)
+
+    def evaluate(self, predictor: Any, split: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise RunError(
+            f"{predictor.run_dir} is a BERT pretraining run: it has no labelled {split} split; "
+            "its validation MLM / NSP loss and accuracy are in metrics.jsonl"
+        )
+
+
+register_task(BertPretrainSpec())

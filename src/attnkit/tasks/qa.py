@@ -1,0 +1,641 @@
+"""Extractive question answering (``task: qa``): a BERT with a start/end span head
+(``model.arch: bert-qa``) reads ``[CLS] question [SEP] context-window [SEP]`` and points at
+the answer span in the context (Devlin et al. 2019, section 4.2; SQuAD v1.1 / KorQuAD 1.0).
+
+Data (``data.name``):
+    korquad   KorQuAD 1.0 dev, cut into a fixed train / validation / test split by article
+              (``attnkit.data.qa_data.read_korquad``; 4,330 / 586 / 858 questions)
+    file      SQuAD-v1-format JSON files: ``data.train`` (required), ``data.validation``,
+              ``data.test`` (``.json`` or ``.json.gz``)
+
+Contexts longer than a window are read in overlapping windows (``attnkit.data.qa``):
+``data.max_len`` tokens per window, windows starting ``data.doc_stride`` context tokens
+apart, the question cut to ``data.max_question_len`` tokens; decoding considers answers of
+at most ``data.max_answer_len`` tokens. Every window is a training item; a window that
+does not contain the whole answer is trained to point at [CLS] ``(0, 0)``, as BERT's
+``run_squad.py`` and Hugging Face's ``run_qa.py`` do. The loss is
+``(CE(start) + CE(end)) / 2`` over the real tokens of each window.
+
+Model selection by validation F1. Exact match and F1 are the official scripts' (percent):
+KorQuAD 1.0's (character F1) for ``data.name: korquad``, SQuAD v1.1's (word F1) otherwise;
+the run's ``config.json`` records which (``scorer``).
+
+    qa = attnkit.load("runs/korquad-bert")
+    qa.answer("대한민국의 수도는?", "대한민국의 수도는 서울이다. ...")   # AnswerResult
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnkit.config import RunConfig, require
+from attnkit.data.batching import pad_batch
+from attnkit.data.paths import DataError
+from attnkit.data.qa import QAFeature, best_answer, make_features
+from attnkit.data.qa_data import QAExample, read_korquad, read_squad_file
+from attnkit.data.split import split_examples
+from attnkit.device import model_device, to_device
+from attnkit.errors import InputError
+from attnkit.metrics import qa_report
+from attnkit.run import RunDir
+from attnkit.tasks import register_task
+from attnkit.tasks.base import Log, PreparedData, RunError, TaskSpec, get_tokenizer, one_line
+from attnkit.tasks.bert_init import (
+    bert_model_inputs,
+    load_pretrained_bert,
+    pretrained_bert_config,
+)
+from attnkit.tokenization import Tokenizer
+
+__all__ = [
+    "DOC_STRIDE",
+    "MAX_ANSWER_LEN",
+    "MAX_QUESTION_LEN",
+    "QA_DATASETS",
+    "AnswerResult",
+    "QAPredictor",
+    "QASpec",
+    "QATask",
+    "encode_examples",
+    "prepare_data",
+    "qa_settings",
+    "read_split",
+    "scorer_for",
+]
+
+# Defaults of the window settings (BERT's run_squad.py); the recipe's data.doc_stride,
+# data.max_question_len and data.max_answer_len replace them where DataConfig has them.
+DOC_STRIDE = 128  # context tokens between the starts of consecutive windows
+MAX_QUESTION_LEN = 64  # question tokens kept (a longer question is cut)
+MAX_ANSWER_LEN = 30  # longest answer, in tokens, that decoding considers
+QA_DATASETS = ("korquad", "file")
+
+# (input_ids, token_type_ids, start_position, end_position, feature index)
+Item = tuple[list[int], list[int], int, int, int]
+_NEG = -1e4  # the logit padding positions get in the loss (never a target)
+
+
+def qa_settings(cfg: RunConfig) -> tuple[int, int, int]:
+    """(doc_stride, max_question_len, max_answer_len) of a recipe: its ``data.*`` values,
+    or the module defaults where ``DataConfig`` has no such field."""
+    d = cfg.data
+    return (
+        int(getattr(d, "doc_stride", DOC_STRIDE)),
+        int(getattr(d, "max_question_len", MAX_QUESTION_LEN)),
+        int(getattr(d, "max_answer_len", MAX_ANSWER_LEN)),
+    )
+
+
+def scorer_for(cfg: RunConfig) -> str:
+    """Which official EM/F1 (``attnkit.metrics.qa_report``): ``korquad`` (character F1)
+    for KorQuAD, ``squad`` (word F1) for anything else."""
+    return "korquad" if cfg.data.name == "korquad" else "squad"
+
+
+# --------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------
+def _has_split(cfg: RunConfig, split: str) -> bool:
+    d = cfg.data
+    return bool(getattr(d, split, None)) if d.name == "file" else True
+
+
+def read_split(cfg: RunConfig, split: str) -> list[QAExample]:
+    """The questions of one split (train / validation / test; KorQuAD also ``dev``: the
+    whole official dev set) of the recipe's dataset."""
+    d = cfg.data
+    if d.name == "korquad":
+        return read_korquad(split, d.data_dir)
+    if d.name != "file":
+        raise DataError(f"task qa reads data.name {' or '.join(QA_DATASETS)}, not {d.name!r}")
+    path = getattr(d, split, None) if split in ("train", "validation", "test") else None
+    if not path:
+        given = [s for s in ("train", "validation", "test") if getattr(d, s)]
+        raise DataError(f"no file for split '{split}'; splits given: {', '.join(given)}")
+    return read_squad_file(path)
+
+
+def _usable_answer(ex: QAExample) -> tuple[str, int] | None:
+    """The answer a training window learns (the first, as run_squad.py / run_qa.py), or
+    None when the question has none or its ``answer_start`` does not point at its text."""
+    if not ex.answers:
+        return None
+    text, start = ex.answers[0]
+    if not text or ex.context[start : start + len(text)] != text:
+        return None
+    return text, start
+
+
+def encode_examples(
+    examples: Sequence[QAExample],
+    tokenizer: Tokenizer,
+    cfg: RunConfig,
+    with_answers: bool = True,
+) -> list[QAFeature]:
+    """Every window (``attnkit.data.qa.make_features``) of every example, with
+    ``example_index`` = the example's position in ``examples``. ``with_answers``: windows
+    get the first answer's token positions (``(0, 0)`` where it is not wholly inside);
+    otherwise, or for an example without a usable answer, every window gets ``(0, 0)``."""
+    doc_stride, max_question_len, _ = qa_settings(cfg)
+    features: list[QAFeature] = []
+    for i, ex in enumerate(examples):
+        answer = _usable_answer(ex) if with_answers else None
+        try:
+            features += make_features(
+                tokenizer,
+                ex.question,
+                ex.context,
+                answer,
+                i,
+                max_len=cfg.data.max_len,
+                doc_stride=doc_stride,
+                max_question_len=max_question_len,
+            )
+        except InputError as exc:  # an empty question or context in the data
+            raise DataError(f"question {ex.id!r}: {exc}") from None
+    return features
+
+
+def _items(features: Sequence[QAFeature]) -> list[Item]:
+    return [
+        (f.input_ids, f.token_type_ids, f.start_position, f.end_position, k)
+        for k, f in enumerate(features)
+    ]
+
+
+def _outside(features: Sequence[QAFeature], answered: set[int]) -> int:
+    """How many answered examples have no window containing their whole answer."""
+    inside = {f.example_index for f in features if f.start_position > 0}
+    return len(answered - inside)
+
+
+def prepare_data(
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+) -> PreparedData:
+    """Read the questions, split off validation (``attnkit.data.split``), train (or load)
+    the tokenizer, cut every example into windows.
+
+    Training keeps the questions with a usable answer (the others are counted in the log).
+    ``extras["val_examples"]`` / ``extras["val_features"]``: the validation questions and
+    their windows (the items' last field indexes the windows), which the Trainer task's
+    EM / F1 needs; ``run_info["scorer"]``: which official EM / F1."""
+    d = cfg.data
+    train_ex, val_ex = split_examples(
+        read_split(cfg, "train"),
+        d,
+        cfg.training.seed,
+        validation=read_split(cfg, "validation") if _has_split(cfg, "validation") else None,
+    )
+    kept = [ex for ex in train_ex if _usable_answer(ex) is not None]
+    skipped = len(train_ex) - len(kept)
+    if not kept:
+        raise DataError("no training question has an answer whose answer_start points at it")
+    if tokenizer is None:
+        contexts = list(dict.fromkeys(ex.context for ex in kept))  # each paragraph once
+        texts = contexts + [ex.question for ex in kept]
+        tokenizer = get_tokenizer(
+            cfg.tokenizer, texts, f"{len(contexts):,} contexts and {len(kept):,} questions", log
+        )
+    train_features = encode_examples(kept, tokenizer, cfg)
+    val_ex = [ex for ex in val_ex if ex.answers]  # EM / F1 need ground truths
+    val_features = encode_examples(val_ex, tokenizer, cfg)
+    outside = _outside(train_features, set(range(len(kept))))
+    summary = (
+        f"data: {len(kept):,} train questions -> {len(train_features):,} windows "
+        f"({len(train_features) / len(kept):.2f} per question), {len(val_ex):,} validation "
+        f"questions -> {len(val_features):,} windows; {outside:,} training answers outside "
+        f"every window (trained to point at [CLS])"
+        + (f"; {skipped:,} training questions without a usable answer skipped" if skipped else "")
+        + f"; vocab {tokenizer.vocab_size:,}"
+    )
+    return PreparedData(
+        tokenizer,
+        _items(train_features),
+        _items(val_features),
+        summary,
+        run_info={"scorer": scorer_for(cfg)},
+        extras={
+            "val_examples": val_ex,
+            "val_features": val_features,
+            "outside": outside,
+            "skipped": skipped,
+        },
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Task (what the Trainer needs)
+# --------------------------------------------------------------------------------------
+def _span_loss(
+    start: Tensor, end: Tensor, batch: dict[str, Tensor], reduction: str = "mean"
+) -> Tensor:
+    """(CE(start) + CE(end)) / 2, padding positions excluded from the softmax."""
+    pad = ~batch["attention_mask"].bool()
+    start = start.float().masked_fill(pad, _NEG)
+    end = end.float().masked_fill(pad, _NEG)
+    return (
+        F.cross_entropy(start, batch["start_positions"], reduction=reduction)
+        + F.cross_entropy(end, batch["end_positions"], reduction=reduction)
+    ) / 2
+
+
+def _forward(model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+    return model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+
+
+class QATask:
+    """Span cross-entropy; model selection by validation F1.
+
+    ``examples`` / ``features``: the validation questions and their windows, which the
+    items' last field (the feature index) refers to. ``evaluate`` groups the windows of
+    each question, picks the best span over them (``attnkit.data.qa.best_answer``) and
+    scores it against all of the question's answers (``scorer``: squad | korquad)."""
+
+    metric = "f1"
+    greater_is_better = True
+
+    def __init__(
+        self,
+        pad_id: int,
+        examples: Sequence[QAExample] = (),
+        features: Sequence[QAFeature] = (),
+        scorer: str = "squad",
+        max_answer_len: int = MAX_ANSWER_LEN,
+    ) -> None:
+        self.pad_id = pad_id
+        self.examples = list(examples)
+        self.features = list(features)
+        self.scorer = scorer
+        self.max_answer_len = max_answer_len
+
+    def collate(self, items: Sequence[Item]) -> dict[str, Tensor]:
+        ids, mask = pad_batch([it[0] for it in items], self.pad_id)
+        types, _ = pad_batch([it[1] for it in items], 0)
+        return {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "token_type_ids": types,
+            "start_positions": torch.tensor([it[2] for it in items]),
+            "end_positions": torch.tensor([it[3] for it in items]),
+            "index": torch.tensor([it[4] for it in items]),
+        }
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
+        start, end = _forward(model, batch)
+        return _span_loss(start, end, batch), int(batch["attention_mask"].sum())
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, Any]:
+        """loss (mean over windows), exact_match and f1 (percent, over questions), count
+        (questions), num_windows."""
+        total, n = 0.0, 0
+        logits: dict[int, tuple[Tensor, Tensor]] = {}
+        for batch in batches:
+            start, end = _forward(model, batch)
+            total += _span_loss(start, end, batch, reduction="sum").item()
+            n += len(batch["index"])
+            lengths = batch["attention_mask"].sum(1).tolist()
+            for k, s, e, length in zip(
+                batch["index"].tolist(), start.float().cpu(), end.float().cpu(), lengths,
+                strict=True,
+            ):  # fmt: skip
+                logits[k] = (s[:length], e[:length])
+        report: dict[str, Any] = {"loss": total / max(n, 1)}
+        report.update(self.score(logits))
+        report["num_windows"] = n
+        return report
+
+    def score(self, logits: dict[int, tuple[Tensor, Tensor]]) -> dict[str, Any]:
+        """EM / F1 of the best span per question, from the start / end logits of the
+        windows (feature index -> logits); a question none of whose windows was scored
+        counts as unanswered (0)."""
+        by_example: dict[int, list[int]] = defaultdict(list)
+        for k in logits:
+            by_example[self.features[k].example_index].append(k)
+        predictions = {}
+        for i, ks in by_example.items():
+            ks.sort()
+            answer = best_answer(
+                [self.features[k] for k in ks],
+                [logits[k][0] for k in ks],
+                [logits[k][1] for k in ks],
+                self.examples[i].context,
+                self.max_answer_len,
+            )
+            predictions[i] = answer.text
+        references = {i: [t for t, _ in ex.answers] for i, ex in enumerate(self.examples)}
+        return qa_report(predictions, references, self.scorer)
+
+
+# --------------------------------------------------------------------------------------
+# Prediction
+# --------------------------------------------------------------------------------------
+@dataclass
+class AnswerResult:
+    """The answer to one question: ``text == context[start:end]`` (character offsets into
+    the context given), ``score`` = start logit + end logit of that span (higher = more
+    confident; not a probability). ``question_truncated``: the question had more than
+    ``max_question_len`` tokens and the model read only its beginning."""
+
+    question: str
+    text: str
+    start: int
+    end: int
+    score: float
+    question_truncated: bool = False
+
+    def format(self) -> str:
+        """``answer<TAB>score<TAB>question``: what ``attnkit answer`` prints (one line: tabs,
+        line breaks and other control characters are escaped)."""
+        return f"{one_line(self.text)}\t{self.score:.4f}\t{one_line(self.question)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "text": self.text,
+            "start": self.start,
+            "end": self.end,
+            "score": self.score,
+            "question_truncated": self.question_truncated,
+        }
+
+
+def _strip_span(context: str, start: int, end: int) -> tuple[int, int]:
+    """The span without leading / trailing whitespace (a byte-level BPE token's span
+    includes the space before it)."""
+    while start < end and context[start].isspace():
+        start += 1
+    while end > start and context[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+class QAPredictor:
+    """What ``attnkit.load(run)`` returns for a ``task: qa`` run.
+
+    Extractive QA always answers with the best span of the context: SQuAD v1 / KorQuAD 1.0
+    have no "no answer", so neither does the model. When the context may not contain the
+    answer, threshold ``AnswerResult.score`` (the span's start + end logit) on held-out
+    data. Contexts of any length are read in overlapping windows (nothing is cut); a
+    question longer than ``max_question_len`` tokens is cut to its first
+    ``max_question_len`` (``question_truncated`` says so)."""
+
+    task = "qa"
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        config: RunConfig,
+        run_dir: Path | None = None,
+        scorer: str | None = None,
+    ) -> None:
+        self.model = model.eval()
+        self.device = model_device(model)  # inputs go where the weights are
+        self.tokenizer = tokenizer
+        self.config = config
+        self.run_dir = run_dir
+        self.scorer = scorer or scorer_for(config)
+        self.max_len = config.data.max_len
+        self.doc_stride, self.max_question_len, self.max_answer_len = qa_settings(config)
+
+    # ------------------------------------------------------------------ model
+    @torch.no_grad()
+    def window_logits(
+        self, features: Sequence[QAFeature], batch_size: int = 32
+    ) -> list[tuple[Tensor, Tensor]]:
+        """(start logits (T,), end logits (T,)) of each window, in order (CPU, float)."""
+        task = QATask(self.tokenizer.pad_id)
+        out: list[tuple[Tensor, Tensor] | None] = [None] * len(features)
+        order = sorted(range(len(features)), key=lambda k: len(features[k].input_ids))
+        items = _items(features)
+        self.model.eval()
+        for lo in range(0, len(order), batch_size):
+            batch = to_device(task.collate([items[k] for k in order[lo : lo + batch_size]]),
+                              self.device)  # fmt: skip
+            start, end = _forward(self.model, batch)
+            for row, k in enumerate(batch["index"].tolist()):
+                length = len(features[k].input_ids)
+                out[k] = (start[row, :length].float().cpu(), end[row, :length].float().cpu())
+        return out  # type: ignore[return-value]  # every window was scored
+
+    def _check_len(self, max_answer_len: int | None) -> int:
+        n = self.max_answer_len if max_answer_len is None else max_answer_len
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InputError(f"max_answer_len must be an integer >= 1, got {n!r}")
+        return n
+
+    # ------------------------------------------------------------------ answering
+    def answer(
+        self, question: str, context: str, max_answer_len: int | None = None
+    ) -> AnswerResult:
+        """The best answer span of ``context`` for ``question`` (see the class docstring).
+
+        Raises:
+            InputError: an empty (or token-less) question or context, or a
+                ``max_answer_len`` < 1.
+        """
+        return self.answer_batch([(question, context)], max_answer_len=max_answer_len)[0]
+
+    def answer_batch(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        max_answer_len: int | None = None,
+        batch_size: int = 32,
+    ) -> list[AnswerResult]:
+        """``answer`` for many ``(question, context)`` pairs, their windows batched."""
+        n_answer = self._check_len(max_answer_len)
+        if isinstance(pairs, tuple) and len(pairs) == 2 and all(isinstance(p, str) for p in pairs):
+            pairs = [pairs]  # one (question, context) pair
+        features: list[QAFeature] = []
+        truncated: list[bool] = []
+        for i, pair in enumerate(pairs):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise InputError(
+                    f"pair {i}: expected (question, context), got {type(pair).__name__}"
+                )
+            question, context = pair
+            for name, text in (("question", question), ("context", context)):
+                if not isinstance(text, str):
+                    raise InputError(f"pair {i}: the {name} must be a string, got "
+                                     f"{type(text).__name__}")  # fmt: skip
+            try:
+                features += make_features(
+                    self.tokenizer, question, context, None, i, self.max_len,
+                    self.doc_stride, self.max_question_len,
+                )  # fmt: skip
+            except InputError as exc:
+                raise InputError(f"pair {i}: {exc}" if len(pairs) > 1 else str(exc)) from None
+            truncated.append(len(self.tokenizer.encode(question)) > self.max_question_len)
+        logits = self.window_logits(features, batch_size)
+        by_example: dict[int, list[int]] = defaultdict(list)
+        for k, f in enumerate(features):
+            by_example[f.example_index].append(k)
+        results = []
+        for i, (question, context) in enumerate(pairs):
+            ks = by_example[i]
+            best = best_answer(
+                [features[k] for k in ks],
+                [logits[k][0] for k in ks],
+                [logits[k][1] for k in ks],
+                context,
+                n_answer,
+            )
+            start, end = _strip_span(context, best.start, best.end)
+            results.append(
+                AnswerResult(question, context[start:end], start, end, best.score, truncated[i])
+            )
+        return results
+
+    def to_json(self, results: Sequence[AnswerResult]) -> str:
+        """One JSON object per result, one per line (UTF-8, not ASCII-escaped)."""
+        return "\n".join(json.dumps(r.to_dict(), ensure_ascii=False) for r in results)
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate_examples(
+        self,
+        examples: Sequence[QAExample],
+        batch_size: int = 32,
+        max_answer_len: int | None = None,
+        scorer: str | None = None,
+    ) -> dict[str, Any]:
+        """EM / F1 (percent, the official scripts') and loss over labelled questions
+        (those without answers are left out and counted under ``unanswerable``)."""
+        labelled = [ex for ex in examples if ex.answers]
+        if not labelled:
+            raise RunError("no question of this split has an answer to compare with")
+        features = encode_examples(labelled, self.tokenizer, self.config)
+        task = QATask(
+            self.tokenizer.pad_id,
+            labelled,
+            features,
+            scorer or self.scorer,
+            self._check_len(max_answer_len),
+        )
+        items = _items(features)
+        order = sorted(range(len(items)), key=lambda k: len(items[k][0]))
+        batches = (
+            to_device(task.collate([items[k] for k in order[lo : lo + batch_size]]), self.device)
+            for lo in range(0, len(order), batch_size)
+        )
+        self.model.eval()
+        report = task.evaluate(self.model, batches)
+        report["unanswerable"] = len(examples) - len(labelled)
+        report["scorer"] = task.scorer
+        return report
+
+
+# --------------------------------------------------------------------------------------
+# The task
+# --------------------------------------------------------------------------------------
+class QASpec(TaskSpec):
+    """Extractive question answering: KorQuAD 1.0 or SQuAD-v1 JSON files, with a BERT
+    (``model.arch: bert-qa``), from scratch or from a pretrained encoder
+    (``model.init_from``). Model selection by validation F1."""
+
+    name = "qa"
+    model_family = "qa"
+    default_arch = "bert-qa"
+
+    def validate(self, cfg: RunConfig) -> None:
+        d = cfg.data
+        require(
+            d.name in QA_DATASETS,
+            f"task qa needs data.name {' or '.join(QA_DATASETS)}, got {d.name!r}",
+        )
+        if d.name == "file":
+            require(bool(d.train), "task qa with data.name file needs data.train (SQuAD JSON)")
+        doc_stride, max_question_len, max_answer_len = qa_settings(cfg)
+        for key, value in (
+            ("doc_stride", doc_stride),
+            ("max_question_len", max_question_len),
+            ("max_answer_len", max_answer_len),
+        ):
+            require(value >= 1, f"data.{key} must be >= 1, got {value}")
+        require(
+            d.max_len > max_question_len + 3,
+            f"data.max_len={d.max_len} must exceed data.max_question_len={max_question_len} "
+            "+ 3 special tokens, so that every window holds context",
+        )
+        if getattr(cfg.model, "init_from", None) is not None:
+            require(
+                cfg.tokenizer.path is None,
+                "model.init_from brings its tokenizer; remove tokenizer.path",
+            )
+
+    def before_data(
+        self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
+    ) -> tuple[RunConfig, Tokenizer | None]:
+        if getattr(cfg.model, "init_from", None) is None:
+            return cfg, tokenizer
+        return pretrained_bert_config(cfg, log)
+
+    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+        return prepare_data(cfg, tokenizer, log)
+
+    def model_inputs(
+        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
+    ) -> dict[str, Any]:
+        return bert_model_inputs(cfg, tokenizer)
+
+    def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+        init_from = getattr(cfg.model, "init_from", None)
+        if init_from:
+            load_pretrained_bert(model, init_from, log)
+
+    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> QATask:
+        return QATask(
+            data.tokenizer.pad_id,
+            data.extras["val_examples"],
+            data.extras["val_features"],
+            data.run_info["scorer"],
+            qa_settings(cfg)[2],
+        )
+
+    def predictor(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        cfg: RunConfig,
+        run: RunDir,
+        saved: dict[str, Any],
+    ) -> QAPredictor:
+        scorer = saved.get("scorer", scorer_for(cfg))
+        if scorer not in ("squad", "korquad"):
+            raise RunError(f"{run.config_path}: scorer must be squad or korquad, got {scorer!r}")
+        return QAPredictor(model, tokenizer, cfg, run.path, scorer)
+
+    def evaluate(
+        self,
+        predictor: Any,
+        split: str,
+        data_dir: str | None = None,
+        batch_size: int = 128,
+        max_answer_len: int | None = None,
+        scorer: str | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Exact match and F1 (percent, the official scripts': ``scorer`` squad | korquad,
+        default the run's), the loss over windows, ``count`` (questions scored) and
+        ``num_windows``."""
+        if scorer is not None and scorer not in ("squad", "korquad"):
+            raise InputError(f"scorer must be squad or korquad, got {scorer!r}")
+        cfg = predictor.config
+        if data_dir:
+            cfg.data.data_dir = data_dir
+        examples = read_split(cfg, split)
+        report = predictor.evaluate_examples(examples, batch_size, max_answer_len, scorer)
+        report["split"] = split
+        return report
+
+
+register_task(QASpec())
