@@ -63,6 +63,7 @@ def export_run(run_dir: str | Path, output: str | Path, fmt: str = "hf") -> Path
     tokenizer_config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "model_max_length": cfg.model.max_len,
+        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
         **special,
     }
     atomic_write_text(out / "tokenizer_config.json", json.dumps(tokenizer_config, indent=2) + "\n")

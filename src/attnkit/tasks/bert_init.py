@@ -171,9 +171,18 @@ def load_pretrained_bert(model: nn.Module, init_from: str | Path, log: Log) -> i
         pretrained = from_pretrained(source)
     encoder = getattr(pretrained, "bert", pretrained)  # a head's run: its encoder
     target = getattr(model, "bert", model)
-    weights = {
-        k: v for k, v in encoder.state_dict().items() if k in target.state_dict()
-    }  # (a pooler only where both have one)
+    own = target.state_dict()
+    weights = {k: v for k, v in encoder.state_dict().items() if k in own}  # (pooler: if both)
+    misfits = [
+        f"{k} is {tuple(v.shape)} there, {tuple(own[k].shape)} here"
+        for k, v in weights.items()
+        if v.shape != own[k].shape
+    ]
+    if misfits:
+        raise ConfigError(
+            f"model.init_from: {source} does not fit the model ({len(misfits)} tensors): "
+            f"{misfits[0]}"
+        )
     result = target.load_state_dict(weights, strict=False)
     fresh = [k for k in result.missing_keys]
     log(

@@ -1,0 +1,542 @@
+"""Token classification (named-entity recognition) with a BERT: ``task: tag``.
+
+Data: CoNLL-2003 (English, one label per word), KLUE-NER (Korean, one label per
+character: ``word_unit: char``) or the user's CoNLL-style files (``data.name: file``), all
+read by ``attnkit.data.tagged`` as IOB2-tagged sentences. The model is
+``BertForTokenClassification`` (``model.arch: bert-tagger``), fine-tuned from a pretrained
+encoder (``model.init_from``) or trained from scratch.
+
+BERT sees word pieces, so each word's label sits on its FIRST piece and the other pieces,
+``[CLS]`` and ``[SEP]`` are ignored by the loss (``attnkit.data.ner``, Devlin et al. 2019,
+section 5.3); at prediction time the first piece's label is the word's label. A sentence
+longer than ``data.max_len`` pieces keeps its first whole words; the words cut off are
+labelled ``O``.
+
+Model selection by validation entity-level F1 (seqeval's default, conlleval-compatible
+scoring, ``attnkit.metrics.entity_f1``): an entity counts only if its type and both ends
+match.
+
+    tagger = attnkit.load("runs/conll2003-minilm")
+    tagger.tag("John lives in New York.")[0].entities
+    # [Entity(type='PER', text='John', start=0, end=4),
+    #  Entity(type='LOC', text='New York', start=14, end=22)]
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnkit.config import RunConfig, require
+from attnkit.data.batching import pad_batch
+from attnkit.data.ner import IGNORE_INDEX, encode_tagged, word_predictions
+from attnkit.data.paths import DataError
+from attnkit.data.split import split_examples
+from attnkit.data.tagged import TAGGED_DATASETS, TaggedSentence, load_tagged
+from attnkit.device import model_device
+from attnkit.errors import InputError
+from attnkit.metrics import entity_f1, get_entities
+from attnkit.run import RunDir
+from attnkit.tasks import register_task
+from attnkit.tasks.base import Log, PreparedData, RunError, TaskSpec, get_tokenizer, one_line
+from attnkit.tasks.bert_init import (
+    bert_model_inputs,
+    is_bert,
+    load_pretrained_bert,
+    pretrained_bert_config,
+)
+from attnkit.tokenization import Tokenizer
+
+__all__ = [
+    "KNOWN_TAGS",
+    "Entity",
+    "TagPredictor",
+    "TagSpec",
+    "Tagging",
+    "TaggingTask",
+    "encode_sentences",
+    "prepare_data",
+    "read_split",
+    "split_words",
+    "tag_labels",
+    "word_accuracy",
+]
+
+# (token ids, label id per position: the word's label on its first piece, IGNORE_INDEX
+# elsewhere)
+Item = tuple[list[int], list[int]]
+DATASETS = (*TAGGED_DATASETS, "file")
+# datasets whose "words" are characters (KLUE-NER: one tag per character)
+CHAR_DATASETS = ("klue-ner",)
+
+
+def _iob2(*types: str) -> list[str]:
+    return ["O", *sorted(f"{p}-{t}" for t in types for p in "BI")]
+
+
+# The documented tag sets of the catalogued datasets (attnkit.data.tagged): exactly the
+# tags of their full training splits, in the order of tag_labels. A data.limit subset that
+# happens to miss a rare tag still learns the whole set, and its validation split (the
+# dataset's own, not limited) never has a tag the model cannot output.
+KNOWN_TAGS = {
+    "conll2003": _iob2("PER", "ORG", "LOC", "MISC"),
+    "klue-ner": _iob2("PS", "LC", "OG", "DT", "TI", "QT"),
+}
+
+
+# --------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------
+def read_split(cfg: RunConfig, split: str) -> list[TaggedSentence]:
+    """One split (train / validation / test) of the recipe's dataset."""
+    d = cfg.data
+    files = {
+        k: v for k, v in (("train", d.train), ("validation", d.validation), ("test", d.test)) if v
+    }
+    return load_tagged(d.name, split, data_dir=d.data_dir, files=files)
+
+
+def _has_validation(cfg: RunConfig) -> bool:
+    """Whether the dataset has its own validation split (else val_fraction of train)."""
+    return cfg.data.name in TAGGED_DATASETS or bool(cfg.data.validation)
+
+
+def word_unit(cfg: RunConfig) -> str:
+    """``"char"`` for datasets tagged per character (KLUE-NER), else ``"word"``."""
+    return "char" if cfg.data.name in CHAR_DATASETS else "word"
+
+
+def tag_labels(tags: Iterable[str]) -> list[str]:
+    """The label names, in label-id order: ``O`` first (id 0), then the other tags sorted."""
+    return ["O", *sorted(set(tags) - {"O"})]
+
+
+def _check_tags(sentences: Sequence[TaggedSentence], to_id: dict[str, int], split: str) -> None:
+    for k, sentence in enumerate(sentences, 1):
+        for tag in sentence.tags:
+            if tag not in to_id:
+                raise DataError(
+                    f"{split} sentence {k}: tag {tag!r} never appears in the training data "
+                    f"(labels: {', '.join(to_id)})"
+                )
+
+
+def encode_sentences(
+    sentences: Sequence[TaggedSentence],
+    tokenizer: Tokenizer,
+    to_id: dict[str, int],
+    max_len: int,
+) -> tuple[list[Item], int]:
+    """Tagged sentences -> (token ids, per-position label ids) items (``encode_tagged``:
+    ``[CLS] pieces [SEP]``, labels on each word's first piece), and how many sentences
+    were truncated to ``max_len`` pieces."""
+    items: list[Item] = []
+    truncated = 0
+    for sentence in sentences:
+        feature = encode_tagged(tokenizer, sentence.words, sentence.tags, to_id, max_len)
+        assert feature.labels is not None
+        items.append((feature.input_ids, feature.labels))
+        truncated += feature.truncated
+    return items, truncated
+
+
+def prepare_data(
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+) -> PreparedData:
+    """Read the dataset, take its validation split (or hold out ``data.val_fraction``),
+    train (or keep) the tokenizer, encode once. ``run_info``: the label names and the word
+    unit; ``extras["truncated"]``: training sentences cut to ``data.max_len``."""
+    d = cfg.data
+    train_s, val_s = split_examples(
+        read_split(cfg, "train"),
+        d,
+        cfg.training.seed,
+        validation=read_split(cfg, "validation") if _has_validation(cfg) else None,
+    )
+    if not train_s:
+        raise DataError("the training data has no sentences")
+    labels = KNOWN_TAGS.get(d.name) or tag_labels(t for s in train_s for t in s.tags)
+    if len(labels) == 1:  # (before the tokenizer is trained or anything is written)
+        raise DataError("the training data has only the tag O: there is no entity to learn")
+    to_id = {name: i for i, name in enumerate(labels)}
+    _check_tags(train_s, to_id, "train")
+    _check_tags(val_s, to_id, "validation")
+    if tokenizer is None:
+        tokenizer = get_tokenizer(
+            cfg.tokenizer,
+            (" ".join(s.words) for s in train_s),
+            f"{len(train_s):,} sentences",
+            log,
+        )
+    train, truncated = encode_sentences(train_s, tokenizer, to_id, d.max_len)
+    validation, _ = encode_sentences(val_s, tokenizer, to_id, d.max_len)
+    unit = word_unit(cfg)
+    summary = (
+        f"data: {len(train):,} train / {len(validation):,} validation sentences "
+        f"({sum(len(s.words) for s in train_s):,} training {unit}s), {len(labels)} labels, "
+        f"vocab {tokenizer.vocab_size:,}"
+        + (f", {truncated:,} truncated to max_len={d.max_len}" if truncated else "")
+    )
+    run_info = {"labels": labels, "word_unit": unit}
+    return PreparedData(tokenizer, train, validation, summary, run_info, {"truncated": truncated})
+
+
+# --------------------------------------------------------------------------------------
+# Training
+# --------------------------------------------------------------------------------------
+def _logits(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
+    """(B, T, num_labels) label scores at every position."""
+    return model(batch["input_ids"], batch["attention_mask"])
+
+
+def word_accuracy(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]]) -> float:
+    """The share of words whose predicted tag is the true one (0 without words)."""
+    pairs = [(a, b) for t, p in zip(y_true, y_pred, strict=True) for a, b in zip(t, p, strict=True)]
+    return sum(a == b for a, b in pairs) / max(len(pairs), 1)
+
+
+class TaggingTask:
+    """Cross-entropy over the labelled positions (each word's first piece); model
+    selection by validation entity-level F1."""
+
+    metric = "f1"
+    greater_is_better = True
+
+    def __init__(self, labels: Sequence[str], pad_id: int, label_smoothing: float = 0.0) -> None:
+        self.labels = list(labels)
+        self.pad_id = pad_id
+        self.label_smoothing = label_smoothing
+
+    def collate(self, items: Sequence[Item]) -> dict[str, Tensor]:
+        ids, mask = pad_batch([it[0] for it in items], self.pad_id)
+        labels, _ = pad_batch([it[1] for it in items], IGNORE_INDEX)
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
+        logits = _logits(model, batch)
+        loss = F.cross_entropy(
+            logits.flatten(0, 1).float(),
+            batch["labels"].flatten(),
+            ignore_index=IGNORE_INDEX,
+            label_smoothing=self.label_smoothing,
+        )
+        return loss, int(batch["attention_mask"].sum())
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, Any]:
+        """Loss per labelled word, entity-level precision / recall / F1 and word accuracy
+        over the words the sentences kept (truncated words are not scored here;
+        ``TagSpec.evaluate`` scores every word)."""
+        total_loss: Tensor | float = 0.0
+        y_true: list[list[str]] = []
+        y_pred: list[list[str]] = []
+        for batch in batches:
+            logits = _logits(model, batch).float()
+            labels = batch["labels"]
+            total_loss = total_loss + F.cross_entropy(
+                logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+            )
+            gold_rows, pred_rows = labels.tolist(), logits.argmax(-1).tolist()
+            for gold, pred in zip(gold_rows, pred_rows, strict=True):
+                kept = [(g, p) for g, p in zip(gold, pred, strict=True) if g != IGNORE_INDEX]
+                y_true.append([self.labels[g] for g, _ in kept])
+                y_pred.append([self.labels[p] for _, p in kept])
+        scores = entity_f1(y_true, y_pred)
+        return {
+            "loss": float(total_loss) / max(sum(map(len, y_true)), 1),
+            "f1": scores["f1"],
+            "precision": scores["precision"],
+            "recall": scores["recall"],
+            "accuracy": word_accuracy(y_true, y_pred),
+        }
+
+
+# --------------------------------------------------------------------------------------
+# Prediction
+# --------------------------------------------------------------------------------------
+def _is_punctuation(char: str) -> bool:
+    """BERT's ``_is_punctuation``: ASCII non-alphanumerics and Unicode P* categories."""
+    cp = ord(char)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(char).startswith("P")
+
+
+def split_words(text: str, unit: str = "word") -> list[tuple[str, int, int]]:
+    """The words of ``text`` as the tagger sees them, each with its ``(start, end)``
+    character offsets (``text[start:end]`` is the word).
+
+    ``unit="word"``: split on whitespace, then BERT-style on punctuation, each punctuation
+    character a word of its own (``"Paris,"`` -> ``Paris`` ``,``), as CoNLL-2003 tokenizes.
+    ``unit="char"``: every non-space character is a word (KLUE-NER)."""
+    words: list[tuple[str, int, int]] = []
+    start = None
+    for i, char in enumerate(text):
+        if char.isspace():
+            if start is not None:
+                words.append((text[start:i], start, i))
+            start = None
+        elif unit == "char" or _is_punctuation(char):
+            if start is not None:
+                words.append((text[start:i], start, i))
+            words.append((char, i, i + 1))
+            start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        words.append((text[start:], start, len(text)))
+    return words
+
+
+@dataclass
+class Entity:
+    """One entity: its type (``PER``), its text and its character span in the input
+    (``text[start:end]``)."""
+
+    type: str
+    text: str
+    start: int
+    end: int
+
+
+@dataclass
+class Tagging:
+    """One tagged text: its words, one label per word, the entities they form."""
+
+    text: str
+    words: list[str]
+    labels: list[str]
+    entities: list[Entity] = field(default_factory=list)
+    truncated: bool = False  # words beyond max_len were labelled O
+
+    def format(self) -> str:
+        """``word/LABEL`` for each word of an entity, the other words plain, separated by
+        spaces: what ``attnkit predict`` prints (one line: control characters escaped)."""
+        return one_line(
+            " ".join(
+                w if label == "O" else f"{w}/{label}"
+                for w, label in zip(self.words, self.labels, strict=True)
+            )
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "words": self.words,
+            "labels": self.labels,
+            "entities": [asdict(e) for e in self.entities],
+            "truncated": self.truncated,
+        }
+
+
+def _entities(text: str, spans: Sequence[tuple[int, int]], labels: Sequence[str]) -> list[Entity]:
+    """The entities ``labels`` mark (read as seqeval / conlleval do), with their character
+    spans in ``text``."""
+    out = []
+    for type_, first, last in get_entities(labels):
+        start, end = spans[first][0], spans[last][1]
+        out.append(Entity(type_, text[start:end], start, end))
+    return out
+
+
+class TagPredictor:
+    """What ``attnkit.load(run)`` returns for a tag (NER) run."""
+
+    task = "tag"
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        config: RunConfig,
+        labels: Sequence[str],
+        run_dir: Path | None = None,
+        word_unit: str = "word",
+    ) -> None:
+        self.model = model.eval()
+        self.device = model_device(model)  # inputs go where the weights are
+        self.tokenizer = tokenizer
+        self.config = config
+        self.labels = list(labels)
+        self.run_dir = run_dir
+        self.word_unit = word_unit
+        self.outside_id = self.labels.index("O") if "O" in self.labels else 0
+
+    @torch.no_grad()
+    def word_label_ids(
+        self, sentences: Sequence[Sequence[str]], batch_size: int = 32
+    ) -> tuple[list[list[int]], list[bool]]:
+        """One label id per word of each pre-split sentence (the prediction at the word's
+        first piece; words cut off by ``data.max_len`` get O), and whether each sentence
+        was truncated. Sentences are batched in order of length."""
+        max_len = self.config.data.max_len
+        features = [
+            encode_tagged(self.tokenizer, words, None, None, max_len) for words in sentences
+        ]
+        order = sorted(range(len(features)), key=lambda i: len(features[i].input_ids))
+        out: list[list[int]] = [[] for _ in features]
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            ids, mask = pad_batch([features[i].input_ids for i in rows], self.tokenizer.pad_id)
+            batch = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
+            predicted = _logits(self.model, batch).argmax(-1).cpu()
+            for row, i in enumerate(rows):
+                out[i] = word_predictions(
+                    predicted[row], features[i].word_index, len(sentences[i]), self.outside_id
+                )
+        return out, [f.truncated for f in features]
+
+    def tag(self, texts: Sequence[str] | str, batch_size: int = 32) -> list[Tagging]:
+        """Words, one label per word and the entities of each text (a single string is
+        accepted too). Words are split as the run's data was (``split_words``: words and
+        punctuation, or characters for a KLUE-NER run)."""
+        if isinstance(texts, str):
+            texts = [texts]
+        for i, text in enumerate(texts, 1):
+            if not isinstance(text, str) or not text.strip():
+                raise InputError(f"input {i} is empty or whitespace only")
+        split = [split_words(text, self.word_unit) for text in texts]
+        ids, cut = self.word_label_ids([[w for w, _, _ in words] for words in split], batch_size)
+        out = []
+        for i, (text, words, label_ids, was_cut) in enumerate(
+            zip(texts, split, ids, cut, strict=True), 1
+        ):
+            if was_cut:
+                warnings.warn(
+                    f"input {i} is longer than max_len={self.config.data.max_len} word "
+                    "pieces; the words that did not fit were labelled O",
+                    stacklevel=2,
+                )
+            labels = [self.labels[k] for k in label_ids]
+            spans = [(a, b) for _, a, b in words]
+            out.append(
+                Tagging(
+                    text, [w for w, _, _ in words], labels, _entities(text, spans, labels), was_cut
+                )
+            )
+        return out
+
+    predict = tag  # what `attnkit predict` calls
+
+    def entities(self, text: str) -> list[Entity]:
+        """The entities of one text."""
+        return self.tag([text])[0].entities
+
+    def to_json(self, results: Sequence[Tagging]) -> str:
+        """One JSON object per line."""
+        return "\n".join(json.dumps(r.to_dict(), ensure_ascii=False) for r in results)
+
+
+# --------------------------------------------------------------------------------------
+# The task
+# --------------------------------------------------------------------------------------
+class TagSpec(TaskSpec):
+    """Named-entity recognition: CoNLL-2003, KLUE-NER (per character) or your own
+    CoNLL-style files, with a BERT. Model selection by validation entity F1."""
+
+    name = "tag"
+    model_family = "tagger"
+    default_arch = "bert-tagger"
+
+    def validate(self, cfg: RunConfig) -> None:
+        require(
+            is_bert(cfg.model),
+            f"task tag trains a BERT (model.arch: bert-tagger), not {cfg.model.arch!r}",
+        )
+        require(
+            cfg.data.name in DATASETS,
+            f"task tag reads data.name {', '.join(DATASETS[:-1])} or {DATASETS[-1]}, "
+            f"got {cfg.data.name!r}",
+        )
+        if cfg.data.name == "file":
+            require(bool(cfg.data.train), "data.name file needs data.train (a CoNLL-style file)")
+        require(
+            cfg.data.truncation == "head",
+            "task tag keeps the first words of a long sentence: data.truncation must be head",
+        )
+        if cfg.model.init_from is not None:
+            require(
+                cfg.tokenizer.path is None,
+                "model.init_from brings its run's tokenizer; remove tokenizer.path",
+            )
+
+    def before_data(
+        self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
+    ) -> tuple[RunConfig, Tokenizer | None]:
+        if cfg.model.init_from is None:
+            return cfg, tokenizer
+        return pretrained_bert_config(cfg, log)
+
+    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+        return prepare_data(cfg, tokenizer, log)
+
+    def model_inputs(
+        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {**bert_model_inputs(cfg, tokenizer), "num_classes": len(run_info["labels"])}
+
+    def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+        if cfg.model.init_from:
+            load_pretrained_bert(model, cfg.model.init_from, log)
+
+    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> TaggingTask:
+        return TaggingTask(
+            data.run_info["labels"], data.tokenizer.pad_id, cfg.training.label_smoothing
+        )
+
+    def predictor(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        cfg: RunConfig,
+        run: RunDir,
+        saved: dict[str, Any],
+    ) -> TagPredictor:
+        labels = saved.get("labels")
+        if not isinstance(labels, list) or len(labels) != getattr(cfg.model, "num_classes", 0):
+            raise RunError(f"{run.config_path}: labels are missing or do not match the model")
+        unit = saved.get("word_unit", word_unit(cfg))
+        if unit not in ("word", "char"):
+            raise RunError(f"{run.config_path}: word_unit must be word or char, got {unit!r}")
+        return TagPredictor(model, tokenizer, cfg, labels, run.path, unit)
+
+    def evaluate(
+        self,
+        predictor: Any,
+        split: str,
+        data_dir: str | None = None,
+        batch_size: int = 32,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Entity-level precision / recall / F1 (micro, and ``per_type``) and word accuracy
+        on a split, over the dataset's own words (every word scored: those cut off by
+        ``data.max_len`` count as predicted O)."""
+        cfg = predictor.config
+        if data_dir:
+            cfg.data.data_dir = data_dir
+        sentences = read_split(cfg, split)
+        _check_tags(sentences, {name: i for i, name in enumerate(predictor.labels)}, split)
+        ids, cut = predictor.word_label_ids([s.words for s in sentences], batch_size)
+        y_pred = [[predictor.labels[k] for k in row] for row in ids]
+        y_true = [s.tags for s in sentences]
+        report = entity_f1(y_true, y_pred)
+        report.update(
+            accuracy=word_accuracy(y_true, y_pred),
+            num_sentences=len(sentences),
+            num_words=sum(map(len, y_true)),
+            truncated=sum(cut),
+            split=split,
+        )
+        return report
+
+
+register_task(TagSpec())
