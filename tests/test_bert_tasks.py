@@ -21,7 +21,7 @@ from attnkit.models.bert import BertConfig, BertModel
 from attnkit.tasks.bert_init import load_pretrained_bert, resolve_init_from
 from attnkit.tokenization import train_tokenizer
 
-WORDS = "the a cat dog sat ran on under mat house big small red blue quickly slowly".split()
+WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "house", "big", "small", "red", "blue", "quickly", "slowly"]
 TINY = {"d_model": 32, "num_heads": 2, "d_ff": 64, "num_layers": 2}
 QUICK = {"epochs": 2, "batch_size": 8, "lr": 1.0e-3, "progress": False, "log_every": 5}
 
