@@ -38,6 +38,16 @@ def machine() -> str:
     )
 
 
+def cpu_native_bf16() -> bool:
+    """True where the CPU computes bf16 natively (``avx512_bf16`` or ``amx_bf16`` in
+    /proc/cpuinfo); elsewhere bf16 autocast is emulated and slower than fp32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def peak_rss_mb() -> int:
     """The largest resident set of this process or of any child it waited for (MB)."""
     usage = (
@@ -83,6 +93,17 @@ def _notes(name: str) -> list[str]:
     return [path.read_text(encoding="utf-8").strip(), ""] if path.is_file() else []
 
 
+def _recipe_init_from(command: str) -> str | None:
+    """``model.init_from`` of the recipe a benchmark command names (``configs/X.yaml``)."""
+    import yaml
+
+    recipe = next((w for w in shlex.split(command) if w.endswith(".yaml")), None)
+    if recipe is None or not (ROOT / recipe).is_file():
+        return None
+    raw = yaml.safe_load((ROOT / recipe).read_text(encoding="utf-8")) or {}
+    return (raw.get("model") or {}).get("init_from")
+
+
 def _sentiment(rows: list[dict]) -> list[str]:
     lines = [
         "## Sentiment analysis (test split)",
@@ -104,8 +125,9 @@ def _sentiment(rows: list[dict]) -> list[str]:
         if "test_accuracy" not in r:
             continue
         pre = r.get("pretrain_minutes")
-        if pre is None:
-            start = "scratch"
+        if pre is None:  # (records written before init_from was recorded: their recipe's)
+            init = r.get("init_from", _recipe_init_from(r["command"]))
+            start = f"`{init}`" if init else "scratch"
         elif r.get("pretrain_objective") == "electra":
             start = (
                 f"ELECTRA, {r['pretrain_steps']:,} steps (generator val loss "
@@ -165,6 +187,56 @@ def _sentiment(rows: list[dict]) -> list[str]:
             )
         lines.append("")
     return lines + _notes("sentiment")
+
+
+def _start(r: dict) -> str:
+    """How a BERT run started: pretrained in the same command, or from a run / checkpoint."""
+    if "pretrain_steps" in r:
+        nsp = r.get("pretrain_val_nsp_accuracy")
+        return (
+            f"{r['pretrain_arch']} on {r['pretrain_dataset']}, {r['pretrain_steps']:,} steps, "
+            f"{r['pretrain_minutes']} min (val MLM acc {r['pretrain_val_mlm_accuracy']}"
+            + (f", NSP acc {nsp}" if nsp is not None else "")
+            + ")"
+        )
+    return f"`{r['init_from']}`" if r.get("init_from") else "scratch"
+
+
+def _bert(rows: list[dict]) -> list[str]:
+    bert = [r for r in rows if r.get("kind") == "bert"]
+    if not bert:
+        return []
+    lines = [
+        "## BERT: pretraining and fine-tuning (test split)",
+        "",
+        "*start*: where the encoder came from (a pretraining in the same command, with its "
+        "validation masked-LM / next-sentence accuracy, or `model.init_from`); *mode*: "
+        "fine-tuned end to end, or feature-based (frozen encoder, learned mix of its layers). "
+        "*min*: training minutes (pretraining + fine-tuning).",
+        "",
+        "| run | task | dataset | model | params | start | mode | test metrics | min "
+        "| tokens/s | native bf16 | command |",
+        "| --- | --- | --- | --- | ---: | --- | --- | --- | ---: | ---: | --- | --- |",
+    ]
+    for r in bert:
+        if "task" not in r:  # pretraining only
+            lines.append(
+                f"| {r['name']} | bert-pretrain | {r['pretrain_dataset']} | {r['pretrain_arch']} "
+                f"| {r['pretrain_parameters']:,} | {_start(r)} | - | - "
+                f"| {r['pretrain_minutes']} | {r['pretrain_tokens_per_s']:,} "
+                f"| {'yes' if r.get('cpu_native_bf16') else 'no'} | `{r['command']}` |"
+            )
+            continue
+        metrics = ", ".join(f"{k} {v}" for k, v in r["test"].items())
+        minutes = round(r["train_minutes"] + r.get("pretrain_minutes", 0.0), 2)
+        lines.append(
+            f"| {r['name']} | {r['task']} | {r['dataset']} | {r['arch']} "
+            f"| {r['num_parameters']:,} | {_start(r)} "
+            f"| {'feature-based' if r['freeze_encoder'] else 'fine-tuned'} | {metrics} "
+            f"| {minutes} | {r['tokens_per_s'] or '-':,} "
+            f"| {'yes' if r.get('cpu_native_bf16') else 'no'} | `{r['command']}` |"
+        )
+    return [*lines, "", *_notes("bert")]
 
 
 def _seq2seq(rows: list[dict]) -> list[str]:
@@ -251,6 +323,7 @@ def write_results_md() -> Path:
         "",
     ]
     lines += _sentiment(rows)
+    lines += _bert(rows)
     lines += _seq2seq(rows)
     machines = sorted({r["machine"] for r in rows if "machine" in r})
     lines += ["Machines: " + "; ".join(machines), ""]

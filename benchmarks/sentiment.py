@@ -147,6 +147,7 @@ def run(
         "arch": record["arch"],
         "num_parameters": record["num_parameters"],
         "bf16": cfg["training"]["bf16"],
+        "init_from": cfg["model"].get("init_from") if not pretrain_config else None,
         "test_accuracy": round(report["accuracy"], 4),
         "test_macro_f1": round(report["macro_f1"], 4),
         "test_examples": report["num_examples"],

@@ -1,0 +1,151 @@
+"""BERT benchmark: (optionally) pretrain a BERT, fine-tune a recipe (classify / tag / qa),
+evaluate it on the test split, record the task's metrics, the minutes and the machine, and
+regenerate docs/results.md.
+
+    python benchmarks/bert.py configs/conll2003-minilm.yaml
+    python benchmarks/bert.py configs/klue-nli-bert.yaml --pretrain configs/bert-pretrain-ko.yaml
+    python benchmarks/bert.py configs/klue-nli-bert.yaml --init runs/bench-bert-pretrain-ko \\
+        --set model.freeze_encoder=true --name klue-nli-bert-frozen
+    python benchmarks/bert.py --pretrain configs/bert-pretrain-ko.yaml   # pretraining only
+
+``--pretrain CONFIG`` (task bert-pretrain) trains into runs/bench-<its name> first and starts
+the fine-tuning from it (``model.init_from``); ``--init RUN`` starts from an existing run.
+Results: benchmarks/results/NAME.json (kind "bert") -> the "BERT" table of docs/results.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from attnkit.api import evaluate, train
+from report import (
+    ROOT,
+    command_line,
+    cpu_native_bf16,
+    machine,
+    peak_rss_mb,
+    publish,
+    write_results_md,
+)
+
+# what the table shows for each task: (metric key in the evaluation, column label)
+HEADLINE = {
+    "classify": [("accuracy", "accuracy"), ("macro_f1", "macro-F1")],
+    "tag": [("f1", "entity F1"), ("precision", "precision"), ("recall", "recall")],
+    "qa": [("exact_match", "EM"), ("f1", "F1")],
+}
+
+
+def _rows(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def _speed(rows: list[dict]) -> int | None:
+    speeds = [r["tokens_per_s"] for r in rows if "tokens_per_s" in r]
+    return round(statistics.median(speeds)) if speeds else None
+
+
+def pretrain(config: str, overrides: list[str]) -> tuple[Path, dict]:
+    """Train a task bert-pretrain recipe into runs/bench-<recipe name>."""
+    name = Path(config).stem
+    out = ROOT / "runs" / f"bench-{name}"
+    start = time.perf_counter()
+    result = train(config, out=out, overrides=["training.progress=false", *overrides], force=True)
+    wall = time.perf_counter() - start
+    rows = _rows(out)
+    last = [r for r in rows if "val_loss" in r][-1]
+    cfg = json.loads((out / "config.json").read_text())
+    return out, {
+        "pretrain_recipe": config,
+        "pretrain_overrides": overrides,
+        "pretrain_dataset": cfg["data"]["name"],
+        "pretrain_arch": cfg["model"]["arch"],
+        "pretrain_parameters": cfg["num_parameters"],
+        "pretrain_steps": result.step,
+        "pretrain_minutes": round(result.train_seconds / 60, 2),
+        "pretrain_total_minutes": round(wall / 60, 2),
+        "pretrain_tokens_per_s": _speed(rows),
+        "pretrain_val_mlm_accuracy": round(last["val_mlm_accuracy"], 4),
+        "pretrain_val_mlm_loss": round(last["val_mlm_loss"], 4),
+        **(
+            {"pretrain_val_nsp_accuracy": round(last["val_nsp_accuracy"], 4)}
+            if "val_nsp_accuracy" in last
+            else {}
+        ),
+    }
+
+
+def finetune(config: str, name: str, overrides: list[str]) -> dict:
+    out = ROOT / "runs" / f"bench-{name}"
+    start = time.perf_counter()
+    result = train(config, out=out, overrides=["training.progress=false", *overrides], force=True)
+    wall = time.perf_counter() - start
+    cfg = json.loads((out / "config.json").read_text())
+    report = evaluate(out, "test")
+    task = cfg["task"]
+    return {
+        "task": task,
+        "dataset": cfg["data"]["name"],
+        "arch": cfg["model"]["arch"],
+        "init_from": cfg["model"].get("init_from"),
+        "freeze_encoder": bool(cfg["model"].get("freeze_encoder")),
+        "num_parameters": cfg["num_parameters"],
+        "bf16": cfg["training"]["bf16"],
+        "max_len": cfg["data"]["max_len"],
+        "test": {k: round(report[k], 4) for k, _ in HEADLINE.get(task, []) if k in report},
+        "test_examples": report.get("num_examples", report.get("count")),
+        "best_val_metric": result.best_metric,
+        "steps": result.step,
+        "train_minutes": round(result.train_seconds / 60, 2),
+        "total_minutes": round(wall / 60, 2),
+        "tokens_per_s": _speed(_rows(out)),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config", nargs="?", help="fine-tuning recipe (classify / tag / qa)")
+    parser.add_argument("--name", help="result name (default: the recipe's file name)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--pretrain", metavar="CONFIG", help="a bert-pretrain recipe to run first")
+    parser.add_argument("--pretrain-set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--init", metavar="RUN", help="start from this run (model.init_from)")
+    parser.add_argument("--only-docs", action="store_true", help="just rebuild docs/results.md")
+    args = parser.parse_args()
+    if args.only_docs:
+        print(f"wrote {write_results_md()}")
+        return 0
+    if not args.config and not args.pretrain:
+        parser.error("give a recipe, --pretrain CONFIG, or both")
+    record: dict = {"kind": "bert", "command": command_line("bert.py")}
+    overrides = list(args.set)
+    if args.pretrain:
+        pre_dir, info = pretrain(args.pretrain, args.pretrain_set)
+        record.update(info)
+        overrides.insert(0, f"model.init_from={pre_dir}")
+    elif args.init:
+        overrides.insert(0, f"model.init_from={args.init}")
+    if args.config:
+        name = args.name or Path(args.config).stem
+        record.update(finetune(args.config, name, overrides))
+    else:
+        name = args.name or Path(args.pretrain).stem
+    record.update(
+        {
+            "name": name,
+            "peak_rss_mb": peak_rss_mb(),
+            "machine": machine(),
+            "cpu_native_bf16": cpu_native_bf16(),
+            "date": time.strftime("%Y-%m-%d"),
+        }  # fmt: skip
+    )
+    publish(record)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
