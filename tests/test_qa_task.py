@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 import attnkit
+from attnkit.cli import main
 from attnkit.config import ConfigError, RunConfig
 from attnkit.errors import DataError, InputError
 from attnkit.tasks import get_task
@@ -185,6 +187,10 @@ def test_unusable_answers_are_skipped_and_counted(tmp_path: Path, recipe: dict) 
     data = prepare_data(RunConfig.from_dict(recipe), log=_quiet)
     assert "2 training questions without a usable answer skipped" in data.summary
     assert data.extras["skipped"] == 2
+    qas[2]["question"] = " "
+    recipe["data"]["train"] = _write(tmp_path / "bad.json", squad)
+    with pytest.raises(DataError, match=f"question '{qas[2]['id']}': the question is empty"):
+        prepare_data(RunConfig.from_dict(recipe), log=_quiet)
 
 
 # ----------------------------------------------------------------------------- the api
@@ -219,10 +225,29 @@ def test_train_load_answer_evaluate(tmp_path: Path, recipe: dict) -> None:
     assert get_task("qa").evaluate(qa, "test", scorer="korquad")["scorer"] == "korquad"
 
 
-def test_bad_input_is_one_line(tmp_path: Path, recipe: dict) -> None:
+def test_the_cli_and_bad_input(tmp_path: Path, recipe: dict, capsys) -> None:
     recipe["training"]["max_steps"] = 1
-    attnkit.train(RunConfig.from_dict(recipe), out=tmp_path / "run", log=_quiet)
-    qa = attnkit.load(tmp_path / "run")
+    (tmp_path / "qa.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    run = str(tmp_path / "run")
+    assert main(["train", str(tmp_path / "qa.yaml"), "--out", run]) == 0
+    context, facts = _context(7)
+    (tmp_path / "context.txt").write_text(context, encoding="utf-8")
+    capsys.readouterr()
+    question = f"How many visitors did {facts[0][0]} have in {facts[0][1]}?"
+    assert main(["answer", run, "--context", str(tmp_path / "context.txt"),
+                 "--question", question, "--question", "Who?"]) == 0  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0].split("\t")[0] in context
+    assert lines[0].endswith("\t" + question)
+    assert main(["answer", run, "--context", context, "--question", question, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert context[out["start"] : out["end"]] == out["text"]
+    assert main(["evaluate", run, "--split", "validation"]) == 0
+    assert "f1" in capsys.readouterr().out
+    assert main(["answer", run, "--context", context, "--question", " "]) == 2
+    assert capsys.readouterr().err.startswith("attnkit: error:")
+
+    qa = attnkit.load(run)
     for question, context, message in [
         ("", "Some context.", "the question is empty"),
         ("  ", "Some context.", "the question is empty"),

@@ -130,7 +130,7 @@ def _usable_answer(ex: QAExample) -> tuple[str, int] | None:
     if not ex.answers:
         return None
     text, start = ex.answers[0]
-    if not text or ex.context[start : start + len(text)] != text:
+    if not text.strip() or ex.context[start : start + len(text)] != text:
         return None
     return text, start
 
@@ -160,7 +160,7 @@ def encode_examples(
                 doc_stride=doc_stride,
                 max_question_len=max_question_len,
             )
-        except InputError as exc:  # an empty question or context in the data
+        except (InputError, DataError) as exc:  # e.g. an empty question or context
             raise DataError(f"question {ex.id!r}: {exc}") from None
     return features
 
@@ -456,6 +456,7 @@ class QAPredictor:
         n_answer = self._check_len(max_answer_len)
         if isinstance(pairs, tuple) and len(pairs) == 2 and all(isinstance(p, str) for p in pairs):
             pairs = [pairs]  # one (question, context) pair
+        pairs = list(pairs)
         features: list[QAFeature] = []
         truncated: list[bool] = []
         for i, pair in enumerate(pairs):
