@@ -34,7 +34,7 @@ IGNORE = -100
 class ToyTaggerConfig(ModelConfig):
     """``arch: toy-linear`` for the toy ``tagger`` family."""
 
-    model_type: ClassVar[str] = "tagger"
+    model_type: ClassVar[str] = "toy_tagger"
 
     arch: str = param("toy-linear", "toy-linear")
     d_model: int = param(16, "token embedding size")
@@ -146,7 +146,7 @@ class ToyTagSpec(TaskSpec):
     """task: toy-tag -- mark each token of a text file's lines as capitalised or not."""
 
     name = "toy-tag"
-    model_family = "tagger"
+    model_family = "toy_tagger"
     default_arch = "toy-linear"
 
     def validate(self, cfg: RunConfig) -> None:
@@ -184,7 +184,7 @@ class ToyTagSpec(TaskSpec):
         return {**task.evaluate(predictor.model, batches), "split": split}
 
 
-register_model("tagger", "toy-linear", ToyTaggerConfig)
+register_model("toy_tagger", "toy-linear", ToyTaggerConfig)
 register_task(ToyTagSpec(), replace=True)
 
 
@@ -226,7 +226,7 @@ def toy_recipe(tmp_path: Path) -> dict:
 def test_a_task_and_a_model_from_outside_train_save_load_evaluate_and_predict(
     tmp_path: Path, toy_recipe: dict, capsys
 ) -> None:
-    assert get_task("toy-tag").model_family == "tagger"
+    assert get_task("toy-tag").model_family == "toy_tagger"
     cfg = RunConfig.from_dict(toy_recipe)
     assert isinstance(cfg.model, ToyTaggerConfig) and cfg.model.d_model == 8
     run = tmp_path / "run"
@@ -234,7 +234,7 @@ def test_a_task_and_a_model_from_outside_train_save_load_evaluate_and_predict(
     assert result.best_metric > 0.9  # capitalisation is a property of the token
 
     saved = json.loads((run / "config.json").read_text())
-    assert saved["model"]["model_type"] == "tagger" and saved["model"]["num_tags"] == 2
+    assert saved["model"]["model_type"] == "toy_tagger" and saved["model"]["num_tags"] == 2
     model = ToyTagger.from_pretrained(run)  # the config beside the weights is enough
     assert model.config.vocab_size == saved["vocab_size"]
 

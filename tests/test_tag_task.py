@@ -197,6 +197,8 @@ def test_cli_predict_and_evaluate(run: Path, capsys) -> None:
     assert main(["predict", str(run), "--json", "Anna in Rome"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["words"] == ["Anna", "in", "Rome"] and len(out["labels"]) == 3
+    assert main(["tag", str(run), "Mary Brown met Anna"]) == 0  # the tag verb: the same
+    assert capsys.readouterr().out == "Mary/B-PER Brown/I-PER met Anna/B-PER\n"
     assert main(["evaluate", str(run), "--split", "test"]) == 0
     printed = capsys.readouterr().out
     assert "f1" in printed and "accuracy" in printed

@@ -69,6 +69,7 @@ __all__ = [
     "split_words",
     "tag_labels",
     "word_accuracy",
+    "word_unit",
 ]
 
 # (token ids, label id per position: the word's label on its first piece, IGNORE_INDEX
@@ -210,6 +211,7 @@ class TaggingTask:
 
     metric = "f1"
     greater_is_better = True
+    shown = ("precision", "recall", "accuracy")  # on each evaluation's line, after f1
 
     def __init__(self, labels: Sequence[str], pad_id: int, label_smoothing: float = 0.0) -> None:
         self.labels = list(labels)
