@@ -21,7 +21,24 @@ from attnkit.models.bert import BertConfig, BertModel
 from attnkit.tasks.bert_init import load_pretrained_bert, resolve_init_from
 from attnkit.tokenization import train_tokenizer
 
-WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "house", "big", "small", "red", "blue", "quickly", "slowly"]
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "ran",
+    "on",
+    "under",
+    "mat",
+    "house",
+    "big",
+    "small",
+    "red",
+    "blue",
+    "quickly",
+    "slowly",
+]
 TINY = {"d_model": 32, "num_heads": 2, "d_ff": 64, "num_layers": 2}
 QUICK = {"epochs": 2, "batch_size": 8, "lr": 1.0e-3, "progress": False, "log_every": 5}
 
@@ -303,3 +320,38 @@ def test_bert_pretrain_needs_two_documents(tmp_path) -> None:
     with pytest.raises(Exception, match="needs >= 2"):
         attnkit.train(_recipe(tmp_path / "r.yaml", recipe), out=tmp_path / "run", log=print)
     assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_masking_with_special_ids_elsewhere_than_first() -> None:
+    """A Hugging Face vocabulary keeps [UNK] [CLS] [SEP] [MASK] at 100-103: never chosen,
+    never drawn as random replacements."""
+    from attnkit.data.mlm import IGNORE_INDEX, mask_tokens
+
+    special = torch.tensor([0, 100, 101, 102, 103])
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(104, 200, (64, 40), generator=gen)
+    ids[:, 0], ids[:, -1], ids[:, 5] = 101, 102, 100  # [CLS] ... [UNK] ... [SEP]
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    out, labels = mask_tokens(ids, mask, 103, 200, 0, 0.5, gen, special_ids=special)
+    chosen = labels != IGNORE_INDEX
+    assert not torch.isin(ids[chosen], special).any() and chosen.float().mean() > 0.4
+    replaced = chosen & (out != 103) & (out != ids)  # the 10% random ones
+    assert replaced.sum() > 0 and not torch.isin(out[replaced], special).any()
+
+
+def test_bert_pretrain_continues_from_a_hf_vocabulary(corpus, tmp_path) -> None:
+    """Continued pretraining of a Hugging Face BERT whose special tokens are not ids 0..4."""
+    words = sorted({w for line in corpus.read_text().split() for w in [line]})
+    vocab = ["[PAD]", *words[:20], "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words[20:]]
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    BertModel(BertConfig(vocab_size=len(vocab), max_len=32, **TINY)).save_pretrained(hf)
+    recipe = {
+        "task": "bert-pretrain",
+        "data": {"name": "file", "train": str(corpus), "max_len": 32, "val_fraction": 0.2},
+        "model": {"arch": "bert-pretraining", "init_from": str(hf)},
+        "training": {**QUICK, "epochs": 1},
+    }
+    attnkit.train(_recipe(tmp_path / "r.yaml", recipe), out=tmp_path / "run", log=lambda *_: None)
+    assert attnkit.load(tmp_path / "run").fill_mask("the [MASK] sat")[0]

@@ -216,7 +216,13 @@ def test_train_load_answer_evaluate(tmp_path: Path, recipe: dict) -> None:
     batch = qa.answer_batch([("Who?", context), ("When?", "It rained in 1990 and 1991.")])
     assert len(batch) == 2 and all(r.text for r in batch)
     long_q = " ".join(["visitors"] * 40) + "?"
-    assert qa.answer(long_q, context).question_truncated
+    with pytest.warns(UserWarning, match="longer than max_question_len"):
+        assert qa.answer(long_q, context).question_truncated
+    # a context that holds no answer: extractive QA still returns its best span (documented),
+    # a piece of the context with a score the caller can threshold
+    unrelated = "The weather was mild and the river ran slowly past the old mill."
+    res = qa.answer(f"How many visitors did {city} have in {year}?", unrelated)
+    assert res.text and unrelated[res.start : res.end] == res.text and res.score < float("inf")
 
     report = attnkit.evaluate(run, "test")
     assert report["split"] == "test" and report["count"] == 6
@@ -352,3 +358,26 @@ def test_korquad_smoke(tmp_path: Path) -> None:
         text, start = ex.answers[0]
         span = ex.context[f.offsets[f.start_position][0] : f.offsets[f.end_position][1]]
         assert text in span  # (a token may run past the answer: "서울이다" vs "서울")
+
+
+def test_held_out_validation_keeps_articles_apart() -> None:
+    """Without a validation file, whole articles are held out: no paragraph is in both."""
+    from attnkit.config import RunConfig
+    from attnkit.data.qa_data import QAExample
+    from attnkit.tasks import qa
+
+    examples = [
+        QAExample(f"q{a}-{i}", f"article {a}", f"context of article {a}", f"question {i}?",
+                  [("article", 11)])
+        for a in range(20) for i in range(5)
+    ]  # fmt: skip
+    cfg = RunConfig()
+    cfg.data.name, cfg.data.train, cfg.data.val_fraction = "file", "x.json", 0.2
+    original = qa.read_split
+    qa.read_split = lambda cfg, split: examples
+    try:
+        train, val = qa._split(cfg)
+    finally:
+        qa.read_split = original
+    assert len(train) + len(val) == 100 and 0 < len(val) < 100
+    assert not {ex.title for ex in train} & {ex.title for ex in val}

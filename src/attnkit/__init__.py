@@ -30,3 +30,10 @@ def calibrate(*args, **kwargs):
     from attnkit.api import calibrate as _calibrate
 
     return _calibrate(*args, **kwargs)
+
+
+def export(*args, **kwargs):
+    """Write a run's model in Hugging Face's format; see :func:`attnkit.api.export`."""
+    from attnkit.api import export as _export
+
+    return _export(*args, **kwargs)

@@ -30,7 +30,7 @@ from attnkit.tasks import get_task
 from attnkit.tasks.base import RunError
 from attnkit.training import Trainer, TrainResult, autocast_dtype, resolve_device
 
-__all__ = ["RunError", "calibrate", "evaluate", "load", "train"]
+__all__ = ["RunError", "calibrate", "evaluate", "export", "load", "train"]
 
 
 def _read_run(run: RunDir) -> tuple[RunConfig, dict[str, Any]]:
@@ -227,3 +227,31 @@ def evaluate(
     predictor = load(run_dir, map_location)
     spec = get_task(predictor.config.task)
     return spec.evaluate(predictor, split, data_dir=data_dir, batch_size=batch_size, **options)
+
+
+EXPORT_FORMATS = ("hf",)
+
+
+def export(run_dir: str | Path, output: str | Path, fmt: str = "hf") -> Path:
+    """Write a run's best weights, config and tokenizer to ``output`` in another ecosystem's
+    format: ``hf``, a Hugging Face directory (BERT runs; the labels of a classifier or tagger
+    become ``id2label``) that ``transformers`` loads with identical outputs."""
+    if fmt not in EXPORT_FORMATS:
+        raise RunError(f"export format must be one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
+    from attnkit.interop.export import save_hf_directory
+    from attnkit.models.bert import BertConfig
+
+    run = RunDir(run_dir)
+    if not run.is_run() or not run.has_weights():
+        raise RunError(f"{run} is not a finished run (config.json and model.safetensors needed)")
+    cfg, saved = _read_run(run)
+    if not isinstance(cfg.model, BertConfig):
+        raise RunError(
+            f"{run} holds a {cfg.model.arch} model; only BERT runs (model.arch bert-...) "
+            "export to Hugging Face's format"
+        )
+    model = build_model(cfg.model)
+    run.load_weights(model)
+    labelled = cfg.model.arch in ("bert-classifier", "bert-tagger")
+    labels = saved.get("labels") if labelled else None
+    return save_hf_directory(model, run.load_tokenizer(), output, labels)

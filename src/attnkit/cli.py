@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 
 from attnkit import __version__
@@ -378,7 +379,6 @@ def _read_file_bytes(path: str) -> bytes:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    import warnings
 
     from attnkit.api import load
 
@@ -465,7 +465,10 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
 def _cmd_tag(args: argparse.Namespace) -> int:
     texts = _read_inputs(args)
     predictor = _load_for(args.run, "tag", args)
-    results = predictor.tag(texts)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = predictor.tag(texts)
+    _print_warnings(caught)
     if args.json:
         print(predictor.to_json(results))
     else:
@@ -486,7 +489,10 @@ def _cmd_answer(args: argparse.Namespace) -> int:
         context = _check_text(context, 1)
     questions = [_check_text(q, i) for i, q in enumerate(args.question, 1)]
     predictor = _load_for(args.run, "answer", args)
-    results = [predictor.answer(q, context) for q in questions]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = predictor.answer_batch([(q, context) for q in questions])
+    _print_warnings(caught)
     if args.json:
         print(predictor.to_json(results))
     else:
@@ -508,7 +514,10 @@ def _add_tag_answer(sub: argparse._SubParsersAction) -> None:
     )
     an.add_argument("run", help="run directory of a qa run")
     an.add_argument(
-        "--context", required=True, help="the passage: a UTF-8 text file, or the text itself"
+        "--context",
+        required=True,
+        help="the passage: a UTF-8 text file, or the text itself. Extractive QA always "
+        "returns its best span (there is no 'no answer'): a low score means a weak answer",
     )
     an.add_argument("--question", required=True, action="append", help="a question (repeatable)")
     an.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -518,9 +527,9 @@ def _add_tag_answer(sub: argparse._SubParsersAction) -> None:
 
 # ----------------------------------------------------------------------------- export
 def _cmd_export(args: argparse.Namespace) -> int:
-    from attnkit.interop.export import export_run
+    from attnkit.api import export
 
-    path = export_run(args.run, args.output, fmt=args.format)
+    path = export(args.run, args.output, fmt=args.format)
     print(f"wrote {path}")
     return 0
 
@@ -577,7 +586,6 @@ def _print_warnings(caught) -> None:
 
 def _cmd_translate(args: argparse.Namespace) -> int:
     import json
-    import warnings
 
     from attnkit.tasks.base import one_line
     from attnkit.tasks.seq2seq import format_trace
@@ -639,7 +647,6 @@ def _sampling_args(args: argparse.Namespace) -> None:
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
-    import warnings
 
     from attnkit.tasks.base import one_line
 

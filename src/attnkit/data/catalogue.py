@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attnkit.data.paths import DataError, DatasetNotFoundError, resolve_data_dir
 
@@ -18,6 +19,7 @@ __all__ = [
     "DatasetInfo",
     "dataset_path",
     "get_dataset",
+    "has_split",
     "list_datasets",
 ]
 
@@ -406,6 +408,19 @@ def get_dataset(name: str) -> DatasetInfo:
             return info
     known = ", ".join(info.name for info in _DATASETS)
     raise DataError(f"unknown dataset '{name}'; known datasets: {known}")
+
+
+if TYPE_CHECKING:
+    from attnkit.config import DataConfig
+
+
+def has_split(data: DataConfig, split: str) -> bool:
+    """Whether a recipe's data has ``split`` of its own: a file named for it (``data.name:
+    file``) or a split of the catalogued dataset (KLUE-NLI's fixed validation part, say; NSMC
+    and IMDB have none, so validation is held out of train)."""
+    if data.name == "file":
+        return bool(getattr(data, split, None))
+    return split in get_dataset(data.name).splits
 
 
 def dataset_path(

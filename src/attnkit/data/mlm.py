@@ -37,6 +37,7 @@ def mask_tokens(
     mask_prob: float = 0.15,
     generator: torch.Generator | None = None,
     word_starts: Tensor | None = None,
+    special_ids: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Corrupt a padded batch for masked-LM training.
 
@@ -55,10 +56,17 @@ def mask_tokens(
     piece) and then every piece of it is predicted. A maskable continuation piece right after
     a non-maskable token starts a word of its own. None (default): per-token choice, with the
     same random draws as always.
+
+    ``special_ids`` (1-D long), optional: the special tokens' ids when they are not the first
+    ``num_special`` ids (a Hugging Face vocabulary: [PAD] 0, [UNK] 100, [CLS] 101, ...); they
+    are never chosen and random replacements are drawn from the other ids.
     """
     if not 0.0 < mask_prob < 1.0:
         raise ValueError(f"mask_prob must be in (0, 1), got {mask_prob}")
-    maskable = attention_mask.bool() & (input_ids >= num_special)  # (B, T)
+    if special_ids is None:
+        maskable = attention_mask.bool() & (input_ids >= num_special)  # (B, T)
+    else:
+        maskable = attention_mask.bool() & ~torch.isin(input_ids, special_ids.to(input_ids.device))
     u = torch.rand(input_ids.shape, generator=generator)  # (B, T)
     u = u.masked_fill(~maskable, 2.0)  # never below mask_prob
     has_any = maskable.any(dim=1, keepdim=True)
@@ -74,7 +82,14 @@ def mask_tokens(
     action = torch.rand(input_ids.shape, generator=generator)  # 80 / 10 / 10 split
     to_mask = chosen & (action < 0.8)
     to_random = chosen & (action >= 0.8) & (action < 0.9)
-    random_ids = torch.randint(num_special, vocab_size, input_ids.shape, generator=generator)
+    if special_ids is None:
+        random_ids = torch.randint(num_special, vocab_size, input_ids.shape, generator=generator)
+    else:  # uniform over the ordinary ids
+        ordinary = torch.ones(vocab_size, dtype=torch.bool)
+        ordinary[special_ids.cpu()] = False
+        pool = ordinary.nonzero().flatten()  # (V - S,)
+        pick = torch.randint(len(pool), input_ids.shape, generator=generator)
+        random_ids = pool[pick].to(input_ids.device)
     corrupted = input_ids.masked_fill(to_mask, mask_id)
     corrupted = torch.where(to_random, random_ids, corrupted)
     return corrupted, labels

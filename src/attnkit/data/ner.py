@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from attnkit.data.mlm import IGNORE_INDEX
+from attnkit.data.tagged import to_iob2
 from attnkit.errors import DataError, InputError
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ def encode_tagged(
     word_index.append(-1)
     labels = None
     if tag_ids is not None:
-        labels = [tag_ids[w] if w >= 0 else IGNORE_INDEX for w in word_index]
+        labels = align_labels(word_index, tag_ids)  # first piece of each word
     return TaggedFeature(input_ids, labels, word_index, num_kept, num_kept < len(words))
 
 
@@ -187,18 +188,12 @@ def word_predictions(
 
 
 def repair_iob2(tags: Sequence[str]) -> list[str]:
-    """Valid IOB2: every ``I-X`` not preceded by ``B-X`` or ``I-X`` becomes ``B-X``.
+    """Valid IOB2: every ``I-X`` not preceded by ``B-X`` or ``I-X`` becomes ``B-X``
+    (``attnkit.data.tagged.to_iob2``, which reads data with it too).
 
     A prediction clean-up for display or for strict (IOB2-scheme) scoring; attnkit's own
     evaluation does not call it. On tags made of ``O``, ``B-X`` and ``I-X`` it does not
     change :func:`attnkit.metrics.entity_f1`: seqeval's default, conlleval-compatible mode
     already starts an entity at such an ``I-X``.
     """
-    out: list[str] = []
-    previous = "O"
-    for tag in tags:
-        if tag.startswith("I-") and previous not in ("B-" + tag[2:], "I-" + tag[2:]):
-            tag = "B-" + tag[2:]
-        out.append(tag)
-        previous = tag
-    return out
+    return to_iob2(tags)

@@ -20,7 +20,7 @@ What a document and a segment are:
 
 Shapes: each ``NspExample`` holds ``input_ids`` and ``token_type_ids`` (lists of equal
 length L <= max_len: 1 + len(A) + 1 + len(B) + 1) and ``is_next`` (0 or 1). The longer of
-A / B is cut from its end (BERT's ``truncate_seq_pair``) until the pair fits ``max_len``.
+A / B is cut from its end (B on a tie; BERT's ``truncate_seq_pair``) until the pair fits ``max_len``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import random
 import re
 from dataclasses import dataclass
 
+from attnkit.data.segments import truncate_pair
 from attnkit.errors import DataError
 
 __all__ = ["NspExample", "make_nsp_pairs", "review_segments", "split_documents"]
@@ -79,12 +80,6 @@ def _take(segments: list[list[int]], start: int, budget: int) -> list[int]:
             break
         out.extend(seg)
     return out
-
-
-def _truncate_pair(a: list[int], b: list[int], budget: int) -> None:
-    """Cut the longer of ``a`` / ``b`` (A on a tie) from its end until both fit ``budget``."""
-    while len(a) + len(b) > budget:
-        (a if len(a) >= len(b) else b).pop()
 
 
 def make_nsp_pairs(
@@ -138,8 +133,8 @@ def make_nsp_pairs(
             if other >= d:  # uniform over the other documents
                 other += 1
             b = _take(docs[other], rng.randrange(len(docs[other])), budget - len(a))
-        _truncate_pair(a, b, budget)
+        a, b = truncate_pair(a, b, budget)  # BERT's truncate_seq_pair
         ids = [cls_id, *a, sep_id, *b, sep_id]
-        types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+        types = [0] * (len(a) + 2) + [1] * (len(b) + 1)  # as attnkit.data.segments.pair_ids
         examples.append(NspExample(ids, types, is_next))
     return examples

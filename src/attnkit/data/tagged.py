@@ -128,17 +128,14 @@ def _parse_columns(path: Path, normalize: bool, columns: int | None) -> list[Tag
             return
         out = list(tags)
         if normalize:
-            prev = "O"
-            for i, (tag, lineno) in enumerate(zip(tags, lines, strict=True)):
+            for tag, lineno in zip(tags, lines, strict=True):
                 problem = _tag_problem(tag)
                 if problem:
                     raise DataError(
                         f"{path}: line {lineno}: {problem}; read it with normalize=False to "
                         "keep tags as they are"
                     )
-                if tag.startswith("I-") and (prev == "O" or prev[2:] != tag[2:]):
-                    out[i] = "B-" + tag[2:]
-                prev = out[i]
+            out = to_iob2(tags)
         sentences.append(TaggedSentence(list(words), out))
         words.clear()
         tags.clear()

@@ -181,6 +181,7 @@ class BertForSequenceClassification(_BertWithHead):
     """BERT + Dropout + Linear(d_model, num_classes) on the pooled [CLS] vector."""
 
     ARCH: ClassVar[str] = "bert-classifier"
+    returns_attention = True  # (through its encoder: self.bert(..., need_weights=True))
     HEAD_KEYS: ClassVar[dict[str, str]] = {
         "classifier.weight": "classifier.weight",
         "classifier.bias": "classifier.bias",

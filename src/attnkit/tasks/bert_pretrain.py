@@ -52,8 +52,8 @@ from attnkit.tasks.bert_init import (
     load_pretrained_bert,
     pretrained_bert_config,
 )
-from attnkit.tasks.mlm import FillMask, FillMaskPredictor, num_special
-from attnkit.tokenization import Tokenizer
+from attnkit.tasks.mlm import FillMaskPredictor
+from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer
 
 __all__ = [
     "BertPretrainSpec",
@@ -65,6 +65,16 @@ __all__ = [
 # train: (input_ids, token_type_ids, is_next (1 / 0; -1 without NSP));
 # validation: (masked ids, labels, token_type_ids, is_next), masked once
 Item = tuple[list[int], list[int], int] | tuple[list[int], list[int], list[int], int]
+
+
+def special_ids(tokenizer: Tokenizer) -> tuple[int, Tensor | None]:
+    """(num_special, special_ids) for ``mask_tokens``: attnkit's tokenizers put the special
+    tokens first (num_special = their count); a Hugging Face vocabulary has them elsewhere
+    ([PAD] 0, [UNK] 100, [CLS] 101, ...): then their ids are listed instead."""
+    ids = sorted(i for t in SPECIAL_TOKENS if (i := tokenizer.token_to_id(t)) is not None)
+    if ids == list(range(len(ids))):
+        return len(ids), None
+    return 0, torch.tensor(ids)
 
 
 def read_documents(cfg: RunConfig) -> list[list[str]]:
@@ -125,7 +135,7 @@ def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> Prepa
     if tokenizer is None:
         texts = (s for doc in train_docs for s in doc)
         tokenizer = get_tokenizer(cfg.tokenizer, texts, f"{len(train_docs):,} documents", log)
-    special = num_special(tokenizer)
+    special, listed = special_ids(tokenizer)
     train = _items(cfg, tokenizer, _tokenize(tokenizer, train_docs), seed)
     validation: list[Item] = []
     if len(val_docs) >= 2 or (val_docs and cfg.model.arch == "bert-mlm"):
@@ -135,7 +145,7 @@ def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> Prepa
         generator = torch.Generator().manual_seed(seed)
         inputs, labels = mask_tokens(
             ids, mask, tokenizer.mask_id, tokenizer.vocab_size, special, d.mask_prob,
-            generator, word_starts=starts,
+            generator, word_starts=starts, special_ids=listed,
         )  # fmt: skip
         validation = [
             (inputs[i, : len(x)].tolist(), labels[i, : len(x)].tolist(), t, y)
@@ -164,7 +174,7 @@ class BertPretrainingTask:
         self.tokenizer = tokenizer
         self.pad_id, self.mask_id = tokenizer.pad_id, tokenizer.mask_id
         self.vocab_size = tokenizer.vocab_size
-        self.num_special = num_special(tokenizer)
+        self.num_special, self.special_ids = special_ids(tokenizer)
         self.mask_prob = mask_prob
         self.whole_word_mask = whole_word_mask
 
@@ -177,7 +187,7 @@ class BertPretrainingTask:
             starts = wordpiece_word_starts(self.tokenizer, raw) if self.whole_word_mask else None
             ids, labels = mask_tokens(
                 raw, mask, self.mask_id, self.vocab_size, self.num_special, self.mask_prob,
-                word_starts=starts,
+                word_starts=starts, special_ids=self.special_ids,
             )  # fmt: skip
         types, _ = pad_batch([it[-2] for it in items], 0)
         # Hugging Face's NSP label: 0 = "B follows A", 1 = "B is random"
@@ -268,34 +278,13 @@ class BertPretrainPredictor(FillMaskPredictor):
     (the likeliest tokens for each [MASK]) and, with the NSP head, ``next_sentence``."""
 
     task = "bert-pretrain"
+    wrap_in_cls_sep = True  # fill_mask reads [CLS] text [SEP], as in pretraining
 
     def __init__(
         self, model: nn.Module, tokenizer: Tokenizer, config: RunConfig, run_dir=None
     ) -> None:
         super().__init__(_MaskedLMView(model), tokenizer, config, run_dir)
         self.bert = model.eval()
-
-    def fill_mask(self, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
-        """For each [MASK] in ``text`` (left to right): ``top_k`` (token, probability). The
-        text is read as ``[CLS] text [SEP]``, as in pretraining."""
-        if not isinstance(text, str) or not text.strip():
-            raise InputError("input is empty or whitespace only")
-        if top_k < 1:
-            raise InputError(f"top_k must be >= 1, got {top_k}")
-        ids = self.tokenizer.encode(
-            text, max_len=self.config.data.max_len, add_cls=True, add_sep=True
-        )
-        x = torch.tensor([ids], device=self.device)
-        where = x == self.tokenizer.mask_id
-        if not where.any():
-            raise InputError("the text has no [MASK] token to fill in")
-        with torch.no_grad():
-            probs = self.model(x, None, where).float().softmax(-1)  # (masks, vocab)
-        top = probs.topk(min(top_k, probs.size(-1)), dim=-1)
-        return [
-            [(self.tokenizer.id_to_token(i) or "?", p) for i, p in zip(ids_, ps, strict=True)]
-            for ids_, ps in zip(top.indices.tolist(), top.values.tolist(), strict=True)
-        ]
 
     @torch.no_grad()
     def next_sentence(self, text: str, text_b: str) -> NextSentence:
@@ -312,9 +301,6 @@ class BertPretrainPredictor(FillMaskPredictor):
         t = torch.tensor([types], device=self.device)
         _, nsp = self.bert(x, None, t, torch.zeros_like(x, dtype=torch.bool))
         return NextSentence(text, text_b, float(nsp.float().softmax(-1)[0, 0]))
-
-    def predict(self, texts: Sequence[str] | str, top_k: int = 5) -> list[FillMask]:
-        return super().predict(texts, top_k=top_k)
 
 
 class BertPretrainSpec(TaskSpec):

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from attnkit.config import RunConfig, require, short_repr
 from attnkit.data.batching import pad_batch
+from attnkit.data.catalogue import has_split
 from attnkit.data.paths import DataError
 from attnkit.data.readers import Examples, load_text_classification
 from attnkit.data.segments import encode_pairs
@@ -146,11 +147,6 @@ def model_logits(
     return model(ids, mask, need_weights=need_weights) if need_weights else model(ids, mask)
 
 
-def _has_split(cfg: RunConfig, split: str) -> bool:
-    d = cfg.data
-    return bool(getattr(d, split)) if d.name == "file" else split in ("train", "test")
-
-
 def prepare_data(
     cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
 ) -> PreparedData:
@@ -161,7 +157,9 @@ def prepare_data(
         list(read_split(cfg, "train")),
         d,
         cfg.training.seed,
-        validation=list(read_split(cfg, "validation")) if _has_split(cfg, "validation") else None,
+        validation=list(read_split(cfg, "validation"))
+        if has_split(cfg.data, "validation")
+        else None,
         key=lambda ex: str(ex.label).strip(),
     )
     if is_pair_task(cfg) and not is_bert(cfg.model):
@@ -178,9 +176,9 @@ def prepare_data(
     labels = KNOWN_LABELS.get(d.name) or _sort_labels(ex.label for ex in train_ex)
     to_id = label_ids(cfg, labels)
     if tokenizer is None:
-        tokenizer = get_tokenizer(
-            cfg.tokenizer, (ex.text for ex in train_ex), f"{len(train_ex):,} texts", log
-        )
+        pairs = is_pair_task(cfg)  # both sentences of a pair teach the tokenizer
+        texts = (t for ex in train_ex for t in ((ex.text, ex.text_b) if pairs else (ex.text,)))
+        tokenizer = get_tokenizer(cfg.tokenizer, texts, f"{len(train_ex):,} texts", log)
     train, truncated = encode_examples(train_ex, tokenizer, cfg, to_id, "train")
     validation, _ = encode_examples(val_ex, tokenizer, cfg, to_id, "validation")
     summary = (
@@ -606,10 +604,23 @@ class ClassifySpec(TaskSpec):
     model_family = "classifier"
 
     def validate(self, cfg: RunConfig) -> None:
+        require(
+            not cfg.data.pair_column or cfg.data.name == "file",
+            f"data.pair_column names a column of your own file (data.name: file); "
+            f"{cfg.data.name} has no second sentence",
+        )
         if cfg.data.name in PAIR_DATASETS or cfg.data.pair_column:
             require(
                 is_bert(cfg.model),
                 "sentence pairs ([CLS] A [SEP] B [SEP]) need model.arch: bert-classifier",
+            )
+        if is_bert(cfg.model):
+            least = 5 if is_pair_task(cfg) else 3  # [CLS] A [SEP] (B [SEP]): a token each
+            require(
+                cfg.data.max_len >= least,
+                f"data.max_len must be >= {least} for a BERT's [CLS] A [SEP]"
+                + (" B [SEP]" if least == 5 else "")
+                + f", got {cfg.data.max_len}",
             )
         if getattr(cfg.model, "init_from", None) is not None:
             require(

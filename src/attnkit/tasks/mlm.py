@@ -324,6 +324,8 @@ class FillMaskPredictor:
     ``[MASK]`` in a text."""
 
     task = "mlm"
+    # the text is read as [CLS] text [SEP] (a BERT's pretraining input) or as it is
+    wrap_in_cls_sep = False
 
     def __init__(
         self, model: nn.Module, tokenizer: Tokenizer, config: RunConfig, run_dir=None
@@ -342,7 +344,10 @@ class FillMaskPredictor:
             raise InputError("input is empty or whitespace only")
         if top_k < 1:
             raise InputError(f"top_k must be >= 1, got {top_k}")
-        ids = self.tokenizer.encode(text, max_len=self.config.data.max_len)
+        wrap = self.wrap_in_cls_sep
+        ids = self.tokenizer.encode(
+            text, max_len=self.config.data.max_len, add_cls=wrap, add_sep=wrap
+        )
         x = torch.tensor([ids], device=self.device)
         where = x == self.tokenizer.mask_id
         if not where.any():

@@ -26,7 +26,9 @@ the run's ``config.json`` records which (``scorer``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -39,10 +41,11 @@ from torch import Tensor, nn
 
 from attnkit.config import RunConfig, require
 from attnkit.data.batching import pad_batch
+from attnkit.data.catalogue import has_split
 from attnkit.data.paths import DataError
 from attnkit.data.qa import QAFeature, best_answer, make_features
 from attnkit.data.qa_data import QAExample, read_korquad, read_squad_file
-from attnkit.data.split import split_examples
+from attnkit.data.split import limit_examples, split_examples
 from attnkit.device import model_device, to_device
 from attnkit.errors import InputError
 from attnkit.metrics import qa_report
@@ -104,9 +107,22 @@ def scorer_for(cfg: RunConfig) -> str:
 # --------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------
-def _has_split(cfg: RunConfig, split: str) -> bool:
+def _split(cfg: RunConfig) -> tuple[list[QAExample], list[QAExample]]:
+    """(train, validation) questions: the dataset's validation split, else
+    ``data.val_fraction`` of the *articles* (title, or the paragraph when untitled) held out,
+    so that no paragraph is read in both (``data.limit`` counts questions, as everywhere)."""
     d = cfg.data
-    return bool(getattr(d, split, None)) if d.name == "file" else True
+    if has_split(d, "validation"):
+        return split_examples(
+            read_split(cfg, "train"), d, cfg.training.seed, read_split(cfg, "validation")
+        )
+    questions = limit_examples(read_split(cfg, "train"), d.limit, cfg.training.seed)
+    groups: dict[str, list[QAExample]] = {}
+    for ex in questions:
+        groups.setdefault(ex.title or ex.context, []).append(ex)
+    no_limit = dataclasses.replace(d, limit=None)
+    train_g, val_g = split_examples(list(groups.values()), no_limit, cfg.training.seed)
+    return [ex for g in train_g for ex in g], [ex for g in val_g for ex in g]
 
 
 def read_split(cfg: RunConfig, split: str) -> list[QAExample]:
@@ -188,13 +204,7 @@ def prepare_data(
     ``extras["val_examples"]`` / ``extras["val_features"]``: the validation questions and
     their windows (the items' last field indexes the windows), which the Trainer task's
     EM / F1 needs; ``run_info["scorer"]``: which official EM / F1."""
-    d = cfg.data
-    train_ex, val_ex = split_examples(
-        read_split(cfg, "train"),
-        d,
-        cfg.training.seed,
-        validation=read_split(cfg, "validation") if _has_split(cfg, "validation") else None,
-    )
+    train_ex, val_ex = _split(cfg)
     kept = [ex for ex in train_ex if _usable_answer(ex) is not None]
     skipped = len(train_ex) - len(kept)
     if not kept:
@@ -477,6 +487,12 @@ class QAPredictor:
             except InputError as exc:
                 raise InputError(f"pair {i}: {exc}" if len(pairs) > 1 else str(exc)) from None
             truncated.append(len(self.tokenizer.encode(question)) > self.max_question_len)
+            if truncated[-1]:
+                warnings.warn(
+                    f"question {i + 1} is longer than max_question_len={self.max_question_len} "
+                    "tokens; only its beginning was read",
+                    stacklevel=2,
+                )
         logits = self.window_logits(features, batch_size)
         by_example: dict[int, list[int]] = defaultdict(list)
         for k, f in enumerate(features):

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 from attnkit.config import RunConfig, require
 from attnkit.data.batching import pad_batch
+from attnkit.data.catalogue import has_split
 from attnkit.data.ner import IGNORE_INDEX, encode_tagged, word_predictions
 from attnkit.data.paths import DataError
 from attnkit.data.split import split_examples
@@ -106,11 +107,6 @@ def read_split(cfg: RunConfig, split: str) -> list[TaggedSentence]:
     return load_tagged(d.name, split, data_dir=d.data_dir, files=files)
 
 
-def _has_validation(cfg: RunConfig) -> bool:
-    """Whether the dataset has its own validation split (else val_fraction of train)."""
-    return cfg.data.name in TAGGED_DATASETS or bool(cfg.data.validation)
-
-
 def word_unit(cfg: RunConfig) -> str:
     """``"char"`` for datasets tagged per character (KLUE-NER), else ``"word"``."""
     return "char" if cfg.data.name in CHAR_DATASETS else "word"
@@ -161,7 +157,7 @@ def prepare_data(
         read_split(cfg, "train"),
         d,
         cfg.training.seed,
-        validation=read_split(cfg, "validation") if _has_validation(cfg) else None,
+        validation=read_split(cfg, "validation") if has_split(cfg.data, "validation") else None,
     )
     if not train_s:
         raise DataError("the training data has no sentences")
