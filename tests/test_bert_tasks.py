@@ -355,3 +355,23 @@ def test_bert_pretrain_continues_from_a_hf_vocabulary(corpus, tmp_path) -> None:
     }
     attnkit.train(_recipe(tmp_path / "r.yaml", recipe), out=tmp_path / "run", log=lambda *_: None)
     assert attnkit.load(tmp_path / "run").fill_mask("the [MASK] sat")[0]
+
+
+def test_a_single_text_bert_classifier_explains_by_attention(pair_file, tmp_path) -> None:
+    recipe = {
+        "task": "classify",
+        "data": {"name": "file", "train": str(pair_file), "text_column": "premise",
+                 "max_len": 24, "val_fraction": 0.2},
+        "tokenizer": {"vocab_size": 60, "min_frequency": 1},
+        "model": {"arch": "bert-classifier", "pooling": "mean", **TINY},
+        "training": {**QUICK, "epochs": 1},
+    }  # fmt: skip
+    attnkit.train(_recipe(tmp_path / "r.yaml", recipe), out=tmp_path / "run", log=lambda *_: None)
+    clf = attnkit.load(tmp_path / "run")
+    tokens, weights = clf.attention("the cat sat on the mat")
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]" and len(weights) == 2
+    assert weights[0].shape == (2, len(tokens), len(tokens))
+    assert torch.allclose(weights[0].sum(-1), torch.ones(2, len(tokens)), atol=1e-5)
+    assert clf.explain("the cat sat", tmp_path / "heat.png").is_file()
+    with pytest.raises(ConfigError, match="pools by mean"):
+        clf.model.save_pretrained(tmp_path / "export")
