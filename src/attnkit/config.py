@@ -65,7 +65,7 @@ class DataConfig:
 
 @dataclass
 class TokenizerConfig:
-    kind: str = "wordpiece"  # wordpiece | bpe
+    kind: str = "wordpiece"  # wordpiece | bpe | char
     vocab_size: int = 16000
     min_frequency: int = 2
     lowercase: bool = False
@@ -371,7 +371,7 @@ def _validate(cfg: RunConfig) -> None:
             t.schedule in ("constant", "linear", "cosine", "noam"),
             "training.schedule must be constant|linear|cosine|noam",
         ),
-        (tok.kind in ("wordpiece", "bpe"), "tokenizer.kind must be wordpiece|bpe"),
+        (tok.kind in ("wordpiece", "bpe", "char"), "tokenizer.kind must be wordpiece|bpe|char"),
         positive("tokenizer.vocab_size", tok.vocab_size),
         positive("tokenizer.min_frequency", tok.min_frequency),
         positive("training.lr", t.lr),

@@ -1,6 +1,7 @@
 """Subword tokenizers: train and load Hugging Face ``tokenizers`` models behind one small API.
 
-Two kinds are trained here, both with NFKC normalisation (plus lowercasing if asked):
+Three kinds are trained here; the two subword kinds with NFKC normalisation (plus
+lowercasing if asked):
 
 * ``"wordpiece"`` (BERT-style): splits on whitespace and punctuation, ``##`` marks a word
   continuation, and a word with a character never seen in training becomes ``[UNK]``.
@@ -10,6 +11,10 @@ Two kinds are trained here, both with NFKC normalisation (plus lowercasing if as
   ``don ' t``).
 * ``"bpe"`` (GPT-2-style byte-level BPE): every string is representable (no ``[UNK]``) and
   ``decode(encode(x))`` equals the normalised ``x`` exactly.
+* ``"char"`` (character level, as for Tiny Shakespeare): one token per Unicode code point
+  seen in training, no normalisation (case, spaces and newlines are tokens; only
+  ``lowercase=True`` changes the text); a character never seen becomes ``[UNK]``, and
+  ``decode(encode(x))`` equals ``x`` exactly for text of seen characters.
 
 Every trained tokenizer has :data:`SPECIAL_TOKENS` at ids 0-6 in that order. Special tokens
 are only added where asked (``add_cls`` etc.), never implicitly.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal, overload
@@ -31,7 +37,7 @@ from attnkit.errors import DataError, MissingFileError
 __all__ = ["SPECIAL_TOKENS", "TRUNCATION", "Tokenizer", "train_tokenizer", "truncate"]
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[BOS]", "[EOS]"]
-TokenizerKind = Literal["wordpiece", "bpe"]
+TokenizerKind = Literal["wordpiece", "bpe", "char"]
 TOKENIZER_FILE = "tokenizer.json"
 TRUNCATION = ("head", "tail", "head+tail")  # which part of a too-long text is kept
 
@@ -78,7 +84,9 @@ class Tokenizer:
 
     @property
     def kind(self) -> str:
-        """``"wordpiece"``, ``"bpe"`` or the lower-cased model class name."""
+        """``"wordpiece"``, ``"bpe"``, ``"char"`` or the lower-cased model class name."""
+        if _is_char_level(self._tk):
+            return "char"
         return type(self._tk.model).__name__.lower()
 
     @property
@@ -420,16 +428,21 @@ def train_tokenizer(
     lowercase: bool = False,
     show_progress: bool = False,
 ) -> Tokenizer:
-    """Train a WordPiece or byte-level BPE tokenizer on ``texts``.
+    """Train a WordPiece, byte-level BPE or character-level tokenizer on ``texts``.
 
     Args:
         texts: training texts (any iterable; it is consumed once).
-        kind: ``"wordpiece"`` (BERT-style) or ``"bpe"`` (byte-level, GPT-2-style).
-        vocab_size: target vocabulary size, special tokens included.
-        min_frequency: minimum count for a merge / subword to enter the vocabulary.
-        lowercase: lowercase after NFKC normalisation.
-        show_progress: show the trainer's progress bar.
+        kind: ``"wordpiece"`` (BERT-style), ``"bpe"`` (byte-level, GPT-2-style) or
+            ``"char"`` (one token per character, no normalisation).
+        vocab_size: target vocabulary size, special tokens included (``"char"``: the
+            most, keeping the most frequent characters).
+        min_frequency: minimum count for a merge / subword / character to enter the
+            vocabulary.
+        lowercase: lowercase after NFKC normalisation (``"char"``: lowercase only).
+        show_progress: show the trainer's progress bar (not used by ``"char"``).
     """
+    if kind == "char":
+        return _train_char_tokenizer(texts, vocab_size, min_frequency, lowercase)
     steps = [normalizers.NFKC()] + ([normalizers.Lowercase()] if lowercase else [])
     trainer: trainers.Trainer
     if kind == "wordpiece":
@@ -457,7 +470,7 @@ def train_tokenizer(
             show_progress=show_progress,
         )
     else:
-        raise ValueError(f"unknown tokenizer kind '{kind}'; use 'wordpiece' or 'bpe'")
+        raise ValueError(f"unknown tokenizer kind '{kind}'; use 'wordpiece', 'bpe' or 'char'")
     backend.normalizer = normalizers.Sequence(steps)
     backend.train_from_iterator(texts, trainer=trainer)
     if kind == "wordpiece":  # lets transformers' BertTokenizerFast read the file as BERT's
@@ -467,4 +480,39 @@ def train_tokenizer(
     ids = [backend.token_to_id(tok) for tok in SPECIAL_TOKENS]
     if ids != list(range(len(SPECIAL_TOKENS))):  # pragma: no cover - a tokenizers regression
         raise RuntimeError(f"special tokens got ids {ids}, expected 0..{len(SPECIAL_TOKENS) - 1}")
+    return Tokenizer(backend)
+
+
+def _is_char_level(backend: tokenizers.Tokenizer) -> bool:
+    """True for a tokenizer made by ``train_tokenizer(kind="char")``: word-level lookup of
+    single characters whose decoder joins them with nothing in between."""
+    return isinstance(backend.model, models.WordLevel) and isinstance(
+        backend.decoder, decoders.Fuse
+    )
+
+
+def _train_char_tokenizer(
+    texts: Iterable[str], vocab_size: int, min_frequency: int, lowercase: bool
+) -> Tokenizer:
+    """Character-level tokenizer: :data:`SPECIAL_TOKENS` at ids 0-6, then every character
+    seen at least ``min_frequency`` times (the ``vocab_size - 7`` most frequent if there
+    are more), in code-point order. The pre-tokenizer isolates every code point (a split on
+    the empty pattern), the model looks each one up (``[UNK]`` if absent) and the decoder
+    concatenates them back without separators."""
+    normalizer = normalizers.Lowercase() if lowercase else None
+    counts: Counter[str] = Counter()
+    for text in texts:
+        counts.update(normalizer.normalize_str(text) if normalizer is not None else text)
+    frequent = [(c, n) for c, n in counts.items() if n >= min_frequency]
+    room = max(vocab_size - len(SPECIAL_TOKENS), 0)
+    if len(frequent) > room:  # keep the most frequent (ties: lower code point first)
+        frequent = sorted(frequent, key=lambda cn: (-cn[1], cn[0]))[:room]
+    chars = sorted(c for c, _ in frequent)
+    vocab = {tok: i for i, tok in enumerate([*SPECIAL_TOKENS, *chars])}
+    backend = tokenizers.Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    if normalizer is not None:
+        backend.normalizer = normalizer
+    backend.pre_tokenizer = pre_tokenizers.Split(tokenizers.Regex(""), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    backend.add_special_tokens(SPECIAL_TOKENS)
     return Tokenizer(backend)

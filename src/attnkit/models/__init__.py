@@ -31,6 +31,7 @@ from attnkit.models.classifier import (
     TransformerClassifierConfig,
     build_classifier,
 )
+from attnkit.models.elmo import BiLM, ELMoConfig, ELMoEmbedder
 from attnkit.models.mlm import MaskedLMConfig
 from attnkit.models.ngram import NgramClassifier, NgramConfig
 from attnkit.models.rnn import Seq2SeqLSTMConfig
@@ -47,6 +48,9 @@ __all__ = [
     "BertForTokenClassification",
     "BertModel",
     "BertOutput",
+    "BiLM",
+    "ELMoConfig",
+    "ELMoEmbedder",
     "ModelConfig",
     "NgramClassifier",
     "RNNClassifier",
@@ -76,6 +80,7 @@ MODEL_CONFIGS: dict[str, dict[str, type[ModelConfig]]] = {
     "bert_pretraining": {"bert-pretraining": BertConfig, "bert-mlm": BertConfig},
     "tagger": {"bert-tagger": BertConfig},
     "qa": {"bert-qa": BertConfig},
+    "bilm": {"elmo": ELMoConfig},  # ELMo's forward + backward LSTM language models
 }
 
 
