@@ -7,19 +7,33 @@ Models plug in through a tiny protocol, so the search code never knows what a mo
         def reorder(self, index: Tensor) -> None:   # keep rows ``index`` (N',), in that order
 
 A Transformer decoder implements ``step`` with its KV cache (one new position per call) and
-``reorder`` with ``KVCache.reorder``; an LSTM decoder with its hidden state.
+``reorder`` with ``KVCache.reorder``; an LSTM decoder with its hidden state. A decoder-only
+language model (GPT) reads its prompt when its stepper is made and starts from the prompt's
+last token.
+
+``sample`` also takes Hugging Face's repetition penalty (CTRL, Keskar et al. 2019: a token
+already in the row has its logit divided by the penalty if positive, multiplied if
+negative) and stop sequences (a row is finished once its new tokens end with one of them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 from torch import Tensor
 
-__all__ = ["BeamResult", "Stepper", "beam_search", "greedy", "sample", "top_k_top_p_filter"]
+__all__ = [
+    "BeamResult",
+    "Stepper",
+    "apply_repetition_penalty",
+    "beam_search",
+    "greedy",
+    "sample",
+    "top_k_top_p_filter",
+]
 
 
 class Stepper(Protocol):
@@ -69,6 +83,40 @@ def top_k_top_p_filter(logits: Tensor, top_k: int = 0, top_p: float = 1.0) -> Te
     return logits
 
 
+def apply_repetition_penalty(logits: Tensor, seen: Tensor, penalty: float) -> Tensor:
+    """CTRL's repetition penalty, as Hugging Face applies it: the logit of every token with
+    ``seen`` True is divided by ``penalty`` if positive, multiplied by it if negative
+    (``penalty > 1`` discourages repeats). logits (N, V) float, seen (N, V) bool -> (N, V)."""
+    if penalty == 1.0:
+        return logits
+    penalised = torch.where(logits < 0, logits * penalty, logits / penalty)
+    return torch.where(seen, penalised, logits)
+
+
+def _seen_tokens(
+    vocab: int, start: Tensor, context: Tensor | None, context_mask: Tensor | None
+) -> Tensor:
+    """(B, V) bool: True for the start token and the real tokens of ``context`` (B, T)."""
+    seen = torch.zeros(start.size(0), vocab, dtype=torch.bool, device=start.device)
+    seen[torch.arange(start.size(0), device=start.device), start] = True
+    if context is not None and context.size(1) > 0:
+        real = torch.ones_like(context, dtype=torch.bool) if context_mask is None else context_mask
+        counts = torch.zeros(seen.shape, dtype=torch.long, device=seen.device)
+        counts.scatter_add_(1, context.masked_fill(~real, 0), real.long())  # pads add 0
+        seen |= counts > 0
+    return seen
+
+
+def _ends_with(out: list[Tensor], stop: Sequence[Tensor]) -> Tensor:
+    """(B,) bool: the tokens so far (list of (B,)) end with one of the ``stop`` sequences."""
+    hit = torch.zeros_like(out[-1], dtype=torch.bool)
+    for seq in stop:
+        n = seq.numel()
+        if 0 < n <= len(out):
+            hit |= (torch.stack(out[-n:], 1) == seq).all(1)
+    return hit
+
+
 @torch.no_grad()
 def sample(
     model: Stepper,
@@ -81,14 +129,33 @@ def sample(
     top_p: float = 1.0,
     generator: torch.Generator | None = None,
     on_step: StepCallback | None = None,
+    repetition_penalty: float = 1.0,
+    context: Tensor | None = None,
+    context_mask: Tensor | None = None,
+    stop: Sequence[Sequence[int]] | None = None,
 ) -> Tensor:
     """Sample from softmax(logits / temperature) after top-k / top-p filtering;
-    ``temperature=0`` is greedy. start (B,) -> tokens (B, <= max_new_tokens)."""
+    ``temperature=0`` is greedy. start (B,) -> tokens (B, <= max_new_tokens).
+
+    ``repetition_penalty`` (> 0; 1 = off) applies to the tokens already in each row: the
+    start token, the new ones and ``context`` (B, T) (e.g. the prompt; ``context_mask``
+    (B, T) True = real token). ``stop``: token sequences that finish a row (kept in the
+    output, ``pad_id`` after them), as ``eos_id`` does; all rows finished ends the loop."""
+    if repetition_penalty <= 0:
+        raise ValueError(f"repetition_penalty must be > 0, got {repetition_penalty}")
+    stops = [torch.as_tensor(list(s), dtype=torch.long, device=start.device) for s in stop or ()]
     tokens = start
     out: list[Tensor] = []
     done = torch.zeros(start.size(0), dtype=torch.bool, device=start.device)
+    # index of each row's last kept token (the EOS or the stop sequence's end)
+    end = torch.full_like(done, max_new_tokens, dtype=torch.long)
+    seen: Tensor | None = None
     for t in range(max_new_tokens):
         logits = model.step(tokens).float()
+        if repetition_penalty != 1.0:
+            if seen is None:
+                seen = _seen_tokens(logits.size(-1), start, context, context_mask)
+            logits = apply_repetition_penalty(logits, seen, repetition_penalty)
         if temperature == 0.0:
             probs = logits.softmax(-1)
             tokens = logits.argmax(-1)
@@ -97,13 +164,23 @@ def sample(
             probs = filtered.softmax(-1)
             tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
         out.append(tokens)
+        if seen is not None:
+            seen[torch.arange(tokens.size(0), device=tokens.device), tokens] = True
         if on_step is not None:
             on_step(t, torch.stack(out, 1), probs)
-        if eos_id is not None:
-            done |= tokens == eos_id
+        if eos_id is not None or stops:
+            now = tokens == eos_id if eos_id is not None else torch.zeros_like(done)
+            if stops:
+                now |= _ends_with(out, stops)
+            end = torch.where(now & ~done, t, end)
+            done |= now
             if bool(done.all()):
                 break
-    return _finish(torch.stack(out, 1), eos_id, pad_id)
+    result = torch.stack(out, 1)
+    if not stops:
+        return _finish(result, eos_id, pad_id)
+    after = torch.arange(result.size(1), device=result.device)[None, :] > end[:, None]
+    return result.masked_fill(after, pad_id)
 
 
 @dataclass

@@ -254,15 +254,28 @@ class EncoderLayer(nn.Module):
         key_padding_mask: Tensor | None = None,
         attn_mask: Tensor | None = None,
         need_weights: bool = False,
+        cache: KVCache | None = None,
+        is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """x (B, T, d_model); key_padding_mask (B, T) True = real token.
-        Returns (x, self-attention weights (B, H, T, T) if need_weights)."""
+        """x (B, T, d_model); key_padding_mask (B, T_total) True = real token.
+
+        ``is_causal`` adds the look-ahead mask (a decoder-only model such as GPT);
+        ``cache`` (a ``KVCache``) makes it incremental: pass only the new positions, the
+        earlier keys/values come from the cache (T_total = cached + T).
+        Returns (x, self-attention weights (B, H, T, T_total) if need_weights)."""
         weights = None
 
         def attn(h: Tensor) -> Tensor:
             nonlocal weights
             out, weights = self.self_attn(
-                h, h, h, key_padding_mask, attn_mask, need_weights=need_weights
+                h,
+                h,
+                h,
+                key_padding_mask,
+                attn_mask,
+                need_weights=need_weights,
+                cache=cache,
+                is_causal=is_causal,
             )
             return out
 
@@ -343,17 +356,33 @@ class Encoder(nn.Module):
             nn.LayerNorm(config.d_model, eps=config.eps) if config.norm_first else nn.Identity()
         )
 
+    def init_cache(self) -> list[KVCache]:
+        """An empty per-layer self-attention cache for step-by-step causal decoding."""
+        return [KVCache() for _ in self.layers]
+
     def forward(
         self,
         x: Tensor,
         key_padding_mask: Tensor | None = None,
         attn_mask: Tensor | None = None,
         need_weights: bool = False,
+        cache: list[KVCache] | None = None,
+        is_causal: bool = False,
     ) -> tuple[Tensor, list[Tensor] | None]:
-        """Returns (x, per-layer self-attention weights [(B, H, T, T)] if need_weights)."""
+        """x (B, T, d) -> (B, T, d). ``is_causal``: look-ahead mask in every layer (a
+        decoder-only stack); with ``cache`` (from ``init_cache``) pass only the new
+        positions and a key_padding_mask (B, T_total) covering cached + new ones.
+        Returns (x, per-layer self-attention weights [(B, H, T, T_total)] if need_weights)."""
         all_weights = [] if need_weights else None
-        for layer in self.layers:
-            x, w = layer(x, key_padding_mask, attn_mask, need_weights)
+        for i, layer in enumerate(self.layers):
+            x, w = layer(
+                x,
+                key_padding_mask,
+                attn_mask,
+                need_weights,
+                None if cache is None else cache[i],
+                is_causal,
+            )
             if all_weights is not None:
                 all_weights.append(w)
         return self.norm(x), all_weights

@@ -32,6 +32,7 @@ from attnkit.models.classifier import (
     build_classifier,
 )
 from attnkit.models.elmo import BiLM, ELMoConfig, ELMoEmbedder
+from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.models.mlm import MaskedLMConfig
 from attnkit.models.ngram import NgramClassifier, NgramConfig
 from attnkit.models.rnn import Seq2SeqLSTMConfig
@@ -51,6 +52,8 @@ __all__ = [
     "BiLM",
     "ELMoConfig",
     "ELMoEmbedder",
+    "GPT",
+    "GPTConfig",
     "ModelConfig",
     "NgramClassifier",
     "RNNClassifier",
@@ -80,7 +83,10 @@ MODEL_CONFIGS: dict[str, dict[str, type[ModelConfig]]] = {
     "bert_pretraining": {"bert-pretraining": BertConfig, "bert-mlm": BertConfig},
     "tagger": {"bert-tagger": BertConfig},
     "qa": {"bert-qa": BertConfig},
-    "bilm": {"elmo": ELMoConfig},  # ELMo's forward + backward LSTM language models
+    "bilm": {"elmo": ELMoConfig},
+    "lm": {
+        "gpt": GPTConfig
+    },  # decoder-only Transformer (GPT / GPT-2)  # ELMo's forward + backward LSTM language models
 }
 
 
@@ -122,6 +128,8 @@ def from_pretrained(directory: str | Path, map_location: str = "cpu") -> nn.Modu
     config = read_model_config(directory)
     if isinstance(config, BertConfig):  # its own loader reads Hugging Face's names
         return config.model_class().from_pretrained(directory, map_location=map_location)
+    if isinstance(config, GPTConfig):  # a GPT-2 directory (or attnkit's own format)
+        return GPT.from_pretrained(directory, map_location=map_location)
     model = config.build()
     load_model_weights(model, RunDir(directory).weights_path, map_location=map_location)
     return model.eval()

@@ -294,6 +294,13 @@ def read_model_config(directory: str | Path, config_class: type[C] | None = None
         if config_class is not None and not isinstance(config, config_class):
             raise ConfigError(f"{path} is a BERT config, not a {config_class.__name__}")
         return config  # type: ignore[return-value]
+    from attnkit.interop.hf_gpt2 import gpt_config_from_hf, is_hf_gpt2_config
+
+    if is_hf_gpt2_config(raw):  # a GPT-2 directory (GPT.save_pretrained writes one)
+        config = gpt_config_from_hf(raw, where=str(path))
+        if config_class is not None and not isinstance(config, config_class):
+            raise ConfigError(f"{path} is a GPT-2 config, not a {config_class.__name__}")
+        return config  # type: ignore[return-value]
     if not isinstance(raw, dict) or "model_type" not in raw:
         raise ConfigError(f"{path} is not an attnkit model config (no model_type)")
     cls = config_class or registered(raw["model_type"], raw.get("arch", ""))
