@@ -37,6 +37,8 @@ BUILTIN: dict[str, str] = {
     "tag": "attnkit.tasks.tag",
     "qa": "attnkit.tasks.qa",
     "bert-pretrain": "attnkit.tasks.bert_pretrain",
+    "lm": "attnkit.tasks.lm",
+    "bilm": "attnkit.tasks.bilm",
 }
 
 ENTRY_POINTS = "attnkit.tasks"
