@@ -32,6 +32,7 @@ from attnkit.models.classifier import (
     build_classifier,
 )
 from attnkit.models.elmo import BiLM, ELMoConfig, ELMoEmbedder
+from attnkit.models.elmo_classifier import ELMoClassifier, ELMoClassifierConfig
 from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.models.mlm import MaskedLMConfig
 from attnkit.models.ngram import NgramClassifier, NgramConfig
@@ -50,6 +51,8 @@ __all__ = [
     "BertModel",
     "BertOutput",
     "BiLM",
+    "ELMoClassifier",
+    "ELMoClassifierConfig",
     "ELMoConfig",
     "ELMoEmbedder",
     "GPT",
@@ -75,6 +78,7 @@ MODEL_CONFIGS: dict[str, dict[str, type[ModelConfig]]] = {
         "gru": RNNClassifierConfig,
         "ngram": NgramConfig,
         "bert-classifier": BertConfig,  # BertForSequenceClassification
+        "elmo": ELMoClassifierConfig,  # frozen ELMo biLM features + a small task model
     },
     "seq2seq": {"transformer": TransformerConfig, "lstm": Seq2SeqLSTMConfig},
     "masked_lm": {"transformer": MaskedLMConfig},

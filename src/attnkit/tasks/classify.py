@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import RunConfig, require, short_repr
+from attnkit.config import ConfigError, RunConfig, require, short_repr
 from attnkit.data.batching import pad_batch
 from attnkit.data.catalogue import has_split
 from attnkit.data.paths import DataError
@@ -627,6 +627,9 @@ class ClassifySpec(TaskSpec):
                 cfg.tokenizer.path is None,
                 "model.init_from brings its run's tokenizer; remove tokenizer.path",
             )
+        elif cfg.model.arch == "elmo":
+            raise ConfigError("model.init_from: arch elmo needs a task bilm run (its frozen "
+                              "biLM and tokenizer), e.g. runs/nsmc-bilm")  # fmt: skip
 
     def before_data(
         self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
@@ -635,6 +638,10 @@ class ClassifySpec(TaskSpec):
             return cfg, tokenizer
         if is_bert(cfg.model):
             return pretrained_bert_config(cfg, log)
+        if cfg.model.arch == "elmo":  # a biLM's sizes, boundary ids and tokenizer
+            from attnkit.tasks.bilm import pretrained_elmo_config
+
+            return pretrained_elmo_config(cfg, log)
         from attnkit.tasks.mlm import pretrained_config
 
         return pretrained_config(cfg, log)
@@ -663,6 +670,10 @@ class ClassifySpec(TaskSpec):
         init_from = getattr(cfg.model, "init_from", None)
         if init_from and is_bert(cfg.model):
             load_pretrained_bert(model, init_from, log)
+        elif init_from and cfg.model.arch == "elmo":
+            from attnkit.tasks.bilm import load_pretrained_bilm
+
+            load_pretrained_bilm(model, init_from, log)
         elif init_from:
             from attnkit.tasks.mlm import pretrained_weights
 
@@ -675,7 +686,12 @@ class ClassifySpec(TaskSpec):
         )
 
     def after_training(self, run: RunDir, cfg: RunConfig, data: PreparedData, log: Log) -> None:
-        """Temperature scaling of the best weights on the validation split."""
+        """Temperature scaling of the best weights on the validation split (an ELMo
+        classifier's learned layer mix s_j, gamma is logged first)."""
+        if cfg.model.arch == "elmo" and run.has_weights():
+            from attnkit.models.elmo_classifier import log_mix
+
+            log_mix(run, cfg.model, log)
         if data.validation and run.has_weights():
             model = cfg.model.build()
             run.load_weights(model)
