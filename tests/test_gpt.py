@@ -376,7 +376,7 @@ def test_presets_and_gpt2_small_size() -> None:
         ({"vocab_size": 10, "activation": "swish"}, "model.activation"),
         ({"vocab_size": 10, "eos_id": 10}, "model.eos_id"),
         ({"vocab_size": 10, "pad_id": -1}, "model.pad_id"),
-        ({"vocab_size": 0}, "model.vocab_size"),
+        ({"vocab_size": -1}, "model.vocab_size"),
         ({"vocab_size": 10, "dropout": 1.0}, "model.dropout"),
         ({"vocab_size": 10, "arch": "gpt3"}, "model.arch"),
     ],

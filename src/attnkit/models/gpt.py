@@ -118,8 +118,9 @@ class GPTConfig(ModelConfig):
 
     def validate(self) -> None:
         super().validate()
+        filled = self.vocab_size != 0  # 0: a recipe's, before the task sets it from the data
         check(
-            positive("model.vocab_size", self.vocab_size),
+            positive("model.vocab_size", self.vocab_size) if filled else (True, ""),
             positive("model.d_model", self.d_model),
             positive("model.num_heads", self.num_heads),
             positive("model.d_ff", self.d_ff),
@@ -135,11 +136,11 @@ class GPTConfig(ModelConfig):
                 f"{self.d_model} and num_heads {self.num_heads}",
             ),
             (
-                0 <= self.pad_id < self.vocab_size,
+                not filled or 0 <= self.pad_id < self.vocab_size,
                 f"model.pad_id must be in [0, vocab_size), got {short_repr(self.pad_id)}",
             ),
             (
-                self.eos_id is None or 0 <= self.eos_id < self.vocab_size,
+                not filled or self.eos_id is None or 0 <= self.eos_id < self.vocab_size,
                 f"model.eos_id must be null or in [0, vocab_size), got {short_repr(self.eos_id)}",
             ),
             (0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1), got {self.dropout!r}"),

@@ -1,0 +1,728 @@
+"""Causal language modelling (task ``lm``): a GPT trained to predict the next token, and
+generation from the trained run.
+
+    attnkit train configs/shakespeare-char.yaml               # runs/shakespeare-char
+    attnkit generate runs/shakespeare-char --prompt "ROMEO:" --max-new-tokens 300
+    attnkit evaluate runs/shakespeare-char --split validation
+
+    lm = attnkit.load("runs/shakespeare-char")
+    lm.generate("ROMEO:", max_new_tokens=200, temperature=0.8, top_k=40)[0].text
+
+Data (``data.name``):
+
+* ``tinyshakespeare``: the catalogue's one text, split by position, the char-rnn / nanoGPT
+  way: the first 90% of its characters train, the last 10% validate (always; the split is
+  the dataset's own, like a catalogued validation file, so ``data.val_fraction`` and
+  ``data.val_split`` do not apply). It has no test split: ``evaluate --split test`` scores
+  the validation split and says so.
+* ``file``: ``data.train``, a UTF-8 text file (``.gz`` too) read as ONE continuous text
+  (blank lines and all; nothing is cut into documents), split by position like Tiny
+  Shakespeare: its last ``data.val_fraction`` of characters validate (0: no validation).
+  ``data.test``, if given, is another such file (``evaluate --split test``).
+* ``nsmc`` / ``imdb``: unlabelled reviews (``attnkit.data.readers.read_unlabeled``: never
+  the test set), one document each; ``data.val_fraction`` of them held out as
+  ``data.val_split`` says. ``evaluate --split test`` scores the labelled test reviews.
+
+Sequences. The tokens of the training part form one stream, cut into contiguous blocks of
+``data.max_len + 1`` tokens that overlap by one token (block i starts at token i *
+max_len), so that every token but the first is a target exactly once: inputs = the first
+``max_len`` tokens of a block, targets = the same shifted by one. Documents (reviews) are
+packed into that stream GPT-2's way, each one followed by ``[EOS]`` and the stream
+starting with one (``[EOS] review [EOS] review [EOS] ...``): no padding, and ``[EOS]`` both
+ends a review (the model learns to stop) and marks where the next begins (a review
+prompt starts with it). The Trainer's sampler shuffles the blocks; validation is cut the
+same way (deterministic: every held-out token scored once). ``data.limit`` keeps N
+reviews (documents) or N training blocks (one text).
+
+Metrics. loss = mean cross-entropy per target token (nats), perplexity = e^loss,
+bits_per_token = loss / ln 2, and bits_per_char = the total NLL in bits / the number of
+characters of the text the targets spell (each token counts the characters from its
+start to the next token's start, ``[EOS]`` counts one: the line break that ends a review
+in the corpus file), so runs with different tokenizers on the same text compare. Model
+selection: lowest validation loss.
+
+Generation (``LMPredictor.generate``, ``attnkit generate``). A model of one text (Tiny
+Shakespeare, a file) starts an empty prompt from a line break (if its tokenizer spells one,
+else ``[EOS]``) and never samples a special token (that text never ends); a review model
+reads every prompt after ``[EOS]`` (a review's start: an empty prompt is just that) and
+stops at the ``[EOS]`` it samples. A prompt longer than the context keeps its last
+``max_len`` tokens (the window slides, with a warning). Stop strings are matched on the
+decoded continuation (tokens need not align with them) and cut off with what follows.
+Streaming hands out the newly decoded suffix of the whole text after each token, holding
+back an unfinished UTF-8 character (byte-level BPE) and a possible stop string's start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import math
+import warnings
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnkit.config import RunConfig, require
+from attnkit.data.batching import pad_batch
+from attnkit.data.readers import read_imdb, read_nsmc, read_unlabeled
+from attnkit.data.split import limit_examples, split_examples
+from attnkit.device import model_device, to_device
+from attnkit.errors import DataError, InputError, RunError
+from attnkit.generation import sample
+from attnkit.run import RunDir
+from attnkit.tasks import register_task
+from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer
+from attnkit.tokenization import Tokenizer
+
+__all__ = [
+    "DATASETS",
+    "Corpus",
+    "Generation",
+    "LMItem",
+    "LMPredictor",
+    "LanguageModelSpec",
+    "LanguageModelTask",
+    "make_sequences",
+    "nll_metrics",
+    "prepare_data",
+    "read_corpus",
+]
+
+DATASETS = ("tinyshakespeare", "nsmc", "imdb", "file")
+DOCUMENT_DATASETS = ("nsmc", "imdb")  # one review per document, [EOS] between them
+SHAKESPEARE_VAL_FRACTION = 0.1  # the usual (char-rnn, nanoGPT) split: last 10% validates
+IGNORE_INDEX = -100
+LN2 = math.log(2.0)
+
+
+class LMItem(NamedTuple):
+    """One sequence: ``ids`` (<= max_len + 1 tokens: inputs ids[:-1], targets ids[1:]) and
+    ``chars``, the number of characters its targets spell (for bits per character)."""
+
+    ids: list[int]
+    chars: int
+
+
+@dataclass
+class Corpus:
+    """The text of a recipe's data, split: ``documents`` True for reviews (a list of
+    documents each), False for one continuous text (lists of one string)."""
+
+    train: list[str]
+    validation: list[str]
+    documents: bool
+    description: str = ""
+
+
+# --------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------
+def _read_text_file(path: str | Path, what: str) -> str:
+    """The whole of a UTF-8 text file (``.gz`` decompressed, a BOM dropped)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DataError(f"{what}: {path} does not exist")
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
+            return fh.read()
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
+
+
+def split_by_position(text: str, val_fraction: float) -> tuple[str, str]:
+    """(the first 1 - val_fraction of the characters, the rest), nanoGPT's cut:
+    ``n = int(len(text) * (1 - val_fraction))``."""
+    if val_fraction <= 0:
+        return text, ""
+    cut = int(len(text) * (1.0 - val_fraction))
+    return text[:cut], text[cut:]
+
+
+def read_corpus(cfg: RunConfig) -> Corpus:
+    """The training and validation text of a recipe (see the module docstring)."""
+    d = cfg.data
+    if d.name in DOCUMENT_DATASETS:
+        docs = read_unlabeled(d.name, d.data_dir)
+        if len(docs) < 2:
+            raise DataError(f"the {d.name} corpus has {len(docs)} review(s); it needs >= 2")
+        train, val = split_examples(docs, d, cfg.training.seed)
+        return Corpus(train, val, True, f"{len(train) + len(val):,} {d.name} reviews")
+    if d.name == "tinyshakespeare":
+        from attnkit.data.catalogue import dataset_path
+
+        text = _read_text_file(dataset_path("tinyshakespeare", "train", d.data_dir), "data")
+        train, val = split_by_position(text, SHAKESPEARE_VAL_FRACTION)
+        what = "Tiny Shakespeare (first 90% / last 10% of the characters)"
+    else:
+        text = _read_text_file(d.train, "data.train")
+        train, val = split_by_position(text, d.val_fraction)
+        what = Path(d.train).name
+    if not train.strip():
+        raise DataError(f"{what}: the training text is empty")
+    return Corpus([train], [val] if val else [], False, f"{len(text):,} characters of {what}")
+
+
+def read_test(cfg: RunConfig) -> tuple[list[str], bool] | None:
+    """The test text of a recipe's dataset ((texts, documents)), or None if it has none."""
+    d = cfg.data
+    if d.name == "nsmc":
+        return [ex.text for ex in read_nsmc("test", d.data_dir)], True
+    if d.name == "imdb":
+        return [ex.text for ex in read_imdb("test", d.data_dir)], True
+    if d.name == "file" and d.test:
+        return [_read_text_file(d.test, "data.test")], False
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Encoding
+# --------------------------------------------------------------------------------------
+def _eos_id(tokenizer: Tokenizer) -> int | None:
+    return tokenizer.token_to_id("[EOS]")
+
+
+def _encode_with_widths(
+    tokenizer: Tokenizer, texts: list[str]
+) -> Iterable[tuple[list[int], list[int]]]:
+    """Per text: its ids and, per id, how many characters it stands for: from its start to
+    the next token's start (the first from 0, the last to the end), so that they add up
+    to the text's length, characters the tokenizer drops (spaces) included."""
+    for text, enc in zip(
+        texts, tokenizer.backend.encode_batch(texts, add_special_tokens=False), strict=True
+    ):
+        ids = list(enc.ids)
+        starts = [a for a, _ in enc.offsets]
+        if not ids:
+            yield [], []
+            continue
+        starts[0] = 0
+        ends = [*starts[1:], len(text)]
+        yield ids, [max(0, e - s) for s, e in zip(starts, ends, strict=True)]
+
+
+def token_stream(
+    tokenizer: Tokenizer, texts: list[str], documents: bool
+) -> tuple[list[int], list[int]]:
+    """All ``texts`` as one stream of ids and their character widths: documents as
+    ``[EOS] doc [EOS] doc [EOS] ...`` (each ``[EOS]`` one character), one text as it is."""
+    eos = _eos_id(tokenizer)
+    if documents and eos is None:
+        raise DataError("packing reviews needs a tokenizer with an [EOS] token")
+    ids: list[int] = [eos] if documents else []
+    widths: list[int] = [0] if documents else []
+    for t_ids, t_widths in _encode_with_widths(tokenizer, texts):
+        if not t_ids:
+            continue
+        ids += t_ids
+        widths += t_widths
+        if documents:
+            ids.append(eos)
+            widths.append(1)
+    return ids, widths
+
+
+def cut_stream(ids: list[int], widths: list[int], max_len: int) -> list[LMItem]:
+    """Blocks of ``max_len + 1`` tokens, block i starting at token i * max_len (the last
+    may be shorter; one of a single token is dropped): every token but the first is a
+    target exactly once."""
+    out = []
+    for start in range(0, max(len(ids) - 1, 0), max_len):
+        block = ids[start : start + max_len + 1]
+        if len(block) >= 2:
+            out.append(LMItem(block, sum(widths[start + 1 : start + len(block)])))
+    return out
+
+
+def make_sequences(
+    tokenizer: Tokenizer, texts: list[str], documents: bool, max_len: int
+) -> list[LMItem]:
+    """``texts`` encoded into one stream and cut into training / evaluation sequences."""
+    ids, widths = token_stream(tokenizer, texts, documents)
+    return cut_stream(ids, widths, max_len)
+
+
+def prepare_data(
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+) -> PreparedData:
+    """Read and split the corpus, train (or take) the tokenizer on the training text, and
+    cut both parts into sequences."""
+    d, seed = cfg.data, cfg.training.seed
+    corpus = read_corpus(cfg)
+    if tokenizer is None:
+        if corpus.documents:
+            texts, what = corpus.train, f"{len(corpus.train):,} reviews"
+        else:  # lines with their line breaks: a char tokenizer must learn "\n" too
+            texts = corpus.train[0].splitlines(keepends=True)
+            what = f"{len(corpus.train[0]):,} characters"
+        tokenizer = get_tokenizer(cfg.tokenizer, texts, what, log)
+    train = make_sequences(tokenizer, corpus.train, corpus.documents, d.max_len)
+    if not corpus.documents:
+        train = limit_examples(train, d.limit, seed)
+    if not train:
+        raise DataError("the training text is too short: it makes no sequence of 2 tokens")
+    validation = make_sequences(tokenizer, corpus.validation, corpus.documents, d.max_len)
+    n_tokens = sum(len(x.ids) - 1 for x in train)
+    n_val = sum(len(x.ids) - 1 for x in validation)
+    summary = (
+        f"data: {corpus.description} -> {len(train):,} train / {len(validation):,} "
+        f"validation sequences of <= {d.max_len} tokens ({n_tokens:,} / {n_val:,} target "
+        f"tokens), {tokenizer.kind} vocab {tokenizer.vocab_size:,}"
+    )
+    return PreparedData(tokenizer, train, validation, summary)
+
+
+# --------------------------------------------------------------------------------------
+# The Trainer task
+# --------------------------------------------------------------------------------------
+def nll_metrics(nll: float, tokens: int, chars: int) -> dict[str, Any]:
+    """Metrics from a summed NLL (nats) over ``tokens`` targets spelling ``chars``
+    characters."""
+    loss = nll / max(tokens, 1)
+    return {
+        "loss": loss,
+        "perplexity": math.exp(min(loss, 700.0)),
+        "bits_per_token": loss / LN2,
+        "bits_per_char": nll / LN2 / max(chars, 1),
+        "num_tokens": tokens,
+        "num_chars": chars,
+    }
+
+
+class LanguageModelTask:
+    """Next-token cross-entropy over the real target tokens; selection by validation loss."""
+
+    metric = "loss"
+    greater_is_better = False
+    shown = ("perplexity", "bits_per_char")  # on each evaluation's log line
+
+    def __init__(self, pad_id: int) -> None:
+        self.pad_id = pad_id
+
+    def collate(self, items: Sequence[LMItem]) -> dict[str, Tensor]:
+        """(B, T) inputs, targets (``-100`` at padding) and mask; ``num_chars`` (B,)."""
+        ids, mask = pad_batch([it.ids for it in items], self.pad_id)
+        real = mask[:, 1:]  # the positions that have a target (a row's last token has none)
+        return {
+            "input_ids": ids[:, :-1].masked_fill(~real, self.pad_id),
+            "attention_mask": real,
+            "labels": ids[:, 1:].masked_fill(~real, IGNORE_INDEX),
+            "num_chars": torch.tensor([it.chars for it in items], dtype=torch.long),
+        }
+
+    @staticmethod
+    def _nll(model: nn.Module, batch: dict[str, Tensor], reduction: str) -> Tensor:
+        logits = model(batch["input_ids"], batch["attention_mask"]).logits  # (B, T, V)
+        return F.cross_entropy(
+            logits.float().flatten(0, 1),
+            batch["labels"].flatten(),
+            ignore_index=IGNORE_INDEX,
+            reduction=reduction,
+        )
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
+        return self._nll(model, batch, "mean"), int(batch["attention_mask"].sum())
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, Any]:
+        nll, tokens, chars = 0.0, 0, 0
+        for batch in batches:
+            nll += float(self._nll(model, batch, "sum"))
+            tokens += int((batch["labels"] != IGNORE_INDEX).sum())
+            chars += int(batch["num_chars"].sum())
+        return nll_metrics(nll, tokens, chars)
+
+
+def score_items(
+    model: nn.Module, task: LanguageModelTask, items: Sequence[LMItem], batch_size: int = 64
+) -> dict[str, Any]:
+    """``task.evaluate`` over ``items`` in batches, the model in eval mode on its device."""
+    device = model_device(model)
+    was_training = model.training
+    model.eval()
+    try:
+        batches = (
+            to_device(task.collate(items[i : i + batch_size]), device)
+            for i in range(0, len(items), batch_size)
+        )
+        return task.evaluate(model, batches)
+    finally:
+        model.train(was_training)
+
+
+# --------------------------------------------------------------------------------------
+# Prediction: generation and scoring
+# --------------------------------------------------------------------------------------
+@dataclass
+class Generation:
+    """One prompt's continuation. ``finish_reason``: ``length`` (max_new_tokens reached),
+    ``eos`` (the model ended the text) or ``stop`` (a stop string, cut off)."""
+
+    prompt: str
+    text: str  # the continuation only (without the prompt)
+    tokens: int  # new tokens generated (those of a stop string included, an [EOS] not)
+    finish_reason: str = "length"
+
+    def format(self) -> str:
+        return self.text
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class _Finished(Exception):
+    """Raised from the step callback to end generation early (a stop string, [EOS])."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _held_back(text: str, stops: Sequence[str]) -> int:
+    """How many trailing characters of ``text`` must wait before being streamed: an
+    unfinished UTF-8 character (byte-level BPE decodes it as U+FFFD until its last byte
+    comes) and the start of a stop string."""
+    end = len(text)
+    while end > 0 and text[end - 1] == "\ufffd":
+        end -= 1
+    hold = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, end), 0, -1):
+            if text.endswith(s[:k], 0, end):
+                hold = max(hold, k)
+                break
+    return len(text) - end + hold
+
+
+class _Banned:
+    """A ``Stepper`` whose logits of the ``banned`` ids are -inf (never sampled)."""
+
+    def __init__(self, inner: Any, banned: Tensor) -> None:
+        self.inner, self.banned = inner, banned
+
+    def step(self, tokens: Tensor) -> Tensor:
+        logits = self.inner.step(tokens)
+        if self.banned.numel():
+            logits = logits.index_fill(-1, self.banned, float("-inf"))
+        return logits
+
+    def reorder(self, index: Tensor) -> None:
+        self.inner.reorder(index)
+
+
+class LMPredictor:
+    """What ``attnkit.load(run)`` returns for an lm run: ``generate`` (sampling or greedy,
+    optionally streamed), ``predict`` (the same, for ``attnkit predict``), ``perplexity``."""
+
+    task = "lm"
+
+    def __init__(
+        self, model: nn.Module, tokenizer: Tokenizer, config: RunConfig, run_dir=None
+    ) -> None:
+        self.model = model.eval()
+        self.device = model_device(model)
+        self.tokenizer = tokenizer
+        self.config = config
+        self.run_dir = run_dir
+        self.max_len = int(config.model.max_len)
+        self.documents = config.data.name in DOCUMENT_DATASETS
+        self.eos_id = _eos_id(tokenizer)
+        # tokens a sample may never be: the special ones training never asks for
+        # ([EOS] too for a model of one text, which never ends; [UNK] stays possible)
+        never = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[BOS]"]
+        never += [] if self.documents else ["[EOS]"]
+        banned = [i for t in never if (i := tokenizer.token_to_id(t)) is not None]
+        self.banned = torch.tensor(banned, dtype=torch.long, device=self.device)
+
+    # ------------------------------------------------------------------ prompts
+    def _start_ids(self) -> list[int]:
+        """What an empty prompt starts from: a line break for a model of one text (if its
+        tokenizer spells it), else [EOS] (a document's start), else [BOS]."""
+        if not self.documents:
+            ids = self.tokenizer.encode("\n")
+            if ids and self.tokenizer.token_to_id("[UNK]") not in ids:
+                return ids
+        for token in ("[EOS]", "[BOS]"):
+            if (i := self.tokenizer.token_to_id(token)) is not None:
+                return [i]
+        raise InputError("this run's tokenizer has no token to start an empty prompt from")
+
+    def _prompt_ids(self, prompt: str) -> list[int]:
+        ids = self.tokenizer.encode(prompt) if prompt else []
+        unk = self.tokenizer.token_to_id("[UNK]")
+        if prompt and unk is not None and unk in ids:
+            warnings.warn(
+                f"the prompt has text this run's tokenizer does not know: read as [UNK] "
+                f"({ids.count(unk)} token(s))",
+                stacklevel=3,
+            )
+        if self.documents:
+            ids = self._start_ids() + ids
+        elif not ids:
+            ids = self._start_ids()
+        if len(ids) > self.max_len:
+            warnings.warn(
+                f"the prompt has {len(ids)} tokens, more than the context ({self.max_len}): "
+                f"the model reads its last {self.max_len}",
+                stacklevel=3,
+            )
+        return ids
+
+    # ------------------------------------------------------------------ generation
+    def generate(
+        self,
+        prompt: str | Sequence[str] = "",
+        max_new_tokens: int = 200,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        stream: Callable[[str], None] | None = None,
+    ) -> list[Generation]:
+        """Continue each prompt (a string or a list of them), one after the other.
+
+        temperature 0: greedy; else sample from softmax(logits / temperature) after top-k
+        (0: off) and top-p (1: off) filtering. repetition_penalty > 1 discourages tokens
+        already in the prompt or output. ``stop``: strings that end a continuation (it is
+        cut before the first one). ``seed``: reproducible sampling (one generator for the
+        whole call). ``stream(piece)`` gets the continuation's text as it is produced (for
+        several prompts: one after the other); the pieces add up to ``Generation.text``.
+        """
+        prompts = [prompt] if isinstance(prompt, str) else list(prompt)
+        for i, p in enumerate(prompts, 1):
+            if not isinstance(p, str):
+                raise InputError(f"prompt {i} must be a string, got {type(p).__name__}")
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        self._check(max_new_tokens, temperature, top_k, top_p, repetition_penalty, stops)
+        generator = None  # sampling draws on the model's device, so does the generator
+        if seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        options = {
+            "temperature": float(temperature),
+            "top_k": int(top_k),
+            "top_p": float(top_p),
+            "repetition_penalty": float(repetition_penalty),
+            "generator": generator,
+        }
+        out = []
+        for p in prompts:
+            ids = self._prompt_ids(p)  # (its warnings name the caller's line)
+            out.append(self._one(p, ids, int(max_new_tokens), stops, stream, options))
+        return out
+
+    @staticmethod
+    def _check(
+        max_new_tokens: Any,
+        temperature: float,
+        top_k: int,
+        top_p: float,
+        repetition_penalty: float,
+        stops: list[Any],
+    ) -> None:
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+            raise InputError(f"max_new_tokens must be an integer, got {max_new_tokens!r}")
+        if max_new_tokens < 0:
+            raise InputError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        if not temperature >= 0:
+            raise InputError(f"temperature must be >= 0, got {temperature}")
+        if top_k < 0:
+            raise InputError(f"top_k must be >= 0, got {top_k}")
+        if not 0.0 < top_p <= 1.0:
+            raise InputError(f"top_p must be in (0, 1], got {top_p}")
+        if not repetition_penalty > 0:
+            raise InputError(f"repetition_penalty must be > 0, got {repetition_penalty}")
+        for s in stops:
+            if not isinstance(s, str) or not s:
+                raise InputError(f"a stop string must be a non-empty string, got {s!r}")
+
+    @torch.no_grad()
+    def _one(
+        self,
+        prompt: str,
+        ids: list[int],
+        max_new_tokens: int,
+        stops: list[str],
+        stream: Callable[[str], None] | None,
+        options: dict[str, Any],
+    ) -> Generation:
+        tk = self.tokenizer
+        base = tk.decode(ids)  # the prompt as the tokenizer gives it back
+        new: list[int] = []
+        state = {"text": "", "sent": 0}
+
+        def continuation() -> str:
+            full = tk.decode(ids + new)
+            start = len(base) if full.startswith(base) else _common_prefix(full, base)
+            return full[start:]
+
+        def send(upto: int) -> None:
+            if stream is not None and upto > state["sent"]:
+                stream(state["text"][state["sent"] : upto])
+            state["sent"] = max(state["sent"], upto)
+
+        def on_step(t: int, so_far: Tensor, probs: Tensor) -> None:
+            token = int(so_far[0, -1])
+            if token == self.eos_id:
+                raise _Finished("eos")
+            new.append(token)
+            text = continuation()
+            if stops:
+                cuts = [i for s in stops if (i := text.find(s)) >= 0]
+                if cuts:
+                    state["text"] = text[: min(cuts)]
+                    raise _Finished("stop")
+            state["text"] = text
+            send(len(text) - _held_back(text, stops))
+
+        reason = "length"
+        if max_new_tokens > 0:
+            x = torch.tensor([ids], dtype=torch.long, device=self.device)
+            stepper = _Banned(self.model.stepper(x), self.banned)
+            try:
+                sample(
+                    stepper,
+                    x[:, -1],
+                    max_new_tokens,
+                    eos_id=self.eos_id if self.documents else None,
+                    pad_id=self.tokenizer.pad_id,
+                    on_step=on_step,
+                    context=x[:, :-1],
+                    **options,
+                )
+            except _Finished as done:
+                reason = done.reason
+        send(len(state["text"]))
+        return Generation(prompt, state["text"], len(new), reason)
+
+    def predict(self, texts: str | Sequence[str], **options: Any) -> list[Generation]:
+        """``generate`` (what ``attnkit predict`` calls: one continuation per text)."""
+        return self.generate(texts, **options)
+
+    def to_json(self, generations: Sequence[Generation]) -> str:
+        return "\n".join(json.dumps(g.to_dict(), ensure_ascii=False) for g in generations)
+
+    # ------------------------------------------------------------------ scoring
+    def score(self, text: str, batch_size: int = 64) -> dict[str, Any]:
+        """loss, perplexity, bits per token / character of ``text`` (a review model reads
+        it after [EOS], so that its first token is scored too; a model of one text scores
+        every token after the first). Longer than the context: cut as in training."""
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("the text is empty or whitespace only")
+        ids, widths = token_stream(self.tokenizer, [text], documents=False)
+        if self.documents and self.eos_id is not None:
+            ids, widths = [self.eos_id, *ids], [0, *widths]
+        items = cut_stream(ids, widths, self.max_len)
+        if not items:
+            raise InputError("the text is a single token: there is nothing to predict")
+        return score_items(self.model, LanguageModelTask(self.tokenizer.pad_id), items, batch_size)
+
+    def perplexity(self, text: str) -> float:
+        """e^(mean NLL per token) of ``text`` (see ``score``)."""
+        return float(self.score(text)["perplexity"])
+
+
+# --------------------------------------------------------------------------------------
+# The task
+# --------------------------------------------------------------------------------------
+class LanguageModelSpec(TaskSpec):
+    """Causal language modelling with a GPT (``model.arch: gpt``)."""
+
+    name = "lm"
+    model_family = "lm"
+    default_arch = "gpt"
+
+    def validate(self, cfg: RunConfig) -> None:
+        d = cfg.data
+        require(
+            d.name in DATASETS,
+            f"task lm reads data.name {' | '.join(DATASETS)}, got {d.name!r}",
+        )
+        require(d.name != "file" or bool(d.train), "data.name: file needs data.train (a text file)")
+
+    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+        return prepare_data(cfg, tokenizer, log)
+
+    def model_inputs(
+        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            "vocab_size": tokenizer.vocab_size,
+            "pad_id": tokenizer.pad_id,
+            "max_len": cfg.data.max_len,
+            "eos_id": _eos_id(tokenizer),
+        }
+
+    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> LanguageModelTask:
+        return LanguageModelTask(data.tokenizer.pad_id)
+
+    def item_length(self, item: LMItem) -> int:
+        return len(item.ids) - 1
+
+    def predictor(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        cfg: RunConfig,
+        run: RunDir,
+        saved: dict[str, Any],
+    ) -> LMPredictor:
+        return LMPredictor(model, tokenizer, cfg, run.path)
+
+    def evaluate(
+        self,
+        predictor: Any,
+        split: str,
+        data_dir: str | None = None,
+        batch_size: int = 128,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """loss / perplexity / bits per token and character on ``split``: validation (the
+        held-out part, cut as in training) or test (the dataset's test text; for one
+        without, e.g. Tiny Shakespeare, the validation split, as the result's ``note``
+        says)."""
+        if options.get("beam", 1) != 1:
+            raise InputError("--beam is for translate runs; an lm run's evaluation scores text")
+        if split not in ("validation", "test"):
+            raise RunError(f"lm runs are evaluated on validation or test, got {split!r}")
+        cfg = predictor.config
+        if data_dir is not None:
+            cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, data_dir=data_dir))
+        result: dict[str, Any] = {"split": split}
+        test = read_test(cfg) if split == "test" else None
+        if test is not None:
+            texts, documents = test
+        else:
+            if split == "test":
+                result["split"] = "validation"
+                result["note"] = f"{cfg.data.name} has no test split: this is its validation split"
+            corpus = read_corpus(cfg)
+            texts, documents = corpus.validation, corpus.documents
+        items = make_sequences(predictor.tokenizer, texts, documents, cfg.data.max_len)
+        if not items:
+            raise RunError(f"the {result['split']} split of {cfg.data.name} is empty")
+        task = LanguageModelTask(predictor.tokenizer.pad_id)
+        result.update(score_items(predictor.model, task, items, batch_size))
+        result["num_sequences"] = len(items)
+        return result
+
+
+register_task(LanguageModelSpec())
