@@ -158,7 +158,7 @@ def test_train_load_predict_and_ensemble(tmp_path: Path, tiny_data: Path):
     top, value = parts[0]  # the tiny vocabulary splits "wonderful" into pieces
     assert top.replace("##", "") in "wonderful" and value > 0
     assert abs(dict(parts)["the"]) < value  # a filler word matters less
-    ids, _ = clf._encode([text])
+    ids, _, _ = clf._encode([text])
     logits = clf.model(torch.tensor(ids))[0][0].detach()
     k = int(logits.argmax())
     bias = clf.model.bias.detach()

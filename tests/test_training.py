@@ -263,7 +263,7 @@ def test_truncation_setting_reaches_training_and_prediction(tmp_path):
     assert data.train[0][0] == expected and data.extras["truncated"] >= 1
     predictor = ClassifierPredictor(torch.nn.Identity(), tok, cfg, ["neg", "pos"])
     with pytest.warns(UserWarning, match=r"truncated \(kept: tail\)"):
-        ids, cut = predictor._encode([long_text])
+        ids, _, cut = predictor._encode([long_text])
     assert ids == [expected] and cut == [True]
 
 
