@@ -382,6 +382,16 @@ def save_hf_bert(
             f"Hugging Face's BertForSequenceClassification reads the pooler; this model pools "
             f"by {model.config.pooling_used} (model.pooling), so it cannot be exported as one"
         )
+    return write_hf_checkpoint(
+        directory, bert_config_to_hf(model.config, labels), to_hf_state_dict(model)
+    )
+
+
+def write_hf_checkpoint(
+    directory: str | Path, config: dict[str, Any], tensors: dict[str, Tensor]
+) -> Path:
+    """Write a Hugging Face directory: model.safetensors, then config.json (both atomic).
+    Refuses a training run's directory (its config.json would be replaced)."""
     directory = Path(directory)
     path = directory / CONFIG_FILE
     if path.is_file():
@@ -395,7 +405,6 @@ def save_hf_bert(
                 "choose another folder"
             )
     directory.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(bert_config_to_hf(model.config, labels), indent=2, ensure_ascii=False) + "\n"
-    save_tensors(to_hf_state_dict(model), directory / SAFETENSORS_FILE)
-    atomic_write_text(path, text)
+    save_tensors(tensors, directory / SAFETENSORS_FILE)
+    atomic_write_text(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
     return directory

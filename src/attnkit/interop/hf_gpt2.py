@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnkit.checkpoint import atomic_write_text, misfit_summary, save_tensors
+from attnkit.checkpoint import misfit_summary
 from attnkit.config import ConfigError, short_repr
 from attnkit.errors import MissingFileError, RunError
 from attnkit.interop.hf_bert import read_hf_tensors
@@ -328,20 +328,6 @@ def save_hf_gpt2(model: GPT, directory: str | Path) -> Path:
     """Write ``model`` as a GPT-2 directory (config.json + model.safetensors) that
     ``transformers.GPT2LMHeadModel.from_pretrained`` loads with no missing or unexpected
     keys. Refuses a training run's directory (its config.json would be replaced)."""
-    directory = Path(directory)
-    path = directory / CONFIG_FILE
-    if path.is_file():
-        try:
-            is_run = "task" in json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, TypeError):
-            is_run = False
-        if is_run:
-            raise ConfigError(
-                f"{directory} is a training run: saving would replace its config.json; "
-                "choose another folder"
-            )
-    directory.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(gpt_config_to_hf(model.config), indent=2, ensure_ascii=False) + "\n"
-    save_tensors(to_hf_state_dict(model), directory / SAFETENSORS_FILE)
-    atomic_write_text(path, text)
-    return directory
+    from attnkit.interop.hf_bert import write_hf_checkpoint
+
+    return write_hf_checkpoint(directory, gpt_config_to_hf(model.config), to_hf_state_dict(model))

@@ -23,11 +23,12 @@ from torch import nn
 from attnkit.config import ConfigError, RunConfig
 from attnkit.models.bert import BertConfig, BertModel
 from attnkit.run import RunDir
-from attnkit.tasks.base import Log
+from attnkit.tasks.base import Log, PreparedData, TaskSpec
 from attnkit.tokenization import Tokenizer
 
 __all__ = [
     "KNOWN_CHECKPOINTS",
+    "BertTaskSpec",
     "bert_model_inputs",
     "is_bert",
     "load_pretrained_bert",
@@ -190,3 +191,28 @@ def load_pretrained_bert(model: nn.Module, init_from: str | Path, log: Log) -> i
         + (f"; new: {', '.join(sorted({k.split('.')[0] for k in fresh}))}" if fresh else "")
     )
     return len(weights)
+
+
+class BertTaskSpec(TaskSpec):
+    """The steps every task that trains one of BERT's heads shares (bert-pretrain, tag, qa):
+    ``model.init_from``'s sizes and tokenizer before the data, the data's sizes (and
+    ``num_classes`` when the data has labels), the pretrained encoder copied in."""
+
+    def before_data(
+        self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
+    ) -> tuple[RunConfig, Tokenizer | None]:
+        if cfg.model.init_from is None:
+            return cfg, tokenizer
+        return pretrained_bert_config(cfg, log)
+
+    def model_inputs(
+        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
+    ) -> dict[str, Any]:
+        sizes = bert_model_inputs(cfg, tokenizer)
+        if "labels" in run_info:
+            sizes["num_classes"] = len(run_info["labels"])
+        return sizes
+
+    def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+        if cfg.model.init_from:
+            load_pretrained_bert(model, cfg.model.init_from, log)

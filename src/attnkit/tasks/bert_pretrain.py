@@ -46,11 +46,9 @@ from attnkit.errors import DataError, InputError, RunError
 from attnkit.models.bert_heads import BertForPreTraining
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer
+from attnkit.tasks.base import Log, PreparedData, get_tokenizer
 from attnkit.tasks.bert_init import (
-    bert_model_inputs,
-    load_pretrained_bert,
-    pretrained_bert_config,
+    BertTaskSpec,
 )
 from attnkit.tasks.mlm import FillMaskPredictor
 from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer
@@ -303,7 +301,7 @@ class BertPretrainPredictor(FillMaskPredictor):
         return NextSentence(text, text_b, float(nsp.float().softmax(-1)[0, 0]))
 
 
-class BertPretrainSpec(TaskSpec):
+class BertPretrainSpec(BertTaskSpec):
     """BERT pretraining on unlabelled text: masked LM (+ next-sentence prediction)."""
 
     name = "bert-pretrain"
@@ -326,24 +324,8 @@ class BertPretrainSpec(TaskSpec):
                 "model.init_from brings its tokenizer; remove tokenizer.path",
             )
 
-    def before_data(
-        self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
-    ) -> tuple[RunConfig, Tokenizer | None]:
-        if cfg.model.init_from is None:
-            return cfg, tokenizer
-        return pretrained_bert_config(cfg, log)
-
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
-
-    def model_inputs(
-        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
-    ) -> dict[str, Any]:
-        return bert_model_inputs(cfg, tokenizer)
-
-    def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
-        if cfg.model.init_from:
-            load_pretrained_bert(model, cfg.model.init_from, log)
 
     def trainer_task(self, cfg: RunConfig, data: PreparedData) -> BertPretrainingTask:
         return BertPretrainingTask(data.tokenizer, cfg.data.mask_prob, cfg.data.whole_word_mask)

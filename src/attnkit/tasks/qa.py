@@ -51,11 +51,9 @@ from attnkit.errors import InputError
 from attnkit.metrics import qa_report
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, RunError, TaskSpec, get_tokenizer, one_line
+from attnkit.tasks.base import Log, PreparedData, RunError, get_tokenizer, one_line
 from attnkit.tasks.bert_init import (
-    bert_model_inputs,
-    load_pretrained_bert,
-    pretrained_bert_config,
+    BertTaskSpec,
 )
 from attnkit.tokenization import Tokenizer
 
@@ -554,7 +552,7 @@ class QAPredictor:
 # --------------------------------------------------------------------------------------
 # The task
 # --------------------------------------------------------------------------------------
-class QASpec(TaskSpec):
+class QASpec(BertTaskSpec):
     """Extractive question answering: KorQuAD 1.0 or SQuAD-v1 JSON files, with a BERT
     (``model.arch: bert-qa``), from scratch or from a pretrained encoder
     (``model.init_from``). Model selection by validation F1."""
@@ -589,25 +587,8 @@ class QASpec(TaskSpec):
                 "model.init_from brings its tokenizer; remove tokenizer.path",
             )
 
-    def before_data(
-        self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
-    ) -> tuple[RunConfig, Tokenizer | None]:
-        if getattr(cfg.model, "init_from", None) is None:
-            return cfg, tokenizer
-        return pretrained_bert_config(cfg, log)
-
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
-
-    def model_inputs(
-        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
-    ) -> dict[str, Any]:
-        return bert_model_inputs(cfg, tokenizer)
-
-    def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
-        init_from = getattr(cfg.model, "init_from", None)
-        if init_from:
-            load_pretrained_bert(model, init_from, log)
 
     def trainer_task(self, cfg: RunConfig, data: PreparedData) -> QATask:
         return QATask(

@@ -48,12 +48,10 @@ from attnkit.errors import InputError
 from attnkit.metrics import entity_f1, get_entities
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, RunError, TaskSpec, get_tokenizer, one_line
+from attnkit.tasks.base import Log, PreparedData, RunError, get_tokenizer, one_line
 from attnkit.tasks.bert_init import (
-    bert_model_inputs,
+    BertTaskSpec,
     is_bert,
-    load_pretrained_bert,
-    pretrained_bert_config,
 )
 from attnkit.tokenization import Tokenizer
 
@@ -437,7 +435,7 @@ class TagPredictor:
 # --------------------------------------------------------------------------------------
 # The task
 # --------------------------------------------------------------------------------------
-class TagSpec(TaskSpec):
+class TagSpec(BertTaskSpec):
     """Named-entity recognition: CoNLL-2003, KLUE-NER (per character) or your own
     CoNLL-style files, with a BERT. Model selection by validation entity F1."""
 
@@ -467,24 +465,8 @@ class TagSpec(TaskSpec):
                 "model.init_from brings its run's tokenizer; remove tokenizer.path",
             )
 
-    def before_data(
-        self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
-    ) -> tuple[RunConfig, Tokenizer | None]:
-        if cfg.model.init_from is None:
-            return cfg, tokenizer
-        return pretrained_bert_config(cfg, log)
-
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
-
-    def model_inputs(
-        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
-    ) -> dict[str, Any]:
-        return {**bert_model_inputs(cfg, tokenizer), "num_classes": len(run_info["labels"])}
-
-    def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
-        if cfg.model.init_from:
-            load_pretrained_bert(model, cfg.model.init_from, log)
 
     def trainer_task(self, cfg: RunConfig, data: PreparedData) -> TaggingTask:
         return TaggingTask(
