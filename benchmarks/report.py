@@ -312,8 +312,176 @@ def _seq2seq(rows: list[dict]) -> list[str]:
     return lines + _notes("seq2seq")
 
 
-def write_results_md() -> Path:
-    rows = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(RESULTS.glob("*.json"))]
+def _gpt(rows: list[dict]) -> list[str]:
+    lm = [r for r in rows if r.get("kind") == "lm"]
+    if not lm:
+        return []
+    lines = [
+        "## Language models (GPT)",
+        "",
+        "*val loss*: cross-entropy per token (nats) of the best weights on the whole held-out "
+        "split, re-scored in fp32 (*best* / *last*: the training log's evaluations); *bits/char*: "
+        "the total NLL in bits over the characters it spells, comparable across tokenizers. "
+        "*target*: the step and training minutes of the first evaluation at or below the "
+        "target loss, `-` if never. *min*: training minutes, evaluations included.",
+        "",
+        "| run | dataset | tokenizer | model | params | batch x context | steps | val loss "
+        "| best / last | ppl | bits/char | target | min | tokens/s | bf16 | threads | command |",
+        "| --- | --- | --- | --- | ---: | --- | ---: | ---: | --- | ---: | ---: | --- | ---: "
+        "| ---: | --- | ---: | --- |",
+    ]
+    for r in lm:
+        m = r["model"]
+        target = "-"
+        if r.get("target_loss") is not None:
+            reached = r.get("target_step")
+            target = f"<= {r['target_loss']:.2f}: " + (
+                f"step {reached:,}, {r['target_minutes']} min" if reached else "not reached"
+            )
+        bf16 = ("on" if r.get("cpu_native_bf16") else "on (emulated)") if r["bf16"] else "off"
+        lines.append(
+            f"| {r['name']} | {r['dataset']} | {r['tokenizer']} {r['vocab_size']:,} "
+            f"| {m['num_layers']} x {m['d_model']}, {m['num_heads']} heads "
+            f"| {r['num_parameters']:,} | {r['batch_size']} x {m['context']} | {r['steps']:,} "
+            f"| {r['val_loss']:.4f} | {r['best_val_loss']} / {r['last_val_loss']} "
+            f"| {r['val_perplexity']:.2f} | {r['val_bits_per_char']:.3f} | {target} "
+            f"| {r['train_minutes']} | {r['tokens_per_s'] or '-':,} | {bf16} | {r['threads']} "
+            f"| `{r['command']}` |"
+        )
+    lines.append("")
+    for r in lm:
+        s = r.get("sample")
+        if s:
+            lines += [
+                f"Sample of {r['name']} (prompt {s['prompt']!r}, {s['max_new_tokens']} tokens, "
+                f"temperature {s['temperature']}, top-k {s['top_k']}, seed {s['seed']}):",
+                "",
+                "```text",
+                (s["prompt"] + s["text"]).rstrip(),
+                "```",
+                "",
+            ]
+    return lines
+
+
+def _generation(rows: list[dict]) -> list[str]:
+    gen = [r for r in rows if r.get("kind") == "generation"]
+    if not gen:
+        return []
+    lines = [
+        "## Generation throughput (GPT)",
+        "",
+        "New tokens per second (all rows together) of greedy decoding, the prompt read "
+        "included: with the KV cache each step costs one position; without it the whole "
+        "sequence is recomputed at every step (same tokens: *same*). Median of the repeats "
+        "after a warm-up, `torch.inference_mode`, fp32.",
+        "",
+        "| run | model | params | context | prompt + new tokens | batch | with KV cache tok/s "
+        "| without tok/s | speed-up | same | threads | command |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | --- |",
+    ]
+    for r in gen:
+        m = r["model"]
+        model = f"{m['num_layers']} x {m['d_model']}, vocab {r['vocab_size']:,} ({r['source']})"
+        tokens = f"{r['prompt_tokens']} + {r['new_tokens']}" + (
+            " (window slides)" if r.get("window_slides") else ""
+        )
+        for t in r["results"]:
+            lines.append(
+                f"| {r['name']} | {model} | {r['num_parameters']:,} | {m['context']} | {tokens} "
+                f"| {t['batch']} | {t['cache_tokens_per_s']:,.1f} | {t['no_cache_tokens_per_s']:,.1f} "
+                f"| {t['cache_speedup']:.2f}x | {'yes' if r['same_tokens'] else 'NO'} "
+                f"| {r['threads']} | `{r['command']}` |"
+            )
+    return [*lines, ""]
+
+
+def _elmo(rows: list[dict]) -> list[str]:
+    elmo = [r for r in rows if r.get("kind") == "elmo"]
+    if not elmo:
+        return []
+    lines = [
+        "## ELMo: biLM perplexity and feature-based sentiment classification",
+        "",
+        "The biLM (forward and backward LSTM language models) trains on the unlabelled reviews; "
+        "its perplexities are per token on the held-out reviews (*mean*: exp of the mean NLL of "
+        "both directions). Then the same classifier (token embedding -> BiLSTM -> mean pooling) "
+        "trains with and without the frozen biLM's features (ELMo_k = gamma sum_j s_j h_k,j "
+        "concatenated to its input), with the same data, tokenizer, optimiser and steps; both "
+        "are scored on the test split.",
+        "",
+        "| run | biLM | params | steps | min | tokens/s | val ppl forward | backward | mean "
+        "| command |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in elmo:
+        b = r["bilm"]
+        lines.append(
+            f"| {r['name']} | {b['dataset']}, {b['num_layers']} x {b['hidden_size']} LSTM per "
+            f"direction, vocab {b['vocab_size']:,} | {b['num_parameters']:,} | {b['steps']:,} "
+            f"| {b['train_minutes']} | {b['tokens_per_s'] or '-':,} "
+            f"| {b['val_forward_perplexity']:.2f} | {b['val_backward_perplexity']:.2f} "
+            f"| {b['val_perplexity']:.2f} | `{b['command']}` |"
+        )
+    lines += [
+        "",
+        "| run | classifier | trainable params | test acc | macro-F1 | steps | train min "
+        "| layer mix s_j (token layer first) | gamma | command |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |",
+    ]
+    for r in elmo:
+        for key, label in (("elmo", "with ELMo"), ("baseline", "without (baseline)")):
+            c = r[key]
+            mix = " / ".join(f"{w:.3f}" for w in c["mix_s"]) if "mix_s" in c else "-"
+            gamma = f"{c['mix_gamma']:.3f}" if "mix_gamma" in c else "-"
+            lines.append(
+                f"| {r['name']} | {label} | {c['trainable_parameters']:,} "
+                f"| {c['test_accuracy']:.4f} | {c['test_macro_f1']:.4f} | {c['steps']:,} "
+                f"| {c['train_minutes']} | {mix} | {gamma} | `{c['command']}` |"
+            )
+        lines.append(
+            f"| {r['name']} | ELMo - baseline | | {r['accuracy_gain']:+.4f} | | "
+            f"{'same steps' if r['same_budget'] else 'DIFFERENT budgets'} | | | | "
+            f"`{r['command']}` |"
+        )
+    return [*lines, ""]
+
+
+def _lm(rows: list[dict]) -> list[str]:
+    lines = _gpt(rows) + _generation(rows) + _elmo(rows)
+    return lines + _notes("lm") if lines else []
+
+
+def _serve(rows: list[dict]) -> list[str]:
+    load = [r for r in rows if r.get("kind") == "serve"]
+    if not load:
+        return []
+    lines = [
+        "## Serving (attnkit serve) under load",
+        "",
+        "`attnkit serve RUN` in its own process on loopback; a fixed number of requests from "
+        "N concurrent clients (httpx), then it stops. Latency is per request, as the client "
+        "sees it (queueing at the server included: inference runs one batch at a time). "
+        "Memory: the server process's resident set before and after the load.",
+        "",
+        "| name | model | endpoint | requests | texts / request | concurrent | errors | req/s "
+        "| p50 ms | p90 ms | p99 ms | max ms | server RSS before -> after (MB) | command |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| --- | --- |",
+    ]
+    for r in load:
+        lines.append(
+            f"| {r['name']} | {r['model']} | {r['endpoint']} | {r['requests']:,} "
+            f"| {r['texts_per_request']} | {r['concurrency']} | {r['errors']} "
+            f"| {r['requests_per_s']:,} | {r['latency_ms_p50']} | {r['latency_ms_p90']} "
+            f"| {r['latency_ms_p99']} | {r['latency_ms_max']} "
+            f"| {r['server_rss_mb_before']:,} -> {r['server_rss_mb_after']:,} | `{r['command']}` |"
+        )
+    return [*lines, ""]
+
+
+def render(rows: list[dict]) -> str:
+    """docs/results.md for these result records."""
     lines = [
         "# Results",
         "",
@@ -325,10 +493,17 @@ def write_results_md() -> Path:
     lines += _sentiment(rows)
     lines += _bert(rows)
     lines += _seq2seq(rows)
+    lines += _lm(rows)
+    lines += _serve(rows)
     machines = sorted({r["machine"] for r in rows if "machine" in r})
     lines += ["Machines: " + "; ".join(machines), ""]
+    return "\n".join(lines)
+
+
+def write_results_md() -> Path:
+    rows = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(RESULTS.glob("*.json"))]
     path = ROOT / "docs" / "results.md"
-    path.write_text("\n".join(lines), encoding="utf-8")
+    path.write_text(render(rows), encoding="utf-8")
     return path
 
 

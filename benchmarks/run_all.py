@@ -37,8 +37,9 @@ class Benchmark:
     name: str
     args: tuple[str, ...]  # benchmarks/SCRIPT and its arguments
     minutes: float  # rough wall time on 2 CPU cores
-    needs: tuple[str, ...]  # dataset splits, "dataset:split[:lang]"
+    needs: tuple[str, ...]  # dataset splits, "dataset:split[:lang]"; or "run:runs/NAME"
     quick: bool = False  # in the default set
+    pending: bool = False  # registered but not run yet: no results/NAME.json, no row
     writes: str = RESULTS
 
     @property
@@ -69,6 +70,7 @@ IMDB = ("imdb:train", "imdb:test")
 IMDB_PRE = (*IMDB, "imdb:unlabeled")
 M30K = tuple(f"multi30k:{s}:{lang}" for s in ("train", "val", "test") for lang in ("de", "en"))
 PRETRAIN = ("--pretrain", "configs/nsmc-pretrain.yaml")
+SHAKESPEARE = ("tinyshakespeare:train",)
 
 # The rows of docs/results.md, with the commands recorded there. Left out: the -v1/-v2 rows,
 # whose commands first check out older recipes with git.
@@ -178,16 +180,59 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         minutes=5,
         needs=NSMC_PRE,
     ),
+    # issue 16: language models (benchmarks/lm.py; durations estimated from short timings)
+    Benchmark(
+        "shakespeare-char",
+        ("benchmarks/lm.py", "configs/shakespeare-char.yaml"),
+        minutes=23,
+        needs=SHAKESPEARE,
+        pending=True,
+    ),
+    Benchmark(
+        "shakespeare-nanogpt-cpu",
+        ("benchmarks/lm.py", "configs/shakespeare-nanogpt-cpu.yaml"),
+        minutes=3,
+        needs=SHAKESPEARE,
+        pending=True,
+    ),
+    Benchmark(  # times the model trained by shakespeare-char (run that first)
+        "generation-shakespeare-char",
+        ("benchmarks/lm.py", "--generation", "runs/bench-shakespeare-char"),
+        minutes=0.7,
+        needs=("run:runs/bench-shakespeare-char",),
+        pending=True,
+    ),
+    Benchmark(
+        "elmo-nsmc",
+        ("benchmarks/lm.py", "--elmo"),
+        minutes=60,
+        needs=NSMC_PRE,
+        pending=True,
+    ),
+    # issue 18: serving (trains runs/bench-serve-nsmc-quick first when missing)
+    Benchmark(
+        "serve-load",
+        ("benchmarks/serve_load.py",),
+        minutes=4,
+        needs=NSMC,
+        pending=True,
+    ),
 )
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
 
 def missing_data(bench: Benchmark) -> str | None:
-    """Why ``bench`` cannot run here (a dataset split not in the data folder), or None."""
+    """Why ``bench`` cannot run here (a dataset split not in the data folder, or a run
+    another benchmark makes), or None."""
     from attnkit.data.catalogue import dataset_path
     from attnkit.errors import DataError
 
     for need in bench.needs:
+        if need.startswith("run:"):
+            run = need.removeprefix("run:")
+            if not (ROOT / run / "model.safetensors").is_file():
+                return f"run {run} not found (the benchmark that trains it runs first)"
+            continue
         name, split, *lang = need.split(":")
         try:
             dataset_path(name, split, lang=lang[0] if lang else None)
@@ -202,7 +247,12 @@ def _minutes(m: float) -> str:
 
 def print_table() -> None:
     rows = [
-        (b.name + (" *" if b.quick else ""), _minutes(b.minutes), b.output(), " ".join(b.args))
+        (
+            b.name + (" *" if b.quick else "") + (" (not run yet)" if b.pending else ""),
+            _minutes(b.minutes),
+            b.output(),
+            " ".join(b.args),
+        )
         for b in BENCHMARKS
     ]
     head = ("name", "time", "writes", "command")

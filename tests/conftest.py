@@ -80,3 +80,45 @@ def tiny_config(tmp_path: Path, tiny_data: Path) -> Path:
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(tiny_recipe(tiny_data)), encoding="utf-8")
     return path
+
+
+# --------------------------------------------------------------------------- served runs
+LEGACY_RUNS = Path(__file__).parent / "fixtures" / "legacy_runs"
+SERVE_LM_TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n\n" * 20
+
+
+@pytest.fixture(scope="session")
+def served_runs(tmp_path_factory) -> dict[str, Path]:
+    """One run per endpoint for the serving tests (``NAME=RUN`` specs by name): a tiny
+    Transformer sentiment classifier (English + Korean), an n-gram one, a tiny character
+    GPT, and the legacy translate / chat runs of tests/fixtures."""
+    import attnkit
+
+    root = tmp_path_factory.mktemp("served")
+    data = root / "data"
+    data.mkdir()
+    write_csv(data / "train.csv", make_sentiment_rows(320, seed=0))
+    write_csv(data / "test.csv", make_sentiment_rows(80, seed=1))
+    recipe = root / "sentiment.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_recipe(data, epochs=3)), encoding="utf-8")
+    attnkit.train(recipe, out=root / "sentiment", log=lambda *_: None)
+    corpus = root / "verse.txt"
+    corpus.write_text(SERVE_LM_TEXT, encoding="utf-8")
+    lm_recipe = {
+        "task": "lm",
+        "data": {"name": "file", "train": str(corpus), "val_fraction": 0.1, "max_len": 24},
+        "tokenizer": {"kind": "char", "min_frequency": 1},
+        "model": {"arch": "gpt", "num_layers": 1, "d_model": 32, "num_heads": 2, "d_ff": 64,
+                  "dropout": 0.0},
+        "training": {"max_steps": 10, "batch_size": 8, "lr": 3e-3, "eval_every": 10,
+                     "log_every": 5, "progress": False, "num_threads": 1},
+    }  # fmt: skip
+    (root / "lm.yaml").write_text(yaml.safe_dump(lm_recipe), encoding="utf-8")
+    attnkit.train(root / "lm.yaml", out=root / "verse", log=lambda *_: None)
+    return {
+        "sentiment": root / "sentiment",
+        "ngram": LEGACY_RUNS / "classify-ngram",
+        "translator": LEGACY_RUNS / "translate-transformer",
+        "bot": LEGACY_RUNS / "chat-lstm",
+        "verse": root / "verse",
+    }

@@ -49,7 +49,8 @@ def test_recipe_errors_name_the_key_and_the_arch() -> None:
     cases = [
         (
             {"model": {"arch": "gru", "num_heads": 2}},
-            "model.num_heads is a setting of arch transformer / bert-classifier, not gru",
+            "model.num_heads is a setting of arch transformer / bert-classifier / "
+            "gpt-classifier, not gru",
         ),
         (
             {"model": {"arch": "ngram", "hidden_size": 8}},

@@ -34,6 +34,7 @@ from attnkit.models.classifier import (
 from attnkit.models.elmo import BiLM, ELMoConfig, ELMoEmbedder
 from attnkit.models.elmo_classifier import ELMoClassifier, ELMoClassifierConfig
 from attnkit.models.gpt import GPT, GPTConfig
+from attnkit.models.gpt_classifier import GPTClassifier, GPTClassifierConfig
 from attnkit.models.mlm import MaskedLMConfig
 from attnkit.models.ngram import NgramClassifier, NgramConfig
 from attnkit.models.rnn import Seq2SeqLSTMConfig
@@ -56,6 +57,8 @@ __all__ = [
     "ELMoConfig",
     "ELMoEmbedder",
     "GPT",
+    "GPTClassifier",
+    "GPTClassifierConfig",
     "GPTConfig",
     "ModelConfig",
     "NgramClassifier",
@@ -79,6 +82,7 @@ MODEL_CONFIGS: dict[str, dict[str, type[ModelConfig]]] = {
         "ngram": NgramConfig,
         "bert-classifier": BertConfig,  # BertForSequenceClassification
         "elmo": ELMoClassifierConfig,  # frozen ELMo biLM features + a small task model
+        "gpt-classifier": GPTClassifierConfig,  # GPT fine-tuned with a pooled linear head
     },
     "seq2seq": {"transformer": TransformerConfig, "lstm": Seq2SeqLSTMConfig},
     "masked_lm": {"transformer": MaskedLMConfig},
@@ -132,7 +136,7 @@ def from_pretrained(directory: str | Path, map_location: str = "cpu") -> nn.Modu
     config = read_model_config(directory)
     if isinstance(config, BertConfig):  # its own loader reads Hugging Face's names
         return config.model_class().from_pretrained(directory, map_location=map_location)
-    if isinstance(config, GPTConfig):  # a GPT-2 directory (or attnkit's own format)
+    if type(config) is GPTConfig:  # a GPT-2 directory (or attnkit's own format)
         return GPT.from_pretrained(directory, map_location=map_location)
     model = config.build()
     load_model_weights(model, RunDir(directory).weights_path, map_location=map_location)

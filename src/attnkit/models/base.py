@@ -125,6 +125,13 @@ class ModelConfig:
         return False
 
     @property
+    def prefix_ids(self) -> tuple[int, ...]:
+        """Token ids the data puts before every text (after a [CLS]), counted in
+        ``data.max_len``: e.g. the [EOS] a GPT pretrained on packed reviews read each review
+        after. Default: none."""
+        return ()
+
+    @property
     def hidden_width(self) -> int:
         """The width the Noam learning-rate schedule scales by (d_model^-0.5)."""
         return int(getattr(self, "d_model", 512))

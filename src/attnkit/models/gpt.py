@@ -119,6 +119,7 @@ class GPTConfig(ModelConfig):
     def validate(self) -> None:
         super().validate()
         filled = self.vocab_size != 0  # 0: a recipe's, before the task sets it from the data
+        arch = type(self).__dataclass_fields__["arch"].default  # (a subclass names its own)
         check(
             positive("model.vocab_size", self.vocab_size) if filled else (True, ""),
             positive("model.d_model", self.d_model),
@@ -129,7 +130,7 @@ class GPTConfig(ModelConfig):
             positive("model.init_std", self.init_std),
         )
         check(
-            (self.arch == "gpt", f"model.arch must be gpt, got {short_repr(self.arch)}"),
+            (arch == self.arch, f"model.arch must be {arch}, got {short_repr(self.arch)}"),
             (
                 self.d_model % self.num_heads == 0,
                 f"model.d_model must be divisible by model.num_heads, got d_model "
@@ -271,6 +272,22 @@ class GPT(AttnkitModel):
             cumulative sum, else cached + 0..T-1). cache: from ``init_cache()``; updated in
             place with these positions' keys/values (then pass only new tokens next time).
         """
+        h, weights = self.hidden_states(
+            input_ids, attention_mask, cache, position_ids, need_weights
+        )
+        return GPTOutput(self.lm_head(h), h, cache, weights)
+
+    def hidden_states(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        cache: list[KVCache] | None = None,
+        position_ids: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, list[Tensor] | None]:
+        """``forward`` without the LM head: (the final LayerNorm's output (B, T, d_model),
+        per-layer attention weights or None). What a classifier head reads
+        (``attnkit.models.gpt_classifier``); the arguments are ``forward``'s."""
         b, t = input_ids.shape
         past = 0 if cache is None else len(cache[0])
         mask = None
@@ -295,10 +312,9 @@ class GPT(AttnkitModel):
             )
         x = self.tok_embed(input_ids) + self.pos.embedding(position_ids)  # (B, T, d_model)
         x = self.dropout(x)
-        h, weights = self.blocks(
+        return self.blocks(
             x, key_padding_mask=mask, need_weights=need_weights, cache=cache, is_causal=True
         )
-        return GPTOutput(self.lm_head(h), h, cache, weights)
 
     # ------------------------------------------------------------------ generation
     def stepper(

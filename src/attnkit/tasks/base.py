@@ -65,6 +65,9 @@ class TaskSpec:
     name: str = ""
     model_family: str = ""  # which models it trains (attnkit.models.MODEL_CONFIGS)
     default_arch: str = "transformer"
+    # how ``attnkit serve`` serves its runs: the endpoint POST /v1/<endpoint> (classify,
+    # translate, chat, generate, tag, answer; attnkit.serve.handlers); None: not served
+    endpoint: str | None = None
 
     # ------------------------------------------------------------------ recipe
     def archs(self) -> list[str]:

@@ -114,20 +114,25 @@ def _encode(
 
     A BERT reads ``[CLS] A [SEP]`` or, for pairs (``texts_b``), ``[CLS] A [SEP] B [SEP]``
     with segment ids (``attnkit.data.segments``); other models read the text alone
-    (``[CLS]`` first for cls pooling). Texts are cut to ``data.max_len`` tokens keeping
-    ``data.truncation`` (pairs: longest first)."""
+    (``[CLS]`` first for cls pooling), after the model config's ``prefix_ids`` (a GPT
+    pretrained on reviews: the [EOS] it read each review after). Texts are cut to
+    ``data.max_len`` tokens, those included, keeping ``data.truncation`` (pairs: longest
+    first)."""
     if is_bert(cfg.model):
         return encode_pairs(tokenizer, texts, texts_b, cfg.data.max_len, cfg.data.truncation)
     if texts_b is not None:
         raise InputError(f"sentence pairs need a BERT (model.arch: bert-classifier), not "
                          f"{cfg.model.arch}")  # fmt: skip
+    prefix = list(cfg.model.prefix_ids)
     ids, cut = tokenizer.encode_batch(
         texts,
-        max_len=cfg.data.max_len,
+        max_len=cfg.data.max_len - len(prefix),
         add_cls=cfg.model.needs_cls,
         keep=cfg.data.truncation,
         return_truncated=True,
     )
+    if prefix:
+        ids = [prefix + row for row in ids]
     return ids, None, cut
 
 
@@ -601,6 +606,7 @@ class ClassifySpec(TaskSpec):
     Model selection by validation accuracy; the softmax temperature is fitted afterwards."""
 
     name = "classify"
+    endpoint = "classify"
     model_family = "classifier"
 
     def validate(self, cfg: RunConfig) -> None:
@@ -642,6 +648,10 @@ class ClassifySpec(TaskSpec):
             from attnkit.tasks.bilm import pretrained_elmo_config
 
             return pretrained_elmo_config(cfg, log)
+        if cfg.model.arch == "gpt-classifier":  # an lm run's GPT, start token, tokenizer
+            from attnkit.tasks.lm import pretrained_gpt_config
+
+            return pretrained_gpt_config(cfg, log)
         from attnkit.tasks.mlm import pretrained_config
 
         return pretrained_config(cfg, log)
@@ -652,11 +662,12 @@ class ClassifySpec(TaskSpec):
     def model_inputs(
         self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
     ) -> dict[str, Any]:
-        sizes = (
-            bert_model_inputs(cfg, tokenizer)
-            if is_bert(cfg.model)
-            else super().model_inputs(cfg, tokenizer, run_info)
-        )
+        if is_bert(cfg.model):
+            sizes = bert_model_inputs(cfg, tokenizer)
+        elif cfg.model.arch == "gpt-classifier" and cfg.model.init_from:
+            sizes = {}  # the lm run's vocabulary, ids and positions (before_data)
+        else:
+            sizes = super().model_inputs(cfg, tokenizer, run_info)
         return {**sizes, "num_classes": len(run_info["labels"])}
 
     def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
@@ -674,6 +685,10 @@ class ClassifySpec(TaskSpec):
             from attnkit.tasks.bilm import load_pretrained_bilm
 
             load_pretrained_bilm(model, init_from, log)
+        elif init_from and cfg.model.arch == "gpt-classifier":
+            from attnkit.tasks.lm import load_pretrained_gpt
+
+            load_pretrained_gpt(model, init_from, log)
         elif init_from:
             from attnkit.tasks.mlm import pretrained_weights
 

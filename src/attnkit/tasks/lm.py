@@ -69,7 +69,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import RunConfig, require
+from attnkit.config import ConfigError, RunConfig, require
 from attnkit.data.batching import pad_batch
 from attnkit.data.readers import read_imdb, read_nsmc, read_unlabeled
 from attnkit.data.split import limit_examples, split_examples
@@ -89,9 +89,12 @@ __all__ = [
     "LMPredictor",
     "LanguageModelSpec",
     "LanguageModelTask",
+    "document_start_id",
+    "load_pretrained_gpt",
     "make_sequences",
     "nll_metrics",
     "prepare_data",
+    "pretrained_gpt_config",
     "read_corpus",
 ]
 
@@ -641,12 +644,92 @@ class LMPredictor:
 
 
 # --------------------------------------------------------------------------------------
+# Fine-tuning for classification: a classifier started from an lm run (task classify,
+# model.arch gpt-classifier, model.init_from)
+# --------------------------------------------------------------------------------------
+def _read_gpt_run(path: str | Path) -> tuple[RunDir, dict[str, Any]]:
+    """(the run, its config.json) of a finished task-lm run with a GPT; a one-line
+    ``ConfigError`` naming what is wrong otherwise."""
+    run_dir = RunDir(Path(path).expanduser())
+    if not run_dir.is_run() or not run_dir.has_weights():
+        raise ConfigError(
+            f"model.init_from: {run_dir} is not a finished run (config.json and "
+            "model.safetensors are needed)"
+        )
+    saved = run_dir.read_config()
+    model = saved.get("model")
+    arch = model.get("arch") if isinstance(model, dict) else None
+    if saved.get("task") != "lm" or arch != "gpt":
+        raise ConfigError(
+            f"model.init_from: {run_dir} is a {saved.get('task')!r} run of a {arch!r} model; "
+            "arch gpt-classifier starts from a task lm run with a GPT (e.g. runs/nsmc-gpt)"
+        )
+    return run_dir, saved
+
+
+def document_start_id(data_name: str | None, tokenizer: Tokenizer) -> int | None:
+    """The id an lm run's GPT read before every text: [EOS] for a model of documents
+    (reviews packed as ``[EOS] review [EOS] ...``; ``LMPredictor`` starts its prompts with
+    it too), None for a model of one continuous text (read as it is)."""
+    return _eos_id(tokenizer) if data_name in DOCUMENT_DATASETS else None
+
+
+def pretrained_gpt_config(cfg: RunConfig, log: Log = print) -> tuple[RunConfig, Tokenizer]:
+    """For a classifier with ``model.arch: gpt-classifier`` and ``model.init_from``: the
+    recipe with the lm run's GPT sizes and ids (the config's ``PRETRAINED_KEYS``) and
+    ``start_id`` filled in, and that run's tokenizer (the classifier reads text exactly as
+    the language model did)."""
+    from attnkit.models.gpt import GPTConfig
+
+    run_dir, saved = _read_gpt_run(cfg.model.init_from)
+    try:
+        lm = GPTConfig.from_dict(saved["model"])
+        lm.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"model.init_from: {run_dir}: {exc}") from None
+    keys = type(cfg.model).PRETRAINED_KEYS
+    changed = {k: getattr(lm, k) for k in keys if getattr(cfg.model, k) != getattr(lm, k)}
+    tokenizer = run_dir.load_tokenizer()
+    if tokenizer.vocab_size > lm.vocab_size:
+        raise ConfigError(
+            f"model.init_from: the tokenizer of {run_dir} has {tokenizer.vocab_size} tokens, "
+            f"its model only {lm.vocab_size} embedding rows"
+        )
+    if cfg.data.max_len > lm.max_len:
+        raise ConfigError(
+            f"data.max_len={cfg.data.max_len} exceeds the {lm.max_len} positions of the GPT "
+            f"in {run_dir}; lower data.max_len"
+        )
+    data = saved.get("data")
+    start = document_start_id(data.get("name") if isinstance(data, dict) else None, tokenizer)
+    cfg.model = cfg.model.replace(**changed, start_id=start)
+    sizes = ("d_model", "num_heads", "d_ff", "num_layers", "max_len", "vocab_size")
+    listed = ", ".join(f"{k}={getattr(lm, k)}" for k in sizes)
+    read = "[EOS] text (as it read its reviews)" if start is not None else "the text alone"
+    log(f"model.init_from {run_dir}: its GPT ({listed}) and tokenizer; texts read as {read}")
+    return cfg, tokenizer
+
+
+def load_pretrained_gpt(model: nn.Module, run: str | Path, log: Log = print) -> int:
+    """Copy every weight of a finished lm run's GPT into a GPT classifier's ``model.gpt``
+    (the head stays new); returns the number of tensors copied."""
+    from attnkit.checkpoint import load_model_weights
+
+    run_dir, _ = _read_gpt_run(run)
+    load_model_weights(model.gpt, run_dir.weights_path)
+    copied = len(model.gpt.state_dict())
+    log(f"initialised the GPT from {run} ({copied} tensors); new: the classification head")
+    return copied
+
+
+# --------------------------------------------------------------------------------------
 # The task
 # --------------------------------------------------------------------------------------
 class LanguageModelSpec(TaskSpec):
     """Causal language modelling with a GPT (``model.arch: gpt``)."""
 
     name = "lm"
+    endpoint = "generate"
     model_family = "lm"
     default_arch = "gpt"
 

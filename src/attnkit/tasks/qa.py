@@ -558,6 +558,7 @@ class QASpec(BertTaskSpec):
     (``model.init_from``). Model selection by validation F1."""
 
     name = "qa"
+    endpoint = "answer"
     model_family = "qa"
     default_arch = "bert-qa"
 

@@ -624,6 +624,7 @@ class Seq2SeqSpec(TaskSpec):
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.endpoint = name  # POST /v1/translate, /v1/chat
 
     def validate(self, cfg: RunConfig) -> None:
         d, t = cfg.data, cfg.training

@@ -440,6 +440,7 @@ class TagSpec(BertTaskSpec):
     CoNLL-style files, with a BERT. Model selection by validation entity F1."""
 
     name = "tag"
+    endpoint = "tag"
     model_family = "tagger"
     default_arch = "bert-tagger"
 

@@ -1,0 +1,202 @@
+"""Load test of ``attnkit serve`` on loopback: a bounded number of requests at a fixed
+concurrency, then it stops. Records errors, latency percentiles, throughput and the server
+process's memory before and after -> benchmarks/results/NAME.json (kind "serve") and the
+"Serving" table of docs/results.md.
+
+    python benchmarks/serve_load.py                       # 2,000 requests, 16 concurrent
+    python benchmarks/serve_load.py --run runs/nsmc-transformer --requests 5000
+
+The served run: ``--run RUN``, else runs/bench-serve-nsmc-quick, trained first from
+configs/nsmc-quick.yaml when missing (a few minutes). Each request classifies one NSMC
+test review (``--texts N`` per request for batched requests), drawn in a fixed order; the
+server runs as its own process (``attnkit serve``), exactly as a user starts it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from report import ROOT, command_line, cpu_native_bf16, machine, publish
+
+DEFAULT_RUN = ROOT / "runs" / "bench-serve-nsmc-quick"
+FALLBACK_TEXTS = [
+    "배우들 연기가 정말 최고였어요",
+    "시간 낭비, 돈 낭비",
+    "그럭저럭 볼만했다",
+    "스토리가 너무 지루해서 졸았다",
+    "인생 영화입니다 꼭 보세요",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rss_mb(pid: int) -> float:
+    """Resident memory of a process (Linux /proc), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def _texts(n: int) -> tuple[list[str], str]:
+    """n review texts: NSMC's test reviews if the data is here, else a few fixed ones."""
+    try:
+        from attnkit.data.readers import read_nsmc
+
+        texts = [e.text for e in read_nsmc("test") if e.text.strip()]
+        source = "NSMC test reviews"
+    except Exception:  # noqa: BLE001 - no data here: the load test still runs
+        texts, source = FALLBACK_TEXTS, "5 fixed Korean reviews (NSMC not found)"
+    return [texts[i % len(texts)] for i in range(n)], source
+
+
+def _ensure_run(run: Path) -> None:
+    if (run / "model.safetensors").is_file():
+        return
+    from attnkit.api import train
+
+    print(f"training {run} from configs/nsmc-quick.yaml (the served model)")
+    train(ROOT / "configs" / "nsmc-quick.yaml", out=run, force=True,
+          overrides=["training.progress=false"])  # fmt: skip
+
+
+async def _load(url: str, bodies: list[dict], concurrency: int) -> tuple[list[float], list[str]]:
+    """Send every body (POST /v1/classify) with ``concurrency`` workers; per request its
+    latency (s), and a description of each error."""
+    import httpx
+
+    latencies: list[float] = []
+    errors: list[str] = []
+    queue: asyncio.Queue = asyncio.Queue()
+    for body in bodies:
+        queue.put_nowait(body)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+
+        async def worker() -> None:
+            while not queue.empty():
+                body = queue.get_nowait()
+                start = time.perf_counter()
+                try:
+                    r = await client.post("/v1/classify", json=body)
+                    ok = r.status_code == 200 and len(r.json()["predictions"]) == len(body["texts"])
+                    if not ok:
+                        errors.append(f"HTTP {r.status_code}: {r.text[:200]}")
+                except Exception as exc:  # noqa: BLE001 - counted as an error
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                latencies.append(time.perf_counter() - start)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, errors
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", type=Path, default=None, help="the run to serve")
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--texts", type=int, default=1, help="texts per request (one batch)")
+    parser.add_argument("--name", default="serve-load")
+    args = parser.parse_args()
+    run = args.run or DEFAULT_RUN
+    _ensure_run(run)
+    texts, source = _texts(args.requests * args.texts)
+    bodies = [{"texts": texts[i : i + args.texts]} for i in range(0, len(texts), args.texts)]
+
+    port = _free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnkit.cli",
+            "serve",
+            str(run),
+            "--port",
+            str(port),
+            "--max-texts",
+            str(max(64, args.texts)),
+        ],  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the server did not start")
+            time.sleep(0.3)
+        # one warm-up request (first-call allocations), then the measured load
+        httpx.post(f"{url}/v1/classify", json=bodies[0], timeout=60)
+        rss_before = _rss_mb(server.pid)
+        start = time.perf_counter()
+        latencies, errors = asyncio.run(_load(url, bodies, args.concurrency))
+        wall = time.perf_counter() - start
+        rss_after = _rss_mb(server.pid)
+        info = httpx.get(f"{url}/v1/models", timeout=10).json()["models"][0]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    ms = [x * 1000 for x in latencies]
+    record = {
+        "name": args.name,
+        "kind": "serve",
+        "command": command_line("serve_load.py"),
+        "run": str(run.resolve().relative_to(ROOT))
+        if run.resolve().is_relative_to(ROOT)
+        else str(run),
+        "model": f"{info['arch']} ({info['task']}, {info['dataset']}), {info['parameters']:,} parameters",
+        "endpoint": "/v1/classify",
+        "texts": source,
+        "requests": len(bodies),
+        "texts_per_request": args.texts,
+        "concurrency": args.concurrency,
+        "errors": len(errors),
+        "first_errors": errors[:5],
+        "wall_s": round(wall, 2),
+        "requests_per_s": round(len(bodies) / wall, 1),
+        "latency_ms_p50": round(statistics.median(ms), 1),
+        "latency_ms_p90": round(_percentile(ms, 90), 1),
+        "latency_ms_p99": round(_percentile(ms, 99), 1),
+        "latency_ms_max": round(max(ms), 1),
+        "server_rss_mb_before": rss_before,
+        "server_rss_mb_after": rss_after,
+        "machine": machine(),
+        "cpu_native_bf16": cpu_native_bf16(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    publish(record)
+    if errors:
+        raise SystemExit(f"{len(errors)} of {len(bodies)} requests failed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""Fine-tuning GPT for classification (Radford et al. 2018, sec. 3.2 and figure 1): the
+decoder of ``attnkit.models.gpt`` with a linear head on one vector per text
+(``model.arch: gpt-classifier``, task classify).
+
+    ids (B, T), right-padded -> GPT: embeddings, num_layers causal pre-norm blocks, final
+                                LayerNorm (``GPT.hidden_states``)          (B, T, d_model)
+       -> pooling: last (the vector at each row's last real token) |
+                   mean (masked mean over the real tokens)                (B, d_model)
+       -> Dropout -> Linear                                               (B, num_classes)
+
+The paper reads the last token: in a causal model it is the only position that has seen the
+whole text (``last``, the default). Position t never attends to a later one, so with right
+padding the real tokens' vectors, hence both poolings, are exactly those of the text alone:
+padding never changes a prediction (``tests/test_gpt_classifier.py``).
+
+``model.init_from`` names a task-lm run (``arch: gpt``): the classifier takes its sizes,
+tokenizer and every weight of its GPT (``attnkit.tasks.lm.pretrained_gpt_config`` /
+``load_pretrained_gpt``); only the head is new, and everything is then trained on the
+labels. Reading text as the language model did is the task's job: an lm run trained on
+reviews packed as ``[EOS] review [EOS] review ...`` saw every review after an [EOS], so
+``start_id`` is that [EOS] and the data puts it before every text (``prefix_ids``, counted
+in ``data.max_len``); a model of one continuous text (Tiny Shakespeare, a file) reads the
+text bare. The GPT inside keeps its LM head (tied to the token embedding: no extra weights;
+an untied one is carried along frozen and unused), so ``model.gpt`` is the lm run's model,
+tensor for tensor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from attnkit.config import check, positive, short_repr
+from attnkit.models.base import AttnkitModel, ModelConfig, param
+from attnkit.models.classifier import _real_token_mask, masked_mean
+from attnkit.models.gpt import GPT, GPTConfig
+
+__all__ = ["GPTClassifier", "GPTClassifierConfig", "last_token"]
+
+
+@dataclass
+class GPTClassifierConfig(GPTConfig):
+    """``arch: gpt-classifier`` for task classify: a GPT (every ``arch: gpt`` key) with a
+    pooled linear head."""
+
+    model_type: ClassVar[str] = "classifier"
+    # what init_from's lm run decides: its GPT's sizes and ids (the positions included)
+    PRETRAINED_KEYS: ClassVar[tuple[str, ...]] = (
+        "vocab_size",
+        "pad_id",
+        "max_len",
+        "eos_id",
+        "d_model",
+        "num_heads",
+        "d_ff",
+        "num_layers",
+        "activation",
+        "layer_norm_eps",
+        "tie_embeddings",
+        "preset",
+    )
+    POOLINGS: ClassVar[tuple[str, ...]] = ("last", "mean")
+
+    arch: str = param("gpt-classifier", "gpt-classifier")
+    eos_id: int | None = param(
+        None, "the language model's end-of-text id (from model.init_from; unused here)", True
+    )
+    num_classes: int = param(2, "output classes (the labels in the training data)", True)
+    start_id: int | None = param(
+        None,
+        "id the data puts before every text: [EOS] when the init_from lm run read reviews "
+        "([EOS] review [EOS] ...); None: the text alone",
+        True,
+    )
+    pooling: str = param(
+        "last", "last (the last real token's vector, the GPT paper's) | mean (over real tokens)"
+    )
+    classifier_dropout: float | None = param(
+        None, "dropout before the linear head (None: model.dropout)"
+    )
+    init_from: str | None = param(
+        None,
+        "a task-lm run (arch gpt) whose weights, sizes and tokenizer the classifier starts "
+        "from; None: a GPT of this section's sizes, trained from scratch",
+    )
+
+    def validate(self) -> None:
+        super().validate()
+        check(
+            positive("model.num_classes", self.num_classes),
+            (
+                self.pooling in self.POOLINGS,
+                f"model.pooling must be one of {', '.join(self.POOLINGS)} for arch "
+                f"gpt-classifier, got {short_repr(self.pooling)}",
+            ),
+            (
+                self.classifier_dropout is None or 0.0 <= self.classifier_dropout < 1.0,
+                f"model.classifier_dropout must be in [0, 1), got {self.classifier_dropout!r}",
+            ),
+            (
+                self.vocab_size == 0
+                or self.start_id is None
+                or 0 <= self.start_id < self.vocab_size,
+                f"model.start_id must be null or in [0, vocab_size), got "
+                f"{short_repr(self.start_id)}",
+            ),
+        )
+
+    @property
+    def prefix_ids(self) -> tuple[int, ...]:
+        return () if self.start_id is None else (self.start_id,)
+
+    def lm_config(self) -> GPTConfig:
+        """The config of the GPT inside (``arch: gpt``, the shared keys' values)."""
+        shared = {f.name for f in dataclasses.fields(GPTConfig)} - {"arch"}
+        return GPTConfig(**{name: getattr(self, name) for name in shared})
+
+    def describe(self) -> str:
+        pooling = "last-token" if self.pooling == "last" else "mean"
+        return (
+            f"GPT classifier ({self.num_layers} layers, d_model {self.d_model}, context "
+            f"{self.max_len}), {pooling} pooling"
+        )
+
+    def build(self) -> GPTClassifier:
+        return GPTClassifier(self)
+
+
+def last_token(x: Tensor, mask: Tensor) -> Tensor:
+    """x (B, T, D) at each row's last real token (mask (B, T) True = real) -> (B, D).
+    Any padding side; a row without a real token gives its position 0."""
+    t = mask.size(1)
+    index = (torch.arange(t, device=mask.device) * mask.long()).argmax(dim=1)  # (B,)
+    return x[torch.arange(x.size(0), device=x.device), index]
+
+
+class GPTClassifier(AttnkitModel):
+    """``GPT`` (``self.gpt``) + pooling + Dropout + Linear (module docstring).
+
+    model(input_ids (B, T), attention_mask (B, T) | None, need_weights=False)
+        -> (logits (B, num_classes), per-layer self-attention [(B, H, T, T)] or None)
+    model.representation(input_ids, attention_mask) -> the pooled vectors (B, d_model)
+    """
+
+    config_class: ClassVar[type[ModelConfig]] = GPTClassifierConfig
+    returns_attention = True
+
+    def __init__(self, config: GPTClassifierConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        c = self.config
+        self.pad_id, self.num_classes, self.pooling = c.pad_id, c.num_classes, c.pooling
+        self.gpt = GPT(c.lm_config())
+        if not c.tie_embeddings:  # an untied LM head is carried along, never trained
+            self.gpt.lm_head.weight.requires_grad_(False)
+        self.head_dropout = nn.Dropout(c.dropout if c.classifier_dropout is None
+                                       else c.classifier_dropout)  # fmt: skip
+        self.head = nn.Linear(c.d_model, c.num_classes)
+        nn.init.normal_(self.head.weight, 0.0, c.init_std)  # (GPT-2's initialisation)
+        nn.init.zeros_(self.head.bias)
+
+    def _pooled(
+        self, input_ids: Tensor, attention_mask: Tensor | None, need_weights: bool
+    ) -> tuple[Tensor, list[Tensor] | None]:
+        mask = _real_token_mask(input_ids, attention_mask, self.pad_id)  # (B, T)
+        h, weights = self.gpt.hidden_states(input_ids, mask, need_weights=need_weights)
+        pooled = last_token(h, mask) if self.pooling == "last" else masked_mean(h, mask)
+        return pooled, weights
+
+    def representation(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """The vector the head reads (B, d_model): GPT's final hidden state at the last real
+        token (``pooling: last``) or its mean over the real tokens (``mean``)."""
+        return self._pooled(input_ids, attention_mask, False)[0]
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, list[Tensor] | None]:
+        """input_ids (B, T) long; attention_mask (B, T), True = real token (None:
+        ``input_ids != pad_id``). Returns (logits (B, num_classes), per-layer causal
+        self-attention weights [(B, H, T, T)] if ``need_weights`` else None)."""
+        pooled, weights = self._pooled(input_ids, attention_mask, need_weights)
+        return self.head(self.head_dropout(pooled)), weights

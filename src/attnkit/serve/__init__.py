@@ -1,0 +1,37 @@
+"""``attnkit serve``: trained runs behind an HTTP API and a web page (``create_app``)."""
+
+from __future__ import annotations
+
+from attnkit.serve.limits import Limits
+
+__all__ = ["Limits", "create_app", "serve"]
+
+
+def create_app(*args, **kwargs):
+    """See ``attnkit.serve.app.create_app`` (imported on use: FastAPI loads only here)."""
+    from attnkit.serve.app import create_app as _create_app
+
+    return _create_app(*args, **kwargs)
+
+
+def serve(
+    runs,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: Limits | None = None,
+    map_location: str = "cpu",
+    log=print,
+) -> None:
+    """Load ``runs`` and serve them until interrupted (uvicorn)."""
+    import uvicorn
+
+    from attnkit.serve.app import create_app as _create_app
+
+    app = _create_app(runs, limits, map_location)
+    names = ", ".join(f"{r.name} (/v1/{r.endpoint})" for r in app.state.server.runs.values())
+    log(f"serving {names}")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        log(f"warning: listening on {host}, not only this machine: anyone who can reach it "
+            "can use the models (there is no authentication)")  # fmt: skip
+    log(f"web page: http://{'[' + host + ']' if ':' in host else host}:{port}/   API docs: /docs")
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -1,0 +1,32 @@
+"""What one request may ask of ``attnkit serve``: every limit in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attnkit.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-request limits. Over ``max_body_bytes``, ``max_chars`` (any one text) or
+    ``max_texts`` -> 413 (payload too large); ``max_new_tokens`` or ``max_beam`` exceeded
+    -> 422 (a parameter out of range); a request still unanswered after ``timeout_s``
+    seconds (waiting for the model included) -> 503."""
+
+    max_chars: int = 2000  # characters per text (a review, a sentence, a prompt, a context: 20000)
+    max_texts: int = 64  # texts per request (one batch)
+    max_new_tokens: int = 256  # tokens one /v1/generate may ask for
+    max_beam: int = 8  # beam width of /v1/translate
+    timeout_s: float = 30.0  # seconds until a request is given up (503)
+    max_body_bytes: int = 1_000_000  # bytes of one request body
+    max_context_chars: int = 20_000  # characters of one /v1/answer context
+
+    def __post_init__(self) -> None:
+        for name in ("max_chars", "max_texts", "max_new_tokens", "max_beam", "max_body_bytes",
+                     "max_context_chars"):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"serve limit {name} must be an integer >= 1, got {value!r}")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"serve limit timeout_s must be > 0, got {self.timeout_s!r}")

@@ -1,0 +1,138 @@
+"""The web page in a real browser: Playwright drives headless Chromium (Debian's `chromium`,
+installed by `make test` when it can be) against `attnkit serve` on loopback. It types a
+Korean review, clicks, reads the label and the attention highlight, switches layer and head,
+translates, chats, streams a generation, shows an error, and saves screenshots.
+
+Skipped, with the reason printed, when Playwright or a Chromium binary is missing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import attnkit
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (make test installs it)"
+)
+uvicorn = pytest.importorskip("uvicorn")
+
+CHROMIUM = os.environ.get("ATTNKIT_CHROMIUM") or next(
+    (p for name in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(name))),
+    None,
+)
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no chromium binary (make test installs Debian's chromium when it runs as root; "
+    "or set ATTNKIT_CHROMIUM)",
+)
+
+REVIEW = "이 영화 정말 재미있어요 최고"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def url(served_runs):
+    from attnkit.serve import create_app
+
+    app = create_app([f"{name}={path}" for name, path in served_runs.items()])
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def page(url):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1000, "height": 1400})
+        page.set_default_timeout(30_000)
+        page.goto(url)
+        page.wait_for_selector("body[data-ready=true]")
+        yield page
+        browser.close()
+
+
+def test_classify_a_korean_review_with_attention(page, served_runs, tmp_path: Path) -> None:
+    page.select_option("#classify-model", "sentiment")
+    page.fill("#classify-text", REVIEW)
+    page.click("#classify-btn")
+    page.wait_for_selector("#classify-tokens .tok")
+    clf = attnkit.load(served_runs["sentiment"])
+    want = clf.predict([REVIEW])[0]
+    assert page.inner_text("#classify-label") == want.label
+    assert page.inner_text("#classify-prob") == f"{100 * want.probability:.1f}%"
+    tokens, weights = clf.attention(REVIEW)
+    spans = page.locator("#classify-tokens .tok")
+    assert spans.count() == len(tokens)
+    shown = "".join(spans.all_inner_texts()).replace(" ", "")
+    assert "재미있어요" in shown  # Hangul came through the whole way
+    # layer / head pickers: every layer, "mean" + every head; a head changes the highlight
+    assert page.locator("#attn-layer option").count() == len(weights)
+    assert page.locator("#attn-head option").count() == 1 + weights[0].size(0)
+    mean_colors = [spans.nth(i).evaluate("e => e.style.background") for i in range(len(tokens))]
+    page.select_option("#attn-head", "0")
+    head_colors = [spans.nth(i).evaluate("e => e.style.background") for i in range(len(tokens))]
+    assert mean_colors != head_colors
+    # Korean renders with a real font even without Korean system fonts (served NanumGothic)
+    loaded = page.evaluate(
+        "document.fonts.load('16px \"attnkit-ko\"', '한국어').then(f => f.length)"
+    )
+    assert loaded >= 1
+    shot = tmp_path / "classify.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+
+
+def test_an_empty_review_shows_the_error(page) -> None:
+    page.select_option("#classify-model", "ngram")
+    page.fill("#classify-text", "   ")
+    page.click("#classify-btn")
+    page.wait_for_selector("#error:not([hidden])")
+    assert "422" in page.inner_text("#error") and "empty" in page.inner_text("#error")
+
+
+def test_translate_shows_the_alignment(page, served_runs) -> None:
+    page.fill("#translate-text", "ein mann")
+    page.click("#translate-btn")
+    page.wait_for_selector("#translate-align tbody tr")
+    a = attnkit.load(served_runs["translator"]).alignment("ein mann")
+    assert page.inner_text("#translate-output") == a.text
+    assert page.locator("#translate-align tbody tr").count() == len(a.output)
+    assert page.locator("#translate-align tbody tr").first.locator("td").count() == len(a.source)
+
+
+def test_chat_and_streamed_generation(page, tmp_path: Path) -> None:
+    page.fill("#chat-text", "안녕 hello")
+    page.press("#chat-text", "Enter")
+    page.wait_for_selector("#chat-log .bot")
+    assert page.locator("#chat-log .user").count() == 1  # sent once
+    assert page.inner_text("#chat-log .user") == "안녕 hello"
+    page.fill("#generate-prompt", "First")
+    page.fill("#generate-n", "12")
+    page.click("#generate-btn")
+    page.wait_for_function(
+        "document.getElementById('generate-output').textContent.length > 5 && "
+        "!document.getElementById('generate-btn').disabled"
+    )
+    assert page.inner_text("#generate-output").startswith("First")
+    page.screenshot(path=str(tmp_path / "page.png"), full_page=True)

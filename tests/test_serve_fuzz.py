@@ -1,0 +1,122 @@
+"""Fuzzing every endpoint of attnkit serve with hypothesis: whatever the body (any JSON
+value, fields of the right names with values of any type, raw bytes), the answer is 2xx or
+a 4xx with a JSON error body, never a 500."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+
+from fastapi.testclient import TestClient  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from attnkit.serve import Limits, create_app  # noqa: E402
+from attnkit.serve.runs import load_runs  # noqa: E402
+from attnkit.serve.schemas import REQUESTS  # noqa: E402
+
+ENDPOINTS = ["classify", "translate", "chat", "generate", "tag", "answer"]
+MODELS = ["sentiment", "ngram", "translator", "bot", "verse", "nope"]
+SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+text = st.text(max_size=40)  # any unicode: Korean, control characters, surrogates escaped
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True), text,
+)  # fmt: skip
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(text, inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+def _fields(endpoint: str) -> list[str]:
+    return list(REQUESTS[endpoint].model_fields)
+
+
+@st.composite
+def bodies(draw, endpoint: str):
+    """Mostly dicts with this endpoint's field names (values right or wrong), sometimes any
+    JSON value."""
+    if draw(st.integers(0, 4)) == 0:
+        return draw(values)
+    keys = _fields(endpoint)
+    chosen = draw(st.lists(st.sampled_from(keys), unique=True, max_size=len(keys)))
+    body = {}
+    for key in chosen:
+        body[key] = draw(
+            st.one_of(
+                values,
+                st.sampled_from(MODELS) if key == "model" else values,
+                st.lists(text, min_size=1, max_size=3),  # plausible texts
+                st.integers(-2, 20),
+                st.floats(-1, 3),
+            )
+        )
+    if draw(st.booleans()):
+        body[draw(text)] = draw(values)  # sometimes an unknown field
+    return body
+
+
+@pytest.fixture(scope="module")
+def client(served_runs) -> TestClient:
+    runs = load_runs([f"{name}={path}" for name, path in served_runs.items()])
+    limits = Limits(max_chars=100, max_texts=4, max_new_tokens=6, max_body_bytes=5_000)
+    return TestClient(create_app(runs, limits), raise_server_exceptions=False)
+
+
+def _check(response) -> None:
+    assert response.status_code < 500, response.text
+    if response.status_code >= 400:
+        body = response.json()
+        assert response.status_code in (400, 404, 413, 422)  # 400: a body that is not text
+        assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_any_json_body_gets_an_answer_or_a_4xx(client, endpoint: str) -> None:
+    @SETTINGS
+    @given(body=bodies(endpoint))
+    def run(body) -> None:
+        payload = json.dumps(body, allow_nan=True).encode()  # NaN / Infinity literals too
+        response = client.post(
+            f"/v1/{endpoint}", content=payload, headers={"content-type": "application/json"}
+        )
+        _check(response)
+        if response.status_code == 200 and isinstance(body, dict) and body.get("stream"):
+            lines = [json.loads(x) for x in response.text.splitlines() if x]
+            assert "done" in lines[-1] or "error" in lines[-1]
+
+    run()
+
+
+@SETTINGS
+@given(
+    endpoint=st.sampled_from(ENDPOINTS),
+    raw=st.binary(max_size=200),
+    content_type=st.sampled_from(
+        ["application/json", "text/plain", "", "application/x-www-form-urlencoded"]
+    ),
+)
+def test_raw_bytes_get_a_4xx(client, endpoint: str, raw: bytes, content_type: str) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    _check(client.post(f"/v1/{endpoint}", content=raw, headers=headers))
+
+
+@SETTINGS
+@given(
+    path=st.text(alphabet="abcdefv1/._-%", max_size=20),
+    method=st.sampled_from(["GET", "POST", "PUT", "DELETE"]),
+)
+def test_any_path_and_method_gets_json(client, path: str, method: str) -> None:
+    response = client.request(method, "/" + path)
+    assert response.status_code < 500
