@@ -379,3 +379,14 @@ def test_tiny_shakespeare_smoke(tmp_path: Path) -> None:
     assert result.last_metrics["val_num_chars"] == 2000 - int(2000 * 0.9) - 1
     out = attnkit.load(tmp_path / "run").generate("First Citizen:", max_new_tokens=20, seed=0)[0]
     assert len(out.text) == 20
+
+
+def test_models_from_pretrained_reads_an_lm_run(lm_run: Path) -> None:
+    """attnkit.models.from_pretrained finds a GPT by its saved model_type ("gpt")."""
+    from attnkit.models import from_pretrained
+
+    model = from_pretrained(lm_run)
+    assert isinstance(model, GPT) and not model.training
+    x = torch.tensor([[1, 2, 3]])
+    want = attnkit.load(lm_run).model(x).logits
+    assert torch.equal(model(x).logits, want)

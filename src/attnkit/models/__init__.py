@@ -91,10 +91,9 @@ MODEL_CONFIGS: dict[str, dict[str, type[ModelConfig]]] = {
     "bert_pretraining": {"bert-pretraining": BertConfig, "bert-mlm": BertConfig},
     "tagger": {"bert-tagger": BertConfig},
     "qa": {"bert-qa": BertConfig},
-    "bilm": {"elmo": ELMoConfig},
-    "lm": {
-        "gpt": GPTConfig
-    },  # decoder-only Transformer (GPT / GPT-2)  # ELMo's forward + backward LSTM language models
+    "bilm": {"elmo": ELMoConfig},  # ELMo's forward + backward LSTM language models
+    "lm": {"gpt": GPTConfig},  # decoder-only Transformer (GPT / GPT-2), task lm
+    "gpt": {"gpt": GPTConfig},  # its saved model_type (read_model_config finds it by that)
 }
 
 
