@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -23,15 +24,28 @@ sync_api = pytest.importorskip(
 )
 uvicorn = pytest.importorskip("uvicorn")
 
-CHROMIUM = os.environ.get("ATTNKIT_CHROMIUM") or next(
-    (p for name in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(name))),
-    None,
-)
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="no chromium binary (make test installs Debian's chromium when it runs as root; "
-    "or set ATTNKIT_CHROMIUM)",
-)
+
+def _chromium() -> tuple[str | None, str]:
+    """A Chromium that starts (a snap stub on PATH does not count), or why there is none."""
+    candidates = [os.environ.get("ATTNKIT_CHROMIUM")] + [
+        shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
+    ]
+    found = [c for c in candidates if c]
+    for path in found:
+        try:
+            done = subprocess.run([path, "--version"], capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if done.returncode == 0:
+            return path, ""
+    if found:
+        return None, f"{', '.join(found)} did not start (--version failed)"
+    return None, ("no chromium binary (make test installs Debian's chromium when it runs as "
+                  "root; or set ATTNKIT_CHROMIUM)")  # fmt: skip
+
+
+CHROMIUM, WHY_NOT = _chromium()
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=WHY_NOT)
 
 REVIEW = "이 영화 정말 재미있어요 최고"
 
@@ -89,10 +103,18 @@ def test_classify_a_korean_review_with_attention(page, served_runs, tmp_path: Pa
     # layer / head pickers: every layer, "mean" + every head; a head changes the highlight
     assert page.locator("#attn-layer option").count() == len(weights)
     assert page.locator("#attn-head option").count() == 1 + weights[0].size(0)
-    mean_colors = [spans.nth(i).evaluate("e => e.style.background") for i in range(len(tokens))]
-    page.select_option("#attn-head", "0")
-    head_colors = [spans.nth(i).evaluate("e => e.style.background") for i in range(len(tokens))]
-    assert mean_colors != head_colors
+
+    # each token's tooltip: its attention received (mean over queries) in the shown map
+    def shown_weights() -> list[float]:
+        return [float(spans.nth(i).get_attribute("title").rsplit(": ", 1)[1])
+                for i in range(len(tokens))]  # fmt: skip
+
+    last = weights[-1]  # (H, T, T): the last layer is shown first, mean of heads
+    assert shown_weights() == pytest.approx(last.mean(1).mean(0).tolist(), abs=2e-3)
+    page.select_option("#attn-head", "1")
+    assert shown_weights() == pytest.approx(last[1].mean(0).tolist(), abs=2e-3)
+    page.select_option("#attn-layer", "0")
+    assert shown_weights() == pytest.approx(weights[0][1].mean(0).tolist(), abs=2e-3)
     # Korean renders with a real font even without Korean system fonts (served NanumGothic)
     loaded = page.evaluate(
         "document.fonts.load('16px \"attnkit-ko\"', '한국어').then(f => f.length)"
@@ -121,7 +143,7 @@ def test_translate_shows_the_alignment(page, served_runs) -> None:
     assert page.locator("#translate-align tbody tr").first.locator("td").count() == len(a.source)
 
 
-def test_chat_and_streamed_generation(page, tmp_path: Path) -> None:
+def test_chat_and_streamed_generation(page, served_runs, tmp_path: Path) -> None:
     page.fill("#chat-text", "안녕 hello")
     page.press("#chat-text", "Enter")
     page.wait_for_selector("#chat-log .bot")
@@ -129,10 +151,12 @@ def test_chat_and_streamed_generation(page, tmp_path: Path) -> None:
     assert page.inner_text("#chat-log .user") == "안녕 hello"
     page.fill("#generate-prompt", "First")
     page.fill("#generate-n", "12")
+    page.fill("#generate-temp", "0")  # greedy: the same text as the Python API's
     page.click("#generate-btn")
-    page.wait_for_function(
-        "document.getElementById('generate-output').textContent.length > 5 && "
-        "!document.getElementById('generate-btn').disabled"
-    )
-    assert page.inner_text("#generate-output").startswith("First")
+    deadline = time.monotonic() + 30  # (polled from here: the page's CSP forbids eval)
+    while page.is_disabled("#generate-btn") or len(page.text_content("#generate-output")) <= 5:
+        assert time.monotonic() < deadline, "the generation did not finish"
+        time.sleep(0.1)
+    want = attnkit.load(served_runs["verse"]).generate("First", max_new_tokens=12, temperature=0)
+    assert page.text_content("#generate-output") == "First" + want[0].text
     page.screenshot(path=str(tmp_path / "page.png"), full_page=True)

@@ -142,3 +142,26 @@ def test_sampling_filters_and_temperature():
     assert abs(frac0 - expected) < 0.04 and set(out.unique().tolist()) <= {0, 1}
     cold = sample(Const(), torch.zeros(50, dtype=torch.long), 1, temperature=0.05, generator=gen)
     assert (cold == 0).all()
+
+
+def test_tiny_temperature_and_penalty_do_not_overflow():
+    """T -> 0 tends to greedy; a tiny T or repetition penalty never gives inf / NaN
+    probabilities (torch.multinomial would raise)."""
+    logits = torch.tensor([[3.0, 2.0, -1.0, float("-inf")]])  # token 3: banned
+
+    class Const:
+        def step(self, tokens):
+            return logits.expand(len(tokens), -1)
+
+        def reorder(self, index):
+            pass
+
+    gen = torch.Generator().manual_seed(0)
+    start = torch.zeros(20, dtype=torch.long)
+    for t in (1e-40, 1e-300, 5e-324):
+        out = sample(Const(), start, 2, temperature=t, generator=gen)
+        assert (out == 0).all()  # the argmax, every time
+    # penalty 1e-300 multiplies the seen token 0's logit by 1e300: huge, still finite
+    out = sample(Const(), start, 3, temperature=1.0, repetition_penalty=1e-300, generator=gen)
+    assert (out == 0).all()
+    assert not (out == 3).any()  # the banned token stays banned

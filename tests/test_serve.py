@@ -4,10 +4,13 @@ process started by the CLI."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -160,7 +163,35 @@ def test_limits_give_413_and_422(client) -> None:
 
 def test_unknown_paths_and_methods_are_json(client) -> None:
     assert _error(client.get("/v1/nothing"), 404) == "Not Found"
-    assert _error(client.get("/v1/classify"), 405) == "Method Not Allowed"
+    wrong_method = client.get("/v1/classify")
+    assert _error(wrong_method, 405) == "Method Not Allowed"
+    assert wrong_method.headers["allow"] == "POST"
+    bad_length = client.post("/v1/classify", content=b"{}", headers={"content-length": "x"})
+    assert "Content-Length" in _error(bad_length, 400)
+
+
+def test_attention_maps_are_capped(runs) -> None:
+    client = TestClient(create_app(runs, Limits(max_attention_texts=2)))
+    body = {"model": "sentiment", "texts": ["good"] * 3, "attention": True}
+    assert "at most 2 texts" in _error(client.post("/v1/classify", json=body), 413)
+    body["attention"] = False
+    assert client.post("/v1/classify", json=body).status_code == 200
+
+
+def test_invalid_unicode_is_a_422(client) -> None:
+    lone = b'{"model": "ngram", "texts": ["ok \\ud800"]}'
+    response = client.post(
+        "/v1/classify", content=lone, headers={"content-type": "application/json"}
+    )
+    assert "lone surrogate" in _error(response, 422)
+
+
+def test_only_allowed_hosts(runs) -> None:
+    app = create_app(runs, LIMITS, allowed_hosts=["127.0.0.1", "localhost"])
+    local = TestClient(app, base_url="http://127.0.0.1:8000")
+    assert local.get("/healthz").status_code == 200
+    rebound = TestClient(app, base_url="http://evil.example:8000")  # DNS rebinding
+    assert rebound.get("/healthz").status_code == 400
 
 
 def test_truncation_is_reported_as_a_warning(client) -> None:
@@ -228,12 +259,40 @@ def test_generate_streams_ndjson(client, served_runs) -> None:
 
 def test_timeout_gives_503(runs, monkeypatch) -> None:
     app = create_app(runs, Limits(timeout_s=0.2))
+    release = threading.Event()
     sentiment = runs["sentiment"].predictor
-    monkeypatch.setattr(sentiment, "predict", lambda *a, **k: time.sleep(1.0) or [])
+    monkeypatch.setattr(sentiment, "predict", lambda *a, **k: release.wait(30) and [])
     with TestClient(app) as client:
         response = client.post("/v1/classify", json={"model": "sentiment", "texts": ["a"]})
         assert "no answer within 0.2 s" in _error(response, 503)
-        time.sleep(1.0)  # let the abandoned job finish before the next test uses the model
+        # a request queued behind the busy model times out too, and is never run
+        queued = client.post("/v1/classify", json={"model": "ngram", "texts": ["a"]})
+        assert "no answer within 0.2 s" in _error(queued, 503)
+        release.set()
+        assert app.state.server.lock.acquire(timeout=10)  # the model is free again
+        app.state.server.lock.release()
+
+
+def test_a_closed_stream_stops_the_generation(runs, monkeypatch) -> None:
+    app = create_app(runs, LIMITS)
+    pieces = []
+
+    def endless(prompt, stream=None, **options):  # a generation that only stops if told
+        for _ in range(100_000):
+            stream("x")
+            pieces.append("x")
+            time.sleep(0.001)
+        raise AssertionError("the generation was not stopped")
+
+    monkeypatch.setattr(runs["verse"].predictor, "generate", endless)
+    with TestClient(app) as client:
+        with client.stream("POST", "/v1/generate", json={"prompt": "a", "stream": True}) as r:
+            first = next(r.iter_lines())
+            assert json.loads(first) == {"token": "x"}
+        # the client left: the generation stops at its next piece and frees the model
+        assert app.state.server.lock.acquire(timeout=10)
+        app.state.server.lock.release()
+    assert len(pieces) < 100_000
 
 
 # ----------------------------------------------------------------------------- web page
@@ -245,9 +304,15 @@ def test_web_page_and_docs_are_served(client) -> None:
     assert "감성 분류" in page.text
     for asset in ("/static/app.js", "/static/style.css"):
         assert client.get(asset).status_code == 200
-    assert "http" not in client.get("/static/app.js").text.replace("https://", "")  # no CDN
+    for path in ("/", "/static/app.js", "/static/style.css"):  # nothing from elsewhere
+        assert not re.search(r"(https?:)?//[a-z]", client.get(path).text), path
+    assert "default-src 'self'" in page.headers["content-security-policy"]
     font = client.get("/fonts/NanumGothic.ttf")
     assert font.status_code == 200 and font.content[:4] == b"\x00\x01\x00\x00"  # a TrueType font
+    from fontTools.ttLib import TTFont
+
+    tables = TTFont(io.BytesIO(font.content)).keys()
+    assert "glyf" in tables and not any(t.startswith("TSI") for t in tables)  # Chromium takes it
     docs = client.get("/docs")
     assert docs.status_code == 200 and "/docs-assets/swagger-ui-bundle.js" in docs.text
     assert client.get("/docs-assets/swagger-ui-bundle.js").status_code == 200

@@ -90,6 +90,8 @@ def apply_repetition_penalty(logits: Tensor, seen: Tensor, penalty: float) -> Te
     if penalty == 1.0:
         return logits
     penalised = torch.where(logits < 0, logits * penalty, logits / penalty)
+    # a tiny penalty must not overflow to +inf (-inf, a banned token, stays -inf)
+    penalised = penalised.clamp(max=torch.finfo(logits.dtype).max)
     return torch.where(seen, penalised, logits)
 
 
@@ -160,8 +162,12 @@ def sample(
             probs = logits.softmax(-1)
             tokens = logits.argmax(-1)
         else:
-            filtered = top_k_top_p_filter(logits / temperature, top_k, top_p)
-            probs = filtered.softmax(-1)
+            # softmax(l / T) = softmax((l - max l) / T): shifted, the values are <= 0, so a
+            # tiny T cannot overflow to +inf (it tends to greedy, as it should)
+            # (in float64: T may be below float32's smallest number)
+            shifted = (logits - logits.max(-1, keepdim=True).values).double()
+            filtered = top_k_top_p_filter(shifted / temperature, top_k, top_p)
+            probs = filtered.softmax(-1).float()
             tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
         out.append(tokens)
         if seen is not None:

@@ -27,10 +27,12 @@ def serve(
 
     from attnkit.serve.app import create_app as _create_app
 
-    app = _create_app(runs, limits, map_location)
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    hosts = ["127.0.0.1", "localhost", "[::1]", "::1"] if loopback else None
+    app = _create_app(runs, limits, map_location, allowed_hosts=hosts)
     names = ", ".join(f"{r.name} (/v1/{r.endpoint})" for r in app.state.server.runs.values())
     log(f"serving {names}")
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if not loopback:
         log(f"warning: listening on {host}, not only this machine: anyone who can reach it "
             "can use the models (there is no authentication)")  # fmt: skip
     log(f"web page: http://{'[' + host + ']' if ':' in host else host}:{port}/   API docs: /docs")

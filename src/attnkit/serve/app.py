@@ -44,6 +44,7 @@ from fastapi.responses import (
 )
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from attnkit import __version__
 from attnkit.errors import AttnkitError
@@ -110,7 +111,10 @@ class _BodyLimit:
             return
         too_large = _error(413, f"the request body is over {self.max_bytes:,} bytes")
         length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+        if length is not None and not length.isdigit():
+            await _error(400, "the Content-Length header is not a number")(scope, receive, send)
+            return
+        if length is not None and int(length) > self.max_bytes:
             await too_large(scope, receive, send)
             return
         body, more = b"", True
@@ -155,7 +159,7 @@ class _Server:
         except PayloadTooLarge as exc:
             raise ApiError(413, str(exc)) from None
 
-    def work(self, fn: Callable[[], dict[str, Any]], cancelled: threading.Event) -> Callable:
+    def job(self, fn: Callable[[], dict[str, Any]], cancelled: threading.Event) -> Callable:
         """``fn`` as a worker-thread job: under the model lock, skipped if the request was
         given up while it waited, with the warnings it raised added to its answer."""
 
@@ -166,15 +170,20 @@ class _Server:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     result = fn()
-            notes = list(dict.fromkeys(str(w.message) for w in caught))
+            # the capture is process-wide, but inference runs one job at a time (the lock);
+            # keep the warnings that speak about the input
+            notes = list(dict.fromkeys(str(w.message) for w in caught if _ours(w)))
             return {**result, "warnings": notes} if notes else result
 
         return job
 
-    async def run(self, fn: Callable[[], dict[str, Any]], cancelled: threading.Event) -> Any:
-        """``fn``'s answer, or 503 once the request has waited ``timeout_s``."""
+    async def await_job(self, fn: Callable[[], dict[str, Any]], cancelled: threading.Event) -> Any:
+        """``fn``'s answer, or 503 once the request has waited ``timeout_s``. A job given up
+        while it waits for the model is skipped; one already running finishes (a generation
+        stops at its next token), bounded by the size limits."""
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(None, self.work(fn, cancelled))
+        future = loop.run_in_executor(None, self.job(fn, cancelled))
+        future.add_done_callback(_retrieve)
         try:
             return await asyncio.wait_for(future, self.limits.timeout_s)
         except asyncio.TimeoutError:
@@ -194,7 +203,7 @@ class _Server:
 
         options = {"stream": stop_if_cancelled} if endpoint == "generate" else {}
         handler = handlers.HANDLERS[endpoint]
-        return await self.run(lambda: handler(run, req, self.limits, **options), cancelled)
+        return await self.await_job(lambda: handler(run, req, self.limits, **options), cancelled)
 
     def stream(self, req: GenerateRequest) -> StreamingResponse:
         """/v1/generate with ``stream``: NDJSON, ``{"token": piece}`` per piece of text as it
@@ -212,9 +221,9 @@ class _Server:
                 raise _Cancelled
             loop.call_soon_threadsafe(queue.put_nowait, {"token": piece})
 
-        job = self.work(lambda: handlers.generate(run, req, self.limits, stream=push), cancelled)
+        job = self.job(lambda: handlers.generate(run, req, self.limits, stream=push), cancelled)
         future = loop.run_in_executor(None, job)
-        future.add_done_callback(lambda _: queue.put_nowait(end))
+        future.add_done_callback(lambda f: (_retrieve(f), queue.put_nowait(end)))
 
         async def lines():
             deadline = loop.time() + self.limits.timeout_s
@@ -234,6 +243,20 @@ class _Server:
                 cancelled.set()  # done, timed out or the client left: stop generating
 
         return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    """Read a finished job's exception, so that a job given up (timeout, client gone) does
+    not log "exception was never retrieved"."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _ours(w: warnings.WarningMessage) -> bool:
+    """A warning meant for the user of this input: the predictors' (truncation, unknown
+    characters, ...) are UserWarnings; deprecation and resource warnings of the process
+    are not."""
+    return issubclass(w.category, UserWarning)
 
 
 def _final(future: asyncio.Future) -> dict[str, Any]:
@@ -269,9 +292,12 @@ def create_app(
     runs: dict[str, ServedRun] | Sequence[str | Path],
     limits: Limits | None = None,
     map_location: str = "cpu",
+    allowed_hosts: Sequence[str] | None = None,
 ) -> FastAPI:
     """The FastAPI app serving ``runs`` (loaded ``ServedRun``s by name, or run directories /
-    ``NAME=RUN`` strings to load)."""
+    ``NAME=RUN`` strings to load). ``allowed_hosts``: the Host headers accepted (others get
+    400; ``attnkit serve`` on loopback accepts only localhost names, against DNS rebinding);
+    None accepts any."""
     limits = limits or Limits()
     if not isinstance(runs, dict):
         runs = load_runs(runs, map_location=map_location)
@@ -300,7 +326,9 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail))
+        response = _error(exc.status_code, str(exc.detail))
+        response.headers.update(getattr(exc, "headers", None) or {})  # e.g. 405's Allow
+        return response
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
@@ -350,7 +378,10 @@ def create_app(
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:
-        return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")
+        # everything from this server only (and so offline): no CDN can sneak in
+        csp = "default-src 'self'; img-src 'self' data:"
+        return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8",
+                            headers={"Content-Security-Policy": csp})  # fmt: skip
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
@@ -363,6 +394,8 @@ def create_app(
 
     _mount_docs(app)
     app.add_middleware(_BodyLimit, max_bytes=limits.max_body_bytes)
+    if allowed_hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     return app
 
 
@@ -377,8 +410,8 @@ def korean_font_bytes() -> bytes:
     # found, not imported (importing it would reconfigure matplotlib)
     spec = importlib.util.find_spec("koreanize_matplotlib")
     folders = list(spec.submodule_search_locations or []) if spec else []
-    path = Path(folders[0] if folders else ".") / "fonts" / "NanumGothic.ttf"
-    if not path.is_file():  # pragma: no cover - the package ships it
+    path = Path(folders[0]) / "fonts" / "NanumGothic.ttf" if folders else None
+    if path is None or not path.is_file():  # pragma: no cover - the package ships it
         raise ApiError(404, "the Korean font is not installed (koreanize-matplotlib)")
     font = TTFont(path)
     for table in [t for t in sorted(font.keys()) if t.startswith("TSI")]:

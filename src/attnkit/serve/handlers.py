@@ -50,6 +50,11 @@ def check(endpoint: str, req: Any, limits: Limits) -> None:
     (422) for parameters out of the server's range."""
     if isinstance(req, ClassifyRequest):
         _check_texts(req.texts, limits)
+        if req.attention and len(req.texts) > limits.max_attention_texts:
+            raise PayloadTooLarge(
+                f"attention maps are returned for at most {limits.max_attention_texts} texts "
+                f"per request, got {len(req.texts)}"
+            )
         if req.pairs is not None:
             _check_texts(req.pairs, limits, "second sentence")
     elif isinstance(req, (TranslateRequest, TagRequest)):

@@ -9,13 +9,15 @@ from attnkit.errors import ConfigError
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-request limits. Over ``max_body_bytes``, ``max_chars`` (any one text) or
-    ``max_texts`` -> 413 (payload too large); ``max_new_tokens`` or ``max_beam`` exceeded
+    """Per-request limits. Over ``max_body_bytes``, ``max_chars`` (any one text),
+    ``max_texts`` or ``max_attention_texts`` (attention maps are L x H x T numbers per text)
+    -> 413 (payload too large); ``max_new_tokens`` or ``max_beam`` exceeded
     -> 422 (a parameter out of range); a request still unanswered after ``timeout_s``
     seconds (waiting for the model included) -> 503."""
 
-    max_chars: int = 2000  # characters per text (a review, a sentence, a prompt, a context: 20000)
+    max_chars: int = 2000  # characters per text (a review, a sentence, a prompt, a question)
     max_texts: int = 64  # texts per request (one batch)
+    max_attention_texts: int = 8  # texts of one /v1/classify with attention: true
     max_new_tokens: int = 256  # tokens one /v1/generate may ask for
     max_beam: int = 8  # beam width of /v1/translate
     timeout_s: float = 30.0  # seconds until a request is given up (503)
@@ -23,8 +25,8 @@ class Limits:
     max_context_chars: int = 20_000  # characters of one /v1/answer context
 
     def __post_init__(self) -> None:
-        for name in ("max_chars", "max_texts", "max_new_tokens", "max_beam", "max_body_bytes",
-                     "max_context_chars"):  # fmt: skip
+        for name in ("max_chars", "max_texts", "max_attention_texts", "max_new_tokens",
+                     "max_beam", "max_body_bytes", "max_context_chars"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"serve limit {name} must be an integer >= 1, got {value!r}")

@@ -4,11 +4,30 @@ misspelt option never passes silently."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+def _check_text(value: Any) -> Any:
+    """A string (or each string of a list) must be valid Unicode text: JSON's escapes can
+    spell lone surrogates ("\\ud800"), which no tokenizer can read."""
+    for text in value if isinstance(value, list) else [value]:
+        if isinstance(text, str):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("the text holds a lone surrogate (invalid Unicode)") from None
+    return value
 
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _valid_text(cls, value: Any) -> Any:
+        return _check_text(value)
 
     model: str | None = Field(
         None,

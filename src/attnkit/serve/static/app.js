@@ -3,6 +3,7 @@
 
 const $ = (id) => document.getElementById(id);
 let MODELS = [];
+let LIMITS = {};
 
 function showError(message) {
   const box = $("error");
@@ -29,6 +30,7 @@ function wire(buttonId, action) {
   const button = $(buttonId);
   const run = async (event) => {
     if (event) event.preventDefault();
+    if (button.disabled) return; // still busy with the last one (e.g. Enter pressed twice)
     button.disabled = true;
     showError("");
     try {
@@ -202,7 +204,7 @@ async function generate() {
     body: JSON.stringify({
       model: chosen("generate").name,
       prompt,
-      max_new_tokens: Number($("generate-n").value) || 100,
+      max_new_tokens: Number($("generate-n").value) || Math.min(100, LIMITS.max_new_tokens || 100),
       temperature: Number($("generate-temp").value),
       top_k: Number($("generate-topk").value) || 0,
       stream: true,
@@ -264,10 +266,17 @@ async function answer() {
 async function start() {
   try {
     const response = await fetch("/v1/models");
-    MODELS = (await response.json()).models;
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    const body = await response.json();
+    MODELS = body.models;
+    LIMITS = body.limits || {};
   } catch (err) {
     $("status").textContent = `could not reach the server: ${err.message}`;
     return;
+  }
+  if (LIMITS.max_new_tokens) {
+    $("generate-n").max = String(LIMITS.max_new_tokens);
+    $("generate-n").value = String(Math.min(100, LIMITS.max_new_tokens));
   }
   $("status").textContent = `${MODELS.length} model(s): ${MODELS.map((m) => m.name).join(", ")}`;
   for (const endpoint of ["classify", "translate", "chat", "generate", "tag", "answer"]) {
