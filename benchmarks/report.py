@@ -480,6 +480,65 @@ def _serve(rows: list[dict]) -> list[str]:
     return [*lines, ""]
 
 
+def _speed_ratios(rows: list[dict]) -> list[str]:
+    """Issue 17's comparison with the peers (benchmarks/speed.py, kind "speed_ratios")."""
+    runs = [r for r in rows if r.get("kind") == "speed_ratios"]
+    if not runs:
+        return []
+    lines = [
+        "## Speed against the peers (transformers, torch.nn)",
+        "",
+        "*ratio* = the peer's median time / attnkit's (> 1: attnkit is faster), both from one "
+        "run that alternates their timed iterations after a warm-up; *target*: issue 17's. "
+        "*% peak*: the model FLOPs of one call (counted once on attnkit's model with "
+        "`torch.utils.flop_counter`, forward + backward for training) per second, as a "
+        "fraction of this machine's matmul peak in that dtype, measured by the same script. "
+        "Each contender's exact settings are listed below its table.",
+        "",
+    ]
+    for run in runs:
+        flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in run["cpu_flags"].items())
+        peak = run["peak_gflops"]
+        lines += [
+            f"**{run['name']}** ({run['date']}): {run['cpu']}, {run['threads']} threads; "
+            f"{flags}; native bf16: {'yes' if run['cpu_native_bf16'] else 'no'}; matmul peak "
+            f"fp32 {peak['fp32']:,} GFLOP/s, bf16 {peak['bf16']:,} GFLOP/s ({run['matmul']}); "
+            f"{run['minutes']} min. Common settings: {run['common']}. Command: "
+            f"`{run['command']}`",
+            "",
+            "| what | shape | dtype | batch | attnkit | attnkit ms | peer | peer ms | ratio "
+            "| target | met | attnkit % peak | peer % peak | note |",
+            "| --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: "
+            "| --- |",
+        ]
+        settings: dict[tuple[str, str], None] = {}  # (contender, its settings), in order
+        for r in run["rows"]:
+            settings[r["attnkit"], r["attnkit_settings"]] = None
+            settings[r["peer"], r["peer_settings"]] = None
+            what = r["what"]
+            if "same_tokens" in r:
+                what += f" (same tokens: {'yes' if r['same_tokens'] else 'NO'})"
+            target = "-" if r["target"] is None else f"{r['target']:g}x"
+            met = "-" if r["met"] is None else ("yes" if r["met"] else "no")
+            share = [
+                f"{r[k] * 100:.1f}%" if k in r else "-"
+                for k in ("attnkit_peak_fraction", "peer_peak_fraction")
+            ]
+            lines.append(
+                f"| {what} | {r['shape']} | {r['dtype']} | {r['batch']} | {r['attnkit']} "
+                f"| {r['attnkit_ms']:,.1f} | {r['peer']} | {r['peer_ms']:,.1f} "
+                f"| **{r['ratio']:.2f}x** | {target} | {met} | {share[0]} | {share[1]} "
+                f"| {r.get('note', '')} |"
+            )
+        lines += ["", "Settings:", ""]
+        lines += [f"- {name}: {text}" for name, text in settings]
+        lines.append("")
+        if run.get("plot"):
+            plot = run["plot"].removeprefix("docs/")
+            lines += [f"![attnkit / peer time ratios, {run['name']}]({plot})", ""]
+    return lines
+
+
 def render(rows: list[dict]) -> str:
     """docs/results.md for these result records."""
     lines = [
@@ -495,6 +554,7 @@ def render(rows: list[dict]) -> str:
     lines += _seq2seq(rows)
     lines += _lm(rows)
     lines += _serve(rows)
+    lines += _speed_ratios(rows)
     machines = sorted({r["machine"] for r in rows if "machine" in r})
     lines += ["Machines: " + "; ".join(machines), ""]
     return "\n".join(lines)

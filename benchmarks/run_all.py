@@ -209,6 +209,16 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         needs=NSMC_PRE,
         pending=True,
     ),
+    # issue 17: attnkit vs transformers / torch.nn, interleaved (no dataset; run it on a quiet
+    # machine: every ratio comes from one run)
+    Benchmark(
+        "speed",
+        ("benchmarks/speed.py",),
+        minutes=10,
+        needs=(),
+        pending=True,
+        writes=RESULTS + " + docs/speed_ratios.png",
+    ),
     # issue 18: serving (trains runs/bench-serve-nsmc-quick first when missing)
     Benchmark(
         "serve-load",

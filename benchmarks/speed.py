@@ -38,11 +38,17 @@ Sections (``--only``; all by default):
             random prompt, batch 1 and 8: ``GPT.generate`` (KV cache) vs
             ``transformers.GPT2LMHeadModel.generate`` (sdpa, use_cache) on the same random
             weights (``interop.hf_gpt2``); whether both produced the same tokens is recorded.
+            GPT ``--gpt-shape`` L4 H256 A4, ``--gpt-vocab`` 8000 (benchmarks/lm.py's
+            generation default): with GPT-2's 50257 tokens the step at batch 1 is dominated
+            by the LM head's memory-bound matrix-vector product, the same work in both.
 
 ``--dtype fp32|bf16|both``: bf16 = ``torch.autocast("cpu", torch.bfloat16)`` around the
 forward and the loss, fp32 weights (as the Trainer's ``training.bf16``); generation runs in
-fp32 only. Padding, the same for every contender: every second row's last 10% of positions
-are padding (batch 1: none).
+fp32 only (torch.nn's inference fast path fails under CPU autocast, so with bf16 its
+encoder infers with the fast path off, noted on those rows). Padding, the same for every
+contender: every second row's last 10% of positions are padding (batch 1: none). Timed
+iterations (+ warm-up): train 5 (+1), infer 30 (+3) at batch 1 and 6 (+1) at 32, seq2seq
+8 (+1), generate 3 (+1); ``--iters`` / ``--warmup`` set them all.
 
 FLOP/s: the model FLOPs of one timed call are counted once per configuration with
 ``torch.utils.flop_counter.FlopCounterMode`` on attnkit's model (forward + backward for a
@@ -202,7 +208,6 @@ def _transformers():
             "speed.py: error: the peers need transformers: pip install 'transformers>=4.40' "
             "(or pip install -e '.[dev]')"
         ) from None
-    transformers.logging.set_verbosity_error()
     return transformers
 
 
@@ -715,7 +720,7 @@ def make_row(
         "warmup": warmup,
     }
     if flops:
-        row["gflop"] = round(flops / 1e9, 3)
+        row["flops"] = flops  # one call, counted on attnkit's model
         row["attnkit_peak_fraction"] = round(flops / (a_ms / 1e3) / peak[dtype], 4)
         row["peer_peak_fraction"] = round(flops / (p_ms / 1e3) / peak[dtype], 4)
     row.update(extra)
@@ -766,6 +771,8 @@ def run_train(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
                 ("torch", TARGETS["train_torch"]),
             ):
                 peer = (encs[key].label, encs[key].settings, times[key])
+                emulated = dtype == "bf16" and not cpu_native_bf16()
+                note = {"note": "this CPU has no native bf16 (emulated)"} if emulated else {}
                 rows.append(
                     make_row(
                         "train",
@@ -779,6 +786,7 @@ def run_train(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
                         flops,
                         peak,
                         warmup,
+                        **note,
                     )
                 )
                 _print_row(rows[-1])
@@ -895,6 +903,7 @@ def run_seq2seq(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
 def run_generate(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
     rows = []
     iters, warmup = _iters(args, "generate")
+    warmup = max(1, warmup)  # the first call of each is untimed: it gives the tokens compared
     shape = args.gpt_shape
     max_len = max(256, args.prompt_tokens + args.new_tokens)
     ours, peer = build_gpts(shape, args.gpt_vocab, max_len)
@@ -911,7 +920,7 @@ def run_generate(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]
         same = torch.equal(a, p)
         differ = (a != p).any(0).nonzero()
         flops = count_flops(calls["attnkit"])
-        times = interleave(calls, iters, max(0, warmup - 1))
+        times = interleave(calls, iters, warmup - 1)
         rows.append(
             make_row(
                 "generate",
@@ -1075,7 +1084,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--s2s-batch", type=int, default=64)
     p.add_argument("--s2s-len", type=int, default=24, help="source and target tokens")
     p.add_argument("--gpt-shape", type=Shape.parse, default=Shape(4, 256, 4))
-    p.add_argument("--gpt-vocab", type=int, default=50257, help="GPT-2's vocabulary")
+    p.add_argument("--gpt-vocab", type=int, default=8000, help="(GPT-2's: 50257)")
     p.add_argument("--prompt-tokens", type=int, default=16)
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--gen-batches", type=int, nargs="+", default=[1, 8])
@@ -1101,9 +1110,15 @@ def _quiet_warnings() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    _transformers()  # fail early, not after the first sections
-    with _quiet_warnings():
-        record = run(args)
+    hf_logging = _transformers().logging  # (fails early without transformers)
+    threads, verbosity = torch.get_num_threads(), hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with _quiet_warnings():
+            record = run(args)
+    finally:
+        torch.set_num_threads(threads)
+        hf_logging.set_verbosity(verbosity)
     if args.no_publish:
         print(json.dumps(record, indent=2, ensure_ascii=False))
         return 0
