@@ -1,4 +1,5 @@
-"""NER alignment: Tokenizer.encode_words / from_vocab and attnkit.data.ner."""
+"""NER alignment: Tokenizer.encode_words / from_vocab and attnkit.data.ner (first-piece
+labels of words; labels on every piece of a character-tagged text, ``word_unit: piece``)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,17 @@ import pytest
 from attnkit.data.ner import (
     IGNORE_INDEX,
     align_labels,
+    continuation_ids,
+    encode_pieces,
     encode_tagged,
     repair_iob2,
+    unit_predictions,
+    unit_spans,
     word_predictions,
 )
+from attnkit.data.tagged import TaggedSentence
 from attnkit.errors import DataError, InputError
-from attnkit.metrics import entity_f1
+from attnkit.metrics import entity_f1, get_entities
 from attnkit.tokenization import Tokenizer, train_tokenizer
 
 TEXTS = [
@@ -182,3 +188,201 @@ def test_repair_iob2_does_not_change_entity_f1() -> None:
         true = [rng.choices(LABELS, k=rng.randint(0, 10)) for _ in range(3)]
         pred = [rng.choices(LABELS, k=len(t)) for t in true]
         assert entity_f1(true, pred) == entity_f1(true, [repair_iob2(p) for p in pred])
+
+
+# ----------------------------------------------------------------- encode_pieces (word_unit: piece)
+KO_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "나는", "서울", "##에서", "서울에서",
+            "전남", "진도", "##에", "김", "##철", "##수를", "만났", "##다", "."]  # fmt: skip
+
+
+def _chars(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """The non-space characters of ``text`` and their spans (KLUE-NER's units)."""
+    pairs = [(c, (i, i + 1)) for i, c in enumerate(text) if not c.isspace()]
+    return [c for c, _ in pairs], [span for _, span in pairs]
+
+
+def _char_tags(text: str, entities: dict[str, str]) -> list[str]:
+    """IOB2 tags per non-space character: each ``entities`` substring (first occurrence)
+    gets B-/I- of its type."""
+    chars, spans = _chars(text)
+    tags = ["O"] * len(chars)
+    for surface, type_ in entities.items():
+        start = text.index(surface)
+        inside = [k for k, (a, _) in enumerate(spans) if start <= a < start + len(surface)]
+        tags[inside[0]] = "B-" + type_
+        for k in inside[1:]:
+            tags[k] = "I-" + type_
+    return tags
+
+
+def _back(f, fill: int = 0, labels: list[str] = LABELS) -> list[str]:
+    """The character labels ``unit_predictions`` gives for the gold piece labels."""
+    cont = continuation_ids(labels)
+    return [
+        labels[i] for i in unit_predictions(f.labels, f.unit_position, f.unit_first, cont, fill)
+    ]
+
+
+@pytest.fixture(scope="module")
+def ko(tmp_path_factory) -> Tokenizer:
+    path = tmp_path_factory.mktemp("ko") / "vocab.txt"
+    path.write_text("\n".join(KO_VOCAB) + "\n", encoding="utf-8")
+    return Tokenizer.from_vocab(path, lowercase=False)
+
+
+def test_encode_pieces_labels_every_piece_by_its_first_character(ko: Tokenizer) -> None:
+    text = "나는 전남 진도에 김철수를 만났다."
+    chars, spans = _chars(text)
+    tags = _char_tags(text, {"전남 진도": "LOC", "김철수": "PER"})
+    f = encode_pieces(ko, text, spans, tags, L2I, max_len=32)
+    pieces = [ko.id_to_token(i) for i in f.input_ids]
+    assert pieces == ["[CLS]", "나는", "전남", "진도", "##에", "김", "##철", "##수를", "만났",
+                      "##다", ".", "[SEP]"]  # fmt: skip
+    assert [LABELS[i] if i >= 0 else "-" for i in f.labels] == [
+        "-",
+        "O",
+        "B-LOC",
+        "I-LOC",
+        "O",
+        "B-PER",
+        "I-PER",
+        "I-PER",
+        "O",
+        "O",
+        "O",
+        "-",
+    ]  # an entity across a space stays one entity; 수를: the piece of 수 (I-PER)
+    assert not f.truncated and len(f.unit_position) == len(chars)
+    assert f.unit_position[:4] == [1, 1, 2, 2] and f.unit_first[:4] == [True, False, True, False]
+    back = _back(f)
+    # every character gets a label; 를 (inside the piece ##수를) gets I-PER: that entity
+    # ends inside a piece and comes back one character too long
+    assert len(back) == len(chars)
+    assert back == [*tags[:10], "I-PER", *tags[11:]]
+    assert get_entities(back) == [("LOC", 2, 5), ("PER", 7, 10)]
+    assert get_entities(tags) == [("LOC", 2, 5), ("PER", 7, 9)]
+
+
+def test_encode_pieces_entity_ending_inside_a_piece(ko: Tokenizer) -> None:
+    """서울에서 is one piece: 서울 (LOC) cannot be cut out of it; with ##에서 it can."""
+    text = "서울에서"
+    _, spans = _chars(text)
+    tags = ["B-LOC", "I-LOC", "O", "O"]
+    f = encode_pieces(ko, text, spans, tags, L2I, max_len=16)
+    assert [ko.id_to_token(i) for i in f.input_ids] == ["[CLS]", "서울에서", "[SEP]"]
+    assert f.labels == [IGNORE_INDEX, L2I["B-LOC"], IGNORE_INDEX]
+    assert _back(f) == ["B-LOC", "I-LOC", "I-LOC", "I-LOC"]  # the whole piece
+    # the same text without 서울에서 in the vocabulary: 서울 ##에서
+    vocab = [t for t in KO_VOCAB if t != "서울에서"]
+    ids = {t: i for i, t in enumerate(vocab)}
+    fake = _FakeTokenizer([(ids["서울"], (0, 2)), (ids["##에서"], (2, 4))])
+    f = encode_pieces(fake, text, spans, tags, L2I, max_len=16)
+    assert f.labels == [IGNORE_INDEX, L2I["B-LOC"], L2I["O"], IGNORE_INDEX]
+    assert _back(f) == tags
+
+
+class _FakeTokenizer:
+    """encode_offsets returns fixed pieces: lets a test split one character into two
+    pieces (as BERT's uncased vocabulary does with Hangul jamo)."""
+
+    cls_id, sep_id = 2, 3
+
+    def __init__(self, pieces: list[tuple[int, tuple[int, int]]]) -> None:
+        self.pieces = pieces
+
+    def encode_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        return [i for i, _ in self.pieces], [span for _, span in self.pieces]
+
+
+def test_encode_pieces_character_split_into_pieces_and_uncovered_units() -> None:
+    # 서 (0, 1) split into two pieces; 울 (1, 2); a piece over no unit (a space at 2)
+    fake = _FakeTokenizer([(10, (0, 1)), (11, (0, 1)), (12, (1, 2)), (13, (2, 3))])
+    spans = [(0, 1), (1, 2), (3, 4)]  # the third character is covered by no piece
+    f = encode_pieces(fake, "서울 시", spans, ["B-LOC", "I-LOC", "B-PER"], L2I, 16)
+    # the second piece of 서 continues it (I-LOC, not a second B-LOC); the space piece is O
+    assert f.labels == [IGNORE_INDEX, 3, 4, 4, 0, IGNORE_INDEX]
+    assert f.unit_position == [1, 3, -1] and f.unit_first == [True, True, False]
+    assert _back(f, fill=0) == ["B-LOC", "I-LOC", "O"]
+
+
+def test_encode_pieces_truncation_keeps_the_first_pieces(ko: Tokenizer) -> None:
+    text = "나는 전남 진도에 김철수를 만났다."
+    _, spans = _chars(text)
+    tags = _char_tags(text, {"전남 진도": "LOC", "김철수": "PER"})
+    f = encode_pieces(ko, text, spans, tags, L2I, max_len=5)  # 3 pieces: 나는 전남 진도
+    assert f.truncated and len(f.input_ids) == len(f.labels) == 5
+    assert f.unit_position[6:] == [-1] * (len(spans) - 6)  # from 에 on: no piece
+    back = _back(f, fill=0)
+    assert back[:6] == tags[:6] and back[6:] == ["O"] * (len(spans) - 6)
+    assert not encode_pieces(ko, text, spans, None, None, 32).truncated
+    assert encode_pieces(ko, text, spans, None, None, 32).labels is None
+    with pytest.raises(InputError, match="max_len"):
+        encode_pieces(ko, text, spans, None, None, 2)
+    with pytest.raises(DataError, match="tags"):
+        encode_pieces(ko, text, spans, ["O"], L2I, 32)
+
+
+def test_unit_spans_rebuild_the_text() -> None:
+    s = TaggedSentence(list("전남진도"), ["O"] * 4, [False, True, False, True])
+    spans = unit_spans(s.words, s.space_after)
+    assert s.text() == "전남 진도 " and [s.text()[a:b] for a, b in spans] == s.words
+    assert unit_spans(["ab", "c"], None) == [(0, 2), (3, 4)]
+    assert continuation_ids(["O", "B-X", "I-X", "B-Y"]) == [0, 2, 2, 0]  # no I-Y: O
+
+
+KO_SENTENCES = [
+    ("김철수는 서울에서 일한다.", {"김철수": "PER", "서울": "LOC"}),
+    ("나는 전남 진도에 김 서울 만났다.", {"전남 진도": "LOC", "김": "PER", "서울": "LOC"}),
+    ("이영희가 부산 해운대에 갔다.", {"이영희": "PER", "부산 해운대": "LOC"}),
+    ("박민수와 김철수는 대전에 산다.", {"박민수": "PER", "대전": "LOC"}),
+    ("서울에서 부산까지 이영희가 걸었다.", {"서울": "LOC", "이영희": "PER"}),
+]
+
+
+def _round_trip_checks(
+    tokenizer: Tokenizer, sentences: list[TaggedSentence], labels: list[str] = LABELS
+) -> tuple[int, int]:
+    """Gold char tags -> piece labels -> char labels: every entity whose start and end are
+    piece boundaries comes back exactly; returns (entities, entities at piece boundaries)."""
+    total = exact = 0
+    to_id = {t: i for i, t in enumerate(labels)}
+    for s in sentences:
+        spans = unit_spans(s.words, s.space_after)
+        f = encode_pieces(tokenizer, s.text(), spans, s.tags, to_id, 10**6)
+        back = set(get_entities(_back(f, labels=labels)))
+        for entity in get_entities(s.tags):
+            _, first, last = entity
+            total += 1
+            if f.unit_first[first] and (last + 1 == len(spans) or f.unit_first[last + 1]):
+                exact += 1
+                assert entity in back, (s.text(), entity)
+    return total, exact
+
+
+def test_round_trip_recovers_entities_at_piece_boundaries(ko: Tokenizer) -> None:
+    sentences = []
+    for text, entities in KO_SENTENCES:
+        chars, _ = _chars(text)
+        space_after = [
+            i + 1 < len(text) and text[i + 1] == " " for i, c in enumerate(text) if c != " "
+        ]
+        sentences.append(TaggedSentence(chars, _char_tags(text, entities), space_after))
+    # pieces of the hand vocabulary; a word it cannot spell is one [UNK] over the word
+    total, exact = _round_trip_checks(ko, sentences)
+    assert total == 11 and 0 < exact < total
+
+
+@pytest.mark.skipif(
+    not (Path(__file__).resolve().parents[2] / "shared" / "data" / "klue").is_dir(),
+    reason="KLUE-NER not present",
+)
+def test_round_trip_on_klue_ner() -> None:
+    from attnkit.data.tagged import load_tagged
+
+    sentences = load_tagged(
+        "klue-ner", "validation", data_dir=Path(__file__).resolve().parents[2] / "shared" / "data"
+    )
+    tokenizer = train_tokenizer((s.text() for s in sentences), vocab_size=2000, min_frequency=2)
+    klue = ["O", *sorted(f"{p}-{t}" for t in ("PS", "LC", "OG", "DT", "TI", "QT") for p in "BI")]
+    total, exact = _round_trip_checks(tokenizer, sentences, klue)
+    assert total > 1000 and 0.5 < exact / total < 1.0

@@ -1,7 +1,9 @@
 """task: tag (NER with a BERT, attnkit.tasks.tag): training through attnkit.train on tiny
 CoNLL-style files, loading, tagging with character offsets, evaluation, the CLI, label
-alignment through the collate, init_from a Hugging Face BERT directory, and a KLUE-NER
-(per-character) smoke test on the shared data when it is present."""
+alignment through the collate, init_from a Hugging Face BERT directory, KLUE-NER
+(per character: labels on every piece of the natural text, or each character a word) smoke
+tests on the shared data when it is present, the piece -> character mapping of the
+predictor, the klue-ner recipe."""
 
 from __future__ import annotations
 
@@ -16,19 +18,21 @@ import torch
 
 import attnkit
 from attnkit.cli import main
-from attnkit.config import ConfigError, RunConfig
+from attnkit.config import ConfigError, RunConfig, load_config
 from attnkit.data.ner import IGNORE_INDEX
-from attnkit.data.tagged import TaggedSentence
+from attnkit.data.tagged import TaggedSentence, load_tagged
 from attnkit.errors import DataError, InputError, RunError
 from attnkit.tasks.tag import (
+    KNOWN_TAGS,
     TaggingTask,
     TagPredictor,
     _entities,
     encode_sentences,
     split_words,
     tag_labels,
+    word_unit,
 )
-from attnkit.tokenization import train_tokenizer
+from attnkit.tokenization import Tokenizer, train_tokenizer
 
 SHARED = Path(
     os.environ.get("ATTNKIT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -318,20 +322,32 @@ def test_init_from_a_hugging_face_bert_directory(data: Path, tmp_path: Path) -> 
 
 
 # ------------------------------------------------------------------------- KLUE-NER
-@pytest.mark.skipif(
+KLUE = pytest.mark.skipif(
     not (SHARED / "klue" / "klue-ner-v1.1_dev.tsv").is_file(), reason="KLUE-NER not present"
 )
-def test_klue_ner_tags_characters(tmp_path: Path) -> None:
+
+
+@KLUE
+@pytest.mark.parametrize("label_unit", [None, "char"])
+def test_klue_ner_tags_characters(tmp_path: Path, label_unit: str | None) -> None:
+    """Default (piece): the natural text, a label on every piece; char: every character
+    a word of its own. Both tag and score characters."""
     recipe = _recipe(tmp_path, max_steps=2, eval_every=2, batch_size=10)
     recipe["data"] = {"name": "klue-ner", "data_dir": str(SHARED), "limit": 20, "max_len": 64}
+    if label_unit:
+        recipe["data"]["label_unit"] = label_unit
     recipe["tokenizer"]["vocab_size"] = 400
     out = tmp_path / "klue"
     lines: list[str] = []
     attnkit.train(RunConfig.from_dict(recipe), out=out, log=lines.append)
     assert any(x.startswith("data: 20 train / 500 validation sentences") for x in lines)
+    assert any("labelled pieces" in x for x in lines) == (label_unit is None)
     saved = json.loads((out / "config.json").read_text())
-    assert saved["word_unit"] == "char" and len(saved["labels"]) == 13
+    assert saved["word_unit"] == (label_unit or "piece") and len(saved["labels"]) == 13
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert "val_f1" in rows[-1]
     tagger = attnkit.load(out)
+    assert tagger.word_unit == (label_unit or "piece")
     text = "이순신은 전남 진도에서 태어났다."
     (result,) = tagger.tag(text)
     assert result.words == [c for c in text if not c.isspace()]
@@ -340,3 +356,67 @@ def test_klue_ner_tags_characters(tmp_path: Path) -> None:
         assert text[e.start : e.end] == e.text
     report = attnkit.evaluate(out, "test", batch_size=64)
     assert report["num_sentences"] == 500 and 0.0 <= report["f1"] <= 1.0
+    assert report["num_words"] == sum(len(s.words) for s in load_tagged("klue-ner", "test", SHARED))
+    if label_unit == "char":  # a run saved before word_unit piece existed: still char
+        saved.pop("word_unit")
+        saved["data"].pop("label_unit")
+        (out / "config.json").write_text(json.dumps(saved), encoding="utf-8")
+        old = attnkit.load(out)
+        assert old.word_unit == "char"
+        assert old.tag(text)[0].labels == result.labels
+        assert attnkit.evaluate(out, "test", batch_size=64) == report
+
+
+class _LookupTagger(torch.nn.Module):
+    """A stand-in tagger: each token id's label is fixed (one-hot logits)."""
+
+    def __init__(self, label_of_id: list[int], num_labels: int) -> None:
+        super().__init__()
+        self.table = torch.nn.Embedding(len(label_of_id), num_labels)
+        with torch.no_grad():
+            self.table.weight.copy_(torch.eye(num_labels)[label_of_id])
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.table(ids)
+
+
+def test_piece_predictor_maps_piece_labels_to_characters(tmp_path: Path) -> None:
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "나는", "전남", "진도", "##에",
+             "김", "##철", "##수를", "만났", "##다", "."]  # fmt: skip
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tokenizer = Tokenizer.from_vocab(tmp_path / "vocab.txt", lowercase=False)
+    labels = KNOWN_TAGS["klue-ner"]
+    piece_label = {"전남": "B-LC", "진도": "I-LC", "김": "B-PS", "##철": "I-PS", "##수를": "B-PS"}
+    label_of_id = [labels.index(piece_label.get(tok, "O")) for tok in vocab]
+    cfg = RunConfig.from_dict({"task": "tag", "data": {"name": "klue-ner", "max_len": 32}})
+    tagger = TagPredictor(
+        _LookupTagger(label_of_id, len(labels)), tokenizer, cfg, labels, None, "piece"
+    )
+    text = "나는 전남 진도에 김철수를 만났다."
+    (result,) = tagger.tag(text)
+    assert result.words == [c for c in text if c != " "] and not result.truncated
+    # 나는 | 전남 진도(LC) | 에 | 김 ##철 (PS) | ##수를 (a new PS: B- on 수, I- on 를)
+    assert result.labels == ["O", "O", "B-LC", "I-LC", "I-LC", "I-LC", "O", "B-PS", "I-PS",
+                             "B-PS", "I-PS", "O", "O", "O", "O"]  # fmt: skip
+    assert [(e.type, e.text, e.start, e.end) for e in result.entities] == [
+        ("LC", "전남 진도", 3, 8), ("PS", "김철", 10, 12), ("PS", "수를", 12, 14)
+    ]  # fmt: skip
+    cfg.data.max_len = 4  # [CLS] 나는 전남 [SEP]: the characters after 전남 get O
+    with pytest.warns(UserWarning, match="the characters that did not fit were labelled O"):
+        (cut,) = tagger.tag(text)
+    assert cut.truncated and cut.labels == ["O", "O", "B-LC", "I-LC"] + ["O"] * 11
+
+
+def test_klue_ner_recipe_and_label_unit() -> None:
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "klue-ner-bert.yaml")
+    assert cfg.task == "tag" and cfg.data.name == "klue-ner"
+    assert word_unit(cfg) == "piece"
+    assert word_unit(RunConfig.from_dict({"task": "tag", "data": {"name": "conll2003"}})) == "word"
+    char = RunConfig.from_dict({"task": "tag", "data": {"name": "klue-ner", "label_unit": "char"}})
+    assert word_unit(char) == "char"
+    with pytest.raises(ConfigError, match="data.label_unit must be word|piece|char"):
+        RunConfig.from_dict({"task": "tag", "data": {"name": "klue-ner", "label_unit": "x"}})
+    with pytest.raises(ConfigError, match="klue-ner takes data.label_unit piece or char"):
+        RunConfig.from_dict({"task": "tag", "data": {"name": "klue-ner", "label_unit": "word"}})
+    with pytest.raises(ConfigError, match="conll2003 takes data.label_unit word"):
+        RunConfig.from_dict({"task": "tag", "data": {"name": "conll2003", "label_unit": "piece"}})

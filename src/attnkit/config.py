@@ -38,6 +38,9 @@ __all__ = [
     "short_repr",
 ]
 
+# data.label_unit of task tag: what one label sits on (attnkit.tasks.tag.word_unit)
+LABEL_UNITS = ("word", "piece", "char")
+
 
 @dataclass
 class DataConfig:
@@ -59,6 +62,7 @@ class DataConfig:
     doc_stride: int = 128  # qa: tokens between the starts of consecutive context windows
     max_question_len: int = 64  # qa: question tokens kept (longer questions are cut)
     max_answer_len: int = 30  # qa: longest answer span (tokens) decoding considers
+    label_unit: str | None = None  # tag: word (CoNLL, file) | piece or char (klue-ner; piece)
     src_lang: str = "de"  # translate: multi30k direction; suffixes of aligned user files
     tgt_lang: str = "en"
 
@@ -408,6 +412,10 @@ def _validate(cfg: RunConfig) -> None:
         at_least("data.doc_stride", d.doc_stride, 1),
         at_least("data.max_question_len", d.max_question_len, 1),
         at_least("data.max_answer_len", d.max_answer_len, 1),
+        (
+            d.label_unit in (None, *LABEL_UNITS),
+            f"data.label_unit must be {'|'.join(LABEL_UNITS)}, got {short_repr(d.label_unit)}",
+        ),
         (
             d.limit is None or d.limit >= 2 or d.val_fraction == 0 or d.validation is not None,
             f"data.limit: {d.limit} leaves no example to hold out for validation "

@@ -8,6 +8,12 @@ prediction time the first piece's label is the word's label (:func:`word_predict
 Truncation keeps whole words: a word whose pieces do not all fit is dropped with every word
 after it (:func:`encode_tagged`); the dropped words are reported (``truncated``) and get the
 caller's "O" label id when predictions are mapped back to words.
+
+Text tagged per character (KLUE-NER, ``word_unit: piece``) is instead tokenized as a whole,
+spaces as written, so the encoder sees the pieces it was pretrained on
+(:func:`encode_pieces`): EVERY piece gets a label, the tag of its first character, and
+:func:`unit_predictions` maps the predicted piece labels back to one label per character.
+The first pieces are kept when the text is too long.
 """
 
 from __future__ import annotations
@@ -25,10 +31,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IGNORE_INDEX",
+    "PieceFeature",
     "TaggedFeature",
     "align_labels",
+    "continuation_ids",
+    "encode_pieces",
     "encode_tagged",
     "repair_iob2",
+    "unit_predictions",
+    "unit_spans",
     "word_predictions",
 ]
 
@@ -103,7 +114,7 @@ def _keep_words(pieces: list[list[int]], budget: int) -> tuple[list[list[int]], 
 
 
 def _tag_ids(
-    tags: Sequence[str], words: Sequence[str], label_to_id: Mapping[str, int] | None
+    tags: Sequence[str], words: Sequence[Any], label_to_id: Mapping[str, int] | None
 ) -> list[int]:
     if label_to_id is None:
         raise InputError("tags were given without label_to_id")
@@ -197,3 +208,151 @@ def repair_iob2(tags: Sequence[str]) -> list[str]:
     already starts an entity at such an ``I-X``.
     """
     return to_iob2(tags)
+
+
+# --------------------------------------------------------------------------------------
+# Labels on every word piece of the natural text (KLUE-NER: ``word_unit: piece``)
+# --------------------------------------------------------------------------------------
+@dataclass
+class PieceFeature:
+    """One sentence tagged per unit (a character, for KLUE-NER), encoded from its natural
+    text with a label on EVERY word piece (:func:`encode_pieces`).
+
+    Attributes:
+        input_ids: ``[CLS] pieces [SEP]``, length T <= max_len.
+        labels: length T: each piece's label id (the tag of its first unit, ``B-X`` turned
+            into ``I-X`` when that unit is not the piece's own: a second piece of one
+            character), ``IGNORE_INDEX`` on ``[CLS]``/``[SEP]``; None without tags.
+        unit_position: one per unit: the position (into ``input_ids``) of the first piece
+            that covers the unit, -1 when none does (cut off by ``max_len``).
+        unit_first: one per unit: whether the unit is that piece's first unit (it then
+            takes the piece's label; a later unit of the piece takes its ``I-`` form).
+        truncated: some pieces did not fit in ``max_len``.
+    """
+
+    input_ids: list[int]
+    labels: list[int] | None
+    unit_position: list[int]
+    unit_first: list[bool]
+    truncated: bool
+
+
+def unit_spans(units: Sequence[str], space_after: Sequence[bool] | None) -> list[tuple[int, int]]:
+    """The ``(start, end)`` span of each unit in the text they make: joined as
+    ``space_after`` says (``TaggedSentence.text``), or by single spaces when it is None."""
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for k, unit in enumerate(units):
+        spans.append((at, at + len(unit)))
+        at += len(unit) + (1 if space_after is None or space_after[k] else 0)
+    return spans
+
+
+def continuation_ids(labels: Sequence[str]) -> list[int]:
+    """For each label id, the id a later unit of the same piece gets: ``I-X`` for ``B-X``
+    and ``I-X`` (when ``I-X`` is a label), the ``O`` id (or 0) for everything else."""
+    to_id = {name: i for i, name in enumerate(labels)}
+    outside = to_id.get("O", 0)
+    return [
+        to_id.get("I-" + name[2:], outside) if name[:2] in ("B-", "I-") else outside
+        for name in labels
+    ]
+
+
+def encode_pieces(
+    tokenizer: Tokenizer,
+    text: str,
+    spans: Sequence[tuple[int, int]],
+    tags: Sequence[str] | None,
+    label_to_id: Mapping[str, int] | None,
+    max_len: int,
+) -> PieceFeature:
+    """``[CLS] pieces [SEP]`` of ``text`` tokenized as a whole
+    (:meth:`Tokenizer.encode_offsets`), with a label on every piece.
+
+    ``spans`` are the units' ``(start, end)`` offsets in ``text`` (the tagged
+    characters; spaces are no unit). A piece's first unit is the first unit it overlaps;
+    its label is that unit's tag, except that a unit already covered by an earlier piece
+    (a character split into several pieces) gives ``I-X`` for ``B-X``. So a piece that
+    starts at an entity's first character is ``B-X``, one inside an entity ``I-X``, any
+    other ``O``; a piece that covers no unit is ``O``. An entity whose start or end falls
+    inside a piece cannot be represented exactly (:func:`unit_predictions` widens or
+    shifts it to piece boundaries). The pieces are cut to ``max_len - 2`` (the first ones
+    are kept); units no kept piece covers get ``unit_position`` -1.
+
+    Raises:
+        InputError: ``max_len < 3``, or tags without ``label_to_id``.
+        DataError: tags and spans differ in number, or a tag is not in ``label_to_id``.
+    """
+    if max_len < 3:
+        raise InputError(f"max_len={max_len} is too small: [CLS] piece [SEP] needs at least 3")
+    tag_ids = _tag_ids(tags, spans, label_to_id) if tags is not None else None
+    ids, offsets = tokenizer.encode_offsets(text)
+    budget = max_len - 2
+    truncated = len(ids) > budget
+    ids, offsets = ids[:budget], offsets[:budget]
+    # the unit at each character offset (-1: no unit there, e.g. a space)
+    unit_at = [-1] * (max((b for _, b in spans), default=0) + 1)
+    for u, (a, b) in enumerate(spans):
+        for pos in range(a, b):
+            unit_at[pos] = u
+    unit_position = [-1] * len(spans)
+    unit_first = [False] * len(spans)
+    piece_unit: list[int] = []  # each piece's first unit (-1: none)
+    for k, (a, b) in enumerate(offsets):
+        first = -1
+        for pos in range(a, min(max(b, a + 1), len(unit_at))):
+            u = unit_at[pos]
+            if u < 0:
+                continue
+            if first < 0:
+                first = u
+            if unit_position[u] < 0:
+                unit_position[u] = k + 1  # after [CLS]
+                unit_first[u] = u == first
+        piece_unit.append(first)
+    labels = None
+    if tag_ids is not None:
+        assert label_to_id is not None
+        names = {i: name for name, i in label_to_id.items()}
+        outside = label_to_id.get("O", 0)
+        labels = [IGNORE_INDEX]
+        for k, u in enumerate(piece_unit):
+            if u < 0:
+                labels.append(outside)
+                continue
+            label = tag_ids[u]
+            if unit_position[u] != k + 1:  # the unit began in an earlier piece
+                name = names[label]
+                label = (
+                    label_to_id.get("I-" + name[2:], outside)
+                    if name[:2] in ("B-", "I-")
+                    else outside
+                )
+            labels.append(label)
+        labels.append(IGNORE_INDEX)
+    input_ids = [tokenizer.cls_id, *ids, tokenizer.sep_id]
+    return PieceFeature(input_ids, labels, unit_position, unit_first, truncated)
+
+
+def unit_predictions(
+    piece_label_ids: Sequence[int] | Any,
+    unit_position: Sequence[int],
+    unit_first: Sequence[bool],
+    continuation: Sequence[int],
+    fill: int,
+) -> list[int]:
+    """One label id per unit from the labels predicted per piece: a piece's first unit
+    takes the piece's label, its other units ``continuation[label]`` (``I-X`` for a
+    ``B-X`` or ``I-X`` piece, else ``O``: :func:`continuation_ids`); units no piece covers
+    get ``fill`` (your ``O`` id)."""
+    if hasattr(piece_label_ids, "tolist"):
+        piece_label_ids = piece_label_ids.tolist()
+    out = []
+    for position, first in zip(unit_position, unit_first, strict=True):
+        if position < 0:
+            out.append(fill)
+            continue
+        label = int(piece_label_ids[position])
+        out.append(label if first else continuation[label])
+    return out

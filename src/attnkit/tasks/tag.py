@@ -1,16 +1,29 @@
 """Token classification (named-entity recognition) with a BERT: ``task: tag``.
 
-Data: CoNLL-2003 (English, one label per word), KLUE-NER (Korean, one label per
-character: ``word_unit: char``) or the user's CoNLL-style files (``data.name: file``), all
-read by ``attnkit.data.tagged`` as IOB2-tagged sentences. The model is
+Data: CoNLL-2003 (English, one label per word), KLUE-NER (Korean, one tag per
+character) or the user's CoNLL-style files (``data.name: file``), all read by
+``attnkit.data.tagged`` as IOB2-tagged sentences. The model is
 ``BertForTokenClassification`` (``model.arch: bert-tagger``), fine-tuned from a pretrained
 encoder (``model.init_from``) or trained from scratch.
 
-BERT sees word pieces, so each word's label sits on its FIRST piece and the other pieces,
-``[CLS]`` and ``[SEP]`` are ignored by the loss (``attnkit.data.ner``, Devlin et al. 2019,
-section 5.3); at prediction time the first piece's label is the word's label. A sentence
-longer than ``data.max_len`` pieces keeps its first whole words; the words cut off are
-labelled ``O``.
+What a label sits on is the run's word unit (``data.label_unit``, saved as ``word_unit``):
+
+* ``word`` (CoNLL-2003, files): BERT sees word pieces, so each word's label sits on its
+  FIRST piece and the other pieces, ``[CLS]`` and ``[SEP]`` are ignored by the loss
+  (``attnkit.data.ner.encode_tagged``, Devlin et al. 2019, section 5.3); at prediction
+  time the first piece's label is the word's label. A sentence longer than
+  ``data.max_len`` pieces keeps its first whole words; the words cut off are labelled
+  ``O``.
+* ``piece`` (KLUE-NER's default, as KLUE's baselines): the sentence's natural text (spaces
+  as in the original) is tokenized as a whole, as the encoder saw text in pretraining, and
+  EVERY piece is labelled with the tag of its first character and scored by the loss
+  (``attnkit.data.ner.encode_pieces``). At prediction time each character gets its
+  piece's label (``B-X`` only on the piece's first character: the others get ``I-X``, or
+  ``O``), so the output and the metric stay per character; an entity whose start or end
+  falls inside a piece cannot be matched exactly. A longer sentence keeps its first
+  ``data.max_len - 2`` pieces; the characters cut off are labelled ``O``.
+* ``char`` (KLUE-NER with ``data.label_unit: char``, and runs saved before ``piece``
+  existed): every character is a word of its own, tokenized alone.
 
 Model selection by validation entity-level F1 (seqeval's default, conlleval-compatible
 scoring, ``attnkit.metrics.entity_f1``): an entity counts only if its type and both ends
@@ -39,7 +52,15 @@ from torch import Tensor, nn
 from attnkit.config import RunConfig, require
 from attnkit.data.batching import pad_batch
 from attnkit.data.catalogue import has_split
-from attnkit.data.ner import IGNORE_INDEX, encode_tagged, word_predictions
+from attnkit.data.ner import (
+    IGNORE_INDEX,
+    continuation_ids,
+    encode_pieces,
+    encode_tagged,
+    unit_predictions,
+    unit_spans,
+    word_predictions,
+)
 from attnkit.data.paths import DataError
 from attnkit.data.split import split_examples
 from attnkit.data.tagged import TAGGED_DATASETS, TaggedSentence, load_tagged
@@ -75,8 +96,10 @@ __all__ = [
 # elsewhere)
 Item = tuple[list[int], list[int]]
 DATASETS = (*TAGGED_DATASETS, "file")
-# datasets whose "words" are characters (KLUE-NER: one tag per character)
+# datasets whose "words" are characters (KLUE-NER: one tag per character); their
+# data.label_unit is piece (the default) or char, every other dataset's is word
 CHAR_DATASETS = ("klue-ner",)
+WORD_UNITS = ("word", "char", "piece")
 
 
 def _iob2(*types: str) -> list[str]:
@@ -106,7 +129,19 @@ def read_split(cfg: RunConfig, split: str) -> list[TaggedSentence]:
 
 
 def word_unit(cfg: RunConfig) -> str:
-    """``"char"`` for datasets tagged per character (KLUE-NER), else ``"word"``."""
+    """What one label sits on: ``data.label_unit`` when set, else ``"piece"`` for datasets
+    tagged per character (KLUE-NER: every word piece of the natural text) and ``"word"``
+    for the others."""
+    if cfg.data.label_unit is not None:
+        return cfg.data.label_unit
+    return "piece" if cfg.data.name in CHAR_DATASETS else "word"
+
+
+def _saved_word_unit(cfg: RunConfig) -> str:
+    """The word unit of a run whose config.json predates the saved ``word_unit``: those
+    runs tagged KLUE-NER per character, as words of their own."""
+    if cfg.data.label_unit is not None:
+        return cfg.data.label_unit
     return "char" if cfg.data.name in CHAR_DATASETS else "word"
 
 
@@ -130,13 +165,29 @@ def encode_sentences(
     tokenizer: Tokenizer,
     to_id: dict[str, int],
     max_len: int,
-) -> tuple[list[Item], int]:
-    """Tagged sentences -> (token ids, per-position label ids) items (``encode_tagged``:
-    ``[CLS] pieces [SEP]``, labels on each word's first piece), and how many sentences
-    were truncated to ``max_len`` pieces."""
-    items: list[Item] = []
+    unit: str = "word",
+) -> tuple[list[Any], int]:
+    """Tagged sentences -> items, and how many sentences were truncated to ``max_len``
+    pieces.
+
+    ``unit`` word / char: (token ids, per-position label ids) (``encode_tagged``:
+    ``[CLS] pieces [SEP]``, labels on each word's first piece). ``unit`` piece: (token ids,
+    a label id on every piece, unit_position, unit_first, the gold label id of each
+    character) (``encode_pieces`` of the sentence's text): the last three let
+    :meth:`TaggingTask.evaluate` score characters."""
+    items: list[Any] = []
     truncated = 0
     for sentence in sentences:
+        if unit == "piece":
+            spans = unit_spans(sentence.words, sentence.space_after)
+            piece = encode_pieces(tokenizer, sentence.text(), spans, sentence.tags, to_id, max_len)
+            assert piece.labels is not None
+            gold = [to_id[t] for t in sentence.tags]
+            items.append(
+                (piece.input_ids, piece.labels, piece.unit_position, piece.unit_first, gold)
+            )
+            truncated += piece.truncated
+            continue
         feature = encode_tagged(tokenizer, sentence.words, sentence.tags, to_id, max_len)
         assert feature.labels is not None
         items.append((feature.input_ids, feature.labels))
@@ -165,20 +216,24 @@ def prepare_data(
     to_id = {name: i for i, name in enumerate(labels)}
     _check_tags(train_s, to_id, "train")
     _check_tags(val_s, to_id, "validation")
-    if tokenizer is None:
+    unit = word_unit(cfg)
+    if tokenizer is None:  # piece: trained on the natural text, as a pretrained one was
         tokenizer = get_tokenizer(
             cfg.tokenizer,
-            (" ".join(s.words) for s in train_s),
+            (s.text() if unit == "piece" else " ".join(s.words) for s in train_s),
             f"{len(train_s):,} sentences",
             log,
         )
-    train, truncated = encode_sentences(train_s, tokenizer, to_id, d.max_len)
-    validation, _ = encode_sentences(val_s, tokenizer, to_id, d.max_len)
-    unit = word_unit(cfg)
+    train, truncated = encode_sentences(train_s, tokenizer, to_id, d.max_len, unit)
+    validation, _ = encode_sentences(val_s, tokenizer, to_id, d.max_len, unit)
+    counted = (
+        f"{sum(len(s.words) for s in train_s):,} training {'word' if unit == 'word' else 'char'}s"
+    )
+    if unit == "piece":
+        counted += f" in {sum(len(it[0]) - 2 for it in train):,} labelled pieces"
     summary = (
         f"data: {len(train):,} train / {len(validation):,} validation sentences "
-        f"({sum(len(s.words) for s in train_s):,} training {unit}s), {len(labels)} labels, "
-        f"vocab {tokenizer.vocab_size:,}"
+        f"({counted}), {len(labels)} labels, vocab {tokenizer.vocab_size:,}"
         + (f", {truncated:,} truncated to max_len={d.max_len}" if truncated else "")
     )
     run_info = {"labels": labels, "word_unit": unit}
@@ -200,8 +255,9 @@ def word_accuracy(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str
 
 
 class TaggingTask:
-    """Cross-entropy over the labelled positions (each word's first piece); model
-    selection by validation entity-level F1."""
+    """Cross-entropy over the labelled positions (each word's first piece, or every piece
+    for ``word_unit: piece``); model selection by validation entity-level F1 (per
+    character for ``piece`` items, whose predictions are mapped back to characters)."""
 
     metric = "f1"
     greater_is_better = True
@@ -211,11 +267,15 @@ class TaggingTask:
         self.labels = list(labels)
         self.pad_id = pad_id
         self.label_smoothing = label_smoothing
+        self.continuation = continuation_ids(self.labels)
 
-    def collate(self, items: Sequence[Item]) -> dict[str, Tensor]:
+    def collate(self, items: Sequence[Any]) -> dict[str, Any]:
         ids, mask = pad_batch([it[0] for it in items], self.pad_id)
         labels, _ = pad_batch([it[1] for it in items], IGNORE_INDEX)
-        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+        batch: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+        if items and len(items[0]) > 2:  # piece items: how to score characters
+            batch["units"] = [tuple(it[2:]) for it in items]
+        return batch
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
         logits = _logits(model, batch)
@@ -229,10 +289,12 @@ class TaggingTask:
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, Any]:
-        """Loss per labelled word, entity-level precision / recall / F1 and word accuracy
-        over the words the sentences kept (truncated words are not scored here;
-        ``TagSpec.evaluate`` scores every word)."""
+        """Loss per labelled position, entity-level precision / recall / F1 and word
+        accuracy over the words the sentences kept (truncated words are not scored here;
+        ``TagSpec.evaluate`` scores every word). Piece items are scored per character,
+        every character (those cut off count as predicted O)."""
         total_loss: Tensor | float = 0.0
+        labelled = 0
         y_true: list[list[str]] = []
         y_pred: list[list[str]] = []
         for batch in batches:
@@ -241,14 +303,22 @@ class TaggingTask:
             total_loss = total_loss + F.cross_entropy(
                 logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
             )
+            labelled += int((labels != IGNORE_INDEX).sum())
             gold_rows, pred_rows = labels.tolist(), logits.argmax(-1).tolist()
+            if "units" in batch:  # score characters, not pieces
+                outside = self.labels.index("O") if "O" in self.labels else 0
+                for pred, (position, first, gold) in zip(pred_rows, batch["units"], strict=True):
+                    chars = unit_predictions(pred, position, first, self.continuation, outside)
+                    y_true.append([self.labels[g] for g in gold])
+                    y_pred.append([self.labels[p] for p in chars])
+                continue
             for gold, pred in zip(gold_rows, pred_rows, strict=True):
                 kept = [(g, p) for g, p in zip(gold, pred, strict=True) if g != IGNORE_INDEX]
                 y_true.append([self.labels[g] for g, _ in kept])
                 y_pred.append([self.labels[p] for _, p in kept])
         scores = entity_f1(y_true, y_pred)
         return {
-            "loss": float(total_loss) / max(sum(map(len, y_true)), 1),
+            "loss": float(total_loss) / max(labelled, 1),
             "f1": scores["f1"],
             "precision": scores["precision"],
             "recall": scores["recall"],
@@ -391,25 +461,67 @@ class TagPredictor:
                 )
         return out, [f.truncated for f in features]
 
+    @torch.no_grad()
+    def unit_label_ids(
+        self, sentences: Sequence[tuple[str, Sequence[tuple[int, int]]]], batch_size: int = 32
+    ) -> tuple[list[list[int]], list[bool]]:
+        """``word_unit: piece``: one label id per character of each ``(text, character
+        spans)`` (each text tokenized as a whole, ``encode_pieces``; the piece labels
+        mapped back by ``unit_predictions``; characters cut off by ``data.max_len`` get
+        O), and whether each text was truncated. Batched in order of length."""
+        max_len = self.config.data.max_len
+        features = [
+            encode_pieces(self.tokenizer, text, spans, None, None, max_len)
+            for text, spans in sentences
+        ]
+        continuation = continuation_ids(self.labels)
+        order = sorted(range(len(features)), key=lambda i: len(features[i].input_ids))
+        out: list[list[int]] = [[] for _ in features]
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            ids, mask = pad_batch([features[i].input_ids for i in rows], self.tokenizer.pad_id)
+            batch = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
+            predicted = _logits(self.model, batch).argmax(-1).cpu()
+            for row, i in enumerate(rows):
+                f = features[i]
+                out[i] = unit_predictions(
+                    predicted[row], f.unit_position, f.unit_first, continuation, self.outside_id
+                )
+        return out, [f.truncated for f in features]
+
     def tag(self, texts: Sequence[str] | str, batch_size: int = 32) -> list[Tagging]:
         """Words, one label per word and the entities of each text (a single string is
         accepted too). Words are split as the run's data was (``split_words``: words and
-        punctuation, or characters for a KLUE-NER run)."""
+        punctuation, or characters for a KLUE-NER run, whose labels are per character
+        whatever the run's word unit)."""
         if isinstance(texts, str):
             texts = [texts]
         for i, text in enumerate(texts, 1):
             if not isinstance(text, str) or not text.strip():
                 raise InputError(f"input {i} is empty or whitespace only")
-        split = [split_words(text, self.word_unit) for text in texts]
-        ids, cut = self.word_label_ids([[w for w, _, _ in words] for words in split], batch_size)
+        piece = self.word_unit == "piece"
+        split = [split_words(text, "char" if piece else self.word_unit) for text in texts]
+        if piece:
+            ids, cut = self.unit_label_ids(
+                [
+                    (text, [(a, b) for _, a, b in words])
+                    for text, words in zip(texts, split, strict=True)
+                ],
+                batch_size,
+            )
+        else:
+            ids, cut = self.word_label_ids(
+                [[w for w, _, _ in words] for words in split], batch_size
+            )
         out = []
         for i, (text, words, label_ids, was_cut) in enumerate(
             zip(texts, split, ids, cut, strict=True), 1
         ):
             if was_cut:
+                what = "characters" if self.word_unit != "word" else "words"
                 warnings.warn(
                     f"input {i} is longer than max_len={self.config.data.max_len} word "
-                    "pieces; the words that did not fit were labelled O",
+                    f"pieces; the {what} that did not fit were labelled O",
                     stacklevel=2,
                 )
             labels = [self.labels[k] for k in label_ids]
@@ -456,6 +568,12 @@ class TagSpec(BertTaskSpec):
         )
         if cfg.data.name == "file":
             require(bool(cfg.data.train), "data.name file needs data.train (a CoNLL-style file)")
+        units = ("piece", "char") if cfg.data.name in CHAR_DATASETS else ("word",)
+        require(
+            cfg.data.label_unit in (None, *units),
+            f"task tag on data.name {cfg.data.name} takes data.label_unit "
+            f"{' or '.join(units)}, got {cfg.data.label_unit!r}",
+        )
         require(
             cfg.data.truncation == "head",
             "task tag keeps the first words of a long sentence: data.truncation must be head",
@@ -485,9 +603,11 @@ class TagSpec(BertTaskSpec):
         labels = saved.get("labels")
         if not isinstance(labels, list) or len(labels) != getattr(cfg.model, "num_classes", 0):
             raise RunError(f"{run.config_path}: labels are missing or do not match the model")
-        unit = saved.get("word_unit", word_unit(cfg))
-        if unit not in ("word", "char"):
-            raise RunError(f"{run.config_path}: word_unit must be word or char, got {unit!r}")
+        unit = saved.get("word_unit", _saved_word_unit(cfg))
+        if unit not in WORD_UNITS:
+            raise RunError(
+                f"{run.config_path}: word_unit must be {', '.join(WORD_UNITS)}, got {unit!r}"
+            )
         return TagPredictor(model, tokenizer, cfg, labels, run.path, unit)
 
     def evaluate(
@@ -506,7 +626,12 @@ class TagSpec(BertTaskSpec):
             cfg.data.data_dir = data_dir
         sentences = read_split(cfg, split)
         _check_tags(sentences, {name: i for i, name in enumerate(predictor.labels)}, split)
-        ids, cut = predictor.word_label_ids([s.words for s in sentences], batch_size)
+        if predictor.word_unit == "piece":
+            ids, cut = predictor.unit_label_ids(
+                [(s.text(), unit_spans(s.words, s.space_after)) for s in sentences], batch_size
+            )
+        else:
+            ids, cut = predictor.word_label_ids([s.words for s in sentences], batch_size)
         y_pred = [[predictor.labels[k] for k in row] for row in ids]
         y_true = [s.tags for s in sentences]
         report = entity_f1(y_true, y_pred)
