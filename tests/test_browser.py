@@ -88,6 +88,7 @@ def page(url):
 
 def test_classify_a_korean_review_with_attention(page, served_runs, tmp_path: Path) -> None:
     page.select_option("#classify-model", "sentiment")
+    assert not page.is_visible("#classify-pair")  # not a sentence-pair model
     page.fill("#classify-text", REVIEW)
     page.click("#classify-btn")
     page.wait_for_selector("#classify-tokens .tok")
