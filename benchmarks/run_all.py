@@ -219,6 +219,78 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         pending=True,
         writes=RESULTS + " + docs/speed_ratios.png",
     ),
+    # issue 15: BERT (benchmarks/bert.py; the Korean ones need runs/bench-bert-pretrain-ko,
+    # which nsmc-bert trains first: ~108 min of pretraining)
+    _sentiment("imdb-minilm", "imdb-minilm", minutes=96, needs=IMDB),
+    Benchmark(
+        "conll2003-minilm-3ep",
+        (
+            "benchmarks/bert.py",
+            "configs/conll2003-minilm.yaml",
+            "--set",
+            "training.epochs=3",
+            "--name",
+            "conll2003-minilm-3ep",
+        ),  # fmt: skip
+        minutes=8.5,
+        needs=("conll2003:train", "conll2003:test"),
+    ),
+    Benchmark(
+        "nsmc-bert",
+        (
+            "benchmarks/bert.py",
+            "configs/nsmc-bert.yaml",
+            "--pretrain",
+            "configs/bert-pretrain-ko.yaml",
+        ),  # fmt: skip
+        minutes=133,
+        needs=NSMC_PRE,
+    ),
+    *(
+        Benchmark(
+            name,
+            (
+                "benchmarks/bert.py",
+                f"configs/{recipe}.yaml",
+                "--init",
+                "runs/bench-bert-pretrain-ko",
+                *extra,
+                "--name",
+                name,
+            ),  # fmt: skip
+            minutes=minutes,
+            needs=(f"{dataset}:train", "run:runs/bench-bert-pretrain-ko"),
+            pending=pending,
+        )
+        for name, recipe, dataset, extra, minutes, pending in (
+            ("klue-nli-bert", "klue-nli-bert", "klue-nli", (), 1.7, False),
+            ("klue-ner-bert", "klue-ner-bert", "klue-ner", (), 5, False),
+            (
+                "korquad-bert-1ep",
+                "korquad-bert",
+                "korquad",
+                ("--set", "training.epochs=1"),
+                7,
+                False,
+            ),
+            (
+                "klue-nli-bert-frozen",
+                "klue-nli-bert",
+                "klue-nli",
+                ("--set", "model.freeze_encoder=true", "--set", "training.lr=1e-3"),
+                0.5,
+                False,
+            ),
+            (
+                "klue-ner-bert-frozen",
+                "klue-ner-bert",
+                "klue-ner",
+                ("--set", "model.freeze_encoder=true", "--set", "training.lr=1e-3"),
+                1.5,
+                False,
+            ),
+        )
+    ),
     # issue 18: serving (trains runs/bench-serve-nsmc-quick first when missing)
     Benchmark(
         "serve-load",
