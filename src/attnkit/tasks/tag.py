@@ -448,18 +448,27 @@ class TagPredictor:
         features = [
             encode_tagged(self.tokenizer, words, None, None, max_len) for words in sentences
         ]
+        out = [
+            word_predictions(
+                predicted, features[i].word_index, len(sentences[i]), self.outside_id
+            )  # fmt: skip
+            for i, predicted in enumerate(self._piece_predictions(features, batch_size))
+        ]
+        return out, [f.truncated for f in features]
+
+    def _piece_predictions(self, features: Sequence[Any], batch_size: int) -> list[Tensor]:
+        """The predicted label id per position (T_i,) of each feature (``input_ids``), in
+        order; batched by length so that a batch is padded only to its own longest."""
         order = sorted(range(len(features)), key=lambda i: len(features[i].input_ids))
-        out: list[list[int]] = [[] for _ in features]
+        out: list[Tensor] = [torch.empty(0, dtype=torch.long)] * len(features)
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
             ids, mask = pad_batch([features[i].input_ids for i in rows], self.tokenizer.pad_id)
             batch = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
             predicted = _logits(self.model, batch).argmax(-1).cpu()
             for row, i in enumerate(rows):
-                out[i] = word_predictions(
-                    predicted[row], features[i].word_index, len(sentences[i]), self.outside_id
-                )
-        return out, [f.truncated for f in features]
+                out[i] = predicted[row]
+        return out
 
     @torch.no_grad()
     def unit_label_ids(
@@ -475,18 +484,14 @@ class TagPredictor:
             for text, spans in sentences
         ]
         continuation = continuation_ids(self.labels)
-        order = sorted(range(len(features)), key=lambda i: len(features[i].input_ids))
-        out: list[list[int]] = [[] for _ in features]
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            ids, mask = pad_batch([features[i].input_ids for i in rows], self.tokenizer.pad_id)
-            batch = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
-            predicted = _logits(self.model, batch).argmax(-1).cpu()
-            for row, i in enumerate(rows):
-                f = features[i]
-                out[i] = unit_predictions(
-                    predicted[row], f.unit_position, f.unit_first, continuation, self.outside_id
-                )
+        out = [
+            unit_predictions(
+                predicted, f.unit_position, f.unit_first, continuation, self.outside_id
+            )  # fmt: skip
+            for f, predicted in zip(
+                features, self._piece_predictions(features, batch_size), strict=True
+            )
+        ]
         return out, [f.truncated for f in features]
 
     def tag(self, texts: Sequence[str] | str, batch_size: int = 32) -> list[Tagging]:
