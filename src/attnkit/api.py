@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from attnkit import __version__
+from attnkit import __version__, distributed
 from attnkit.config import ConfigError, RunConfig, load_config
 from attnkit.models import build_model
 from attnkit.run import RunDir
@@ -66,6 +66,10 @@ def train(
     new run's recipe, device and data are checked and ready; a folder holding anything
     else is refused. The run directory is locked for the whole training (a second training
     into it is refused), and a run that fails before its first checkpoint leaves nothing.
+
+    Under ``torchrun`` (several processes, see ``attnkit.distributed``) rank 0 does all of
+    this and prepares the data; the other processes receive its recipe and tokenizer,
+    prepare the same data, and train on their shares of each batch without writing.
     """
     if resume:
         if out is None:
@@ -88,12 +92,18 @@ def train(
         cfg.training.device = device
     # the device and precision exist here? (before anything is read, written or removed)
     autocast_dtype(cfg.training, resolve_device(cfg.training.device))
-    if not resume:
-        _check_new_run_target(run, force)
-    with run.lock():
+    where, _ = distributed.setup(resolve_device(cfg.training.device))
+    try:
+        if not where.is_main:  # rank 0 checks, locks and writes the run directory
+            return _train(cfg, run, resume, saved, lambda *_: None, where)
         if not resume:
-            _check_new_run_target(run, force)  # again: it may have changed before the lock
-        return _train(cfg, run, resume, saved, log)
+            _check_new_run_target(run, force)
+        with run.lock():
+            if not resume:
+                _check_new_run_target(run, force)  # again: it may have changed before the lock
+            return _train(cfg, run, resume, saved, log, where)
+    finally:
+        distributed.finish()
 
 
 def _check_new_run_target(run: RunDir, force: bool) -> None:
@@ -116,17 +126,35 @@ def _check_new_run_target(run: RunDir, force: bool) -> None:
         )
 
 
-def _train(cfg: RunConfig, run: RunDir, resume: bool, saved: dict[str, Any], log) -> TrainResult:
-    """``train``'s work, under the run directory's lock."""
+def _train(
+    cfg: RunConfig,
+    run: RunDir,
+    resume: bool,
+    saved: dict[str, Any],
+    log,
+    where: distributed.Placement,
+) -> TrainResult:
+    """``train``'s work, under the run directory's lock (rank 0; the other processes of a
+    distributed run do the same without writing anything)."""
     spec = get_task(cfg.task)
     if resume:
         spec.check_resume(cfg, saved)
     tokenizer = run.load_tokenizer() if resume else None
-    if not resume:
+    if not resume and where.is_main:
         cfg, tokenizer = spec.before_data(cfg, tokenizer, log)
     torch.manual_seed(cfg.training.seed)
     start = time.perf_counter()
-    data = spec.prepare_data(cfg, tokenizer, log)
+    if where.is_main:
+        data = spec.prepare_data(cfg, tokenizer, log)
+    if where.distributed and not resume:
+        # rank 0's recipe (after before_data) and tokenizer (perhaps trained just now: a
+        # tokenizer trained again elsewhere could differ), so every process has the same data
+        cfg, tokenizer = distributed.broadcast_object(
+            (cfg, data.tokenizer) if where.is_main else None
+        )
+    if not where.is_main:
+        torch.manual_seed(cfg.training.seed)
+        data = spec.prepare_data(cfg, tokenizer, log)
     log(f"{data.summary} ({time.perf_counter() - start:.1f}s)")
     if resume:
         run_info = {k: saved[k] for k in data.run_info if k in saved}
@@ -140,6 +168,7 @@ def _train(cfg: RunConfig, run: RunDir, resume: bool, saved: dict[str, Any], log
     task = spec.trainer_task(cfg, data)
     if not resume:
         spec.init_model(model, cfg, data, log)
+    if not resume and where.is_main:
         # everything is checked and ready: only now is an earlier run replaced
         if not run.is_empty():
             log(f"replacing the {'unfinished ' if run.is_unfinished() else ''}run in {run}")
@@ -167,10 +196,12 @@ def _train(cfg: RunConfig, run: RunDir, resume: bool, saved: dict[str, Any], log
         )
         result = trainer.fit(resume=resume)
     except BaseException:
-        if not resume and not run.has_checkpoint() and not run.has_weights():
+        if where.is_main and not resume and not run.has_checkpoint() and not run.has_weights():
             run.clear()  # failed or interrupted before anything worth keeping: leave nothing
         raise
-    spec.after_training(run, cfg, data, log)
+    if where.is_main:
+        spec.after_training(run, cfg, data, log)
+    distributed.barrier()
     return result
 
 

@@ -179,6 +179,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         args.force,
         device=args.device,
     )
+    from attnkit.distributed import placement
+
+    if not placement().is_main:  # under torchrun: rank 0 reports
+        return 0
     best = "n/a" if result.best_metric is None else f"{result.best_metric:.4f}"
     print(
         f"done: {result.step} steps in {result.train_seconds / 60:.1f} min, best validation "

@@ -13,6 +13,12 @@ memory, without blocking). Mixed precision: ``bf16`` autocasts to bfloat16 on CP
 runs the training forward through ``torch.compile``; evaluation and saving use the plain
 module, so weight names never change. Checkpoints load on whichever device resumes them.
 
+Several processes (``torchrun``, see ``attnkit.distributed``): every process draws the same
+batches and trains on its share of each (``DistributedDataParallel`` averages the
+gradients, once per optimizer step with ``grad_accum``), so the global batch is the recipe's
+on any number of processes. Rank 0 alone evaluates and writes the run directory; the
+logged training loss and tokens/s are over all processes.
+
 A task (see ``attnkit.tasks``) tells the Trainer how to batch, what the loss is and how to
 evaluate; the Trainer knows nothing about data formats or models.
 """
@@ -32,8 +38,10 @@ from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from attnkit import distributed
 from attnkit.config import ConfigError, TrainingConfig
 from attnkit.data.batching import BucketBatchSampler
 from attnkit.device import resolve_device, to_device
@@ -166,6 +174,18 @@ def autocast_dtype(config: TrainingConfig, device: torch.device) -> torch.dtype 
     return torch.float16 if config.fp16 else None
 
 
+class TaskLoss(nn.Module):
+    """``task.loss(model, batch)`` as a module's forward, so that ``DistributedDataParallel``
+    sees every use of the weights, whichever of the model's methods the task calls."""
+
+    def __init__(self, model: nn.Module, task: Task) -> None:
+        super().__init__()
+        self.model, self.task = model, task
+
+    def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
+        return self.task.loss(self.model, batch)
+
+
 @dataclass
 class _State:
     """What ``fit`` changes as it goes (the first five are saved in last/state.json)."""
@@ -181,6 +201,7 @@ class _State:
     start: float = 0.0  # perf_counter() when fit started
     window_start: float = 0.0  # tokens/s is measured since the last metrics row
     window_tokens: int = 0
+    step_tokens: int = 0  # this process's tokens in the current optimizer step
 
 
 class Trainer:
@@ -206,7 +227,7 @@ class Trainer:
         self.task, self.cfg, self.on_best = task, config, on_best
         self.train_items, self.val_items = train_items, val_items
         self.run = run if isinstance(run, RunDir) else RunDir(run)
-        self.device = resolve_device(config.device)
+        self.where, self.device = distributed.setup(resolve_device(config.device))
         self.autocast_dtype = autocast_dtype(config, self.device)
         if config.bf16 and self.device.type == "cpu" and not cpu_has_native_bf16():
             warnings.warn(
@@ -214,9 +235,18 @@ class Trainer:
                 "autocast is emulated and usually slower than fp32",
                 stacklevel=2,
             )
-        # self.model: saved, loaded, evaluated, optimized; self.train_model: the training forward
+        # self.model: saved, loaded, evaluated, optimized; self.train_model: the training
+        # forward; self.train_loss: task.loss on it (under torchrun: in DDP, which averages
+        # the gradients over the processes)
         self.model = model.to(self.device)
         self.train_model = torch.compile(self.model) if config.compile else self.model
+        self.train_loss: nn.Module = TaskLoss(self.train_model, task)
+        if self.where.distributed:
+            self.train_loss = DistributedDataParallel(
+                self.train_loss,
+                device_ids=[self.device] if self.device.type == "cuda" else None,
+                find_unused_parameters=True,  # e.g. a pooler that an MLM-only loss never uses
+            )
         self.optimizer = make_adamw(self.model, config)
         self.scaler = torch.amp.GradScaler("cuda") if config.fp16 else None
         self.width = schedule_width(self.model)
@@ -249,11 +279,13 @@ class Trainer:
         over (an old metrics.jsonl is removed).
         """
         cfg = self.cfg
-        self.run.create()
+        if self.where.is_main:
+            self.run.create()
         if cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
-        torch.manual_seed(cfg.seed)
-        random.seed(cfg.seed)
+        # other dropout masks on each process (the batches come from the sampler's own seed)
+        torch.manual_seed(cfg.seed + self.where.rank)
+        random.seed(cfg.seed + self.where.rank)
         s = self._restore() if resume else self._start()
         self._bar = self._progress_bar(s.step)
         self.model.train()
@@ -262,9 +294,10 @@ class Trainer:
         while not done:
             done = self._train_epoch(s)
         self._bar.close()
-        if s.best is None:  # no validation data: the last weights are the result
+        if s.best is None and self.where.is_main:  # no validation data: the last weights
             self.run.save_weights(self.model)
         self._plot()
+        distributed.barrier()  # the run directory is complete before any process returns
         return TrainResult(
             run_dir=self.run.path,
             step=s.step,
@@ -277,7 +310,8 @@ class Trainer:
 
     def _start(self) -> _State:
         """A fresh run."""
-        self.run.clear_metrics()
+        if self.where.is_main:
+            self.run.clear_metrics()
         return _State()
 
     def _restore(self) -> _State:
@@ -299,7 +333,9 @@ class Trainer:
             # go on with the next epoch, as a run that had not stopped there does
             s.epoch += 1
             self.sampler.set_epoch(s.epoch)
-        self.run.keep_metrics_until(s.step)
+        if self.where.is_main:
+            self.run.keep_metrics_until(s.step)
+        distributed.barrier()  # no process writes before every process has read last/
         return s
 
     def _train_epoch(self, s: _State) -> bool:
@@ -314,12 +350,17 @@ class Trainer:
         for i, indices in enumerate(batches):
             # the last accumulation group of an epoch may be shorter
             group = min(cfg.grad_accum, remaining - (i - micro))
-            accum_loss += self._backward(s, indices, group)
+            accum_loss += self._backward(s, indices, group, last=micro + 1 == group)
             micro += 1
             if micro < group:
                 continue
             micro = 0
             lr = self._step(s)
+            if self.where.distributed:  # the mean loss and all tokens over the processes
+                total, tokens = distributed.all_sum([accum_loss, s.step_tokens], self.device)
+                accum_loss, s.step_tokens = total / self.where.world_size, int(tokens)
+            s.window_tokens += s.step_tokens
+            s.step_tokens = 0
             self._log_train(s, accum_loss, lr)
             accum_loss = 0.0
 
@@ -331,7 +372,9 @@ class Trainer:
                 or done
             )
             if want_eval and self.val_items:
-                s.stopped_early = self._evaluate_and_select(s)
+                # rank 0 evaluates; every process follows its early-stopping decision
+                stop = self._evaluate_and_select(s) if self.where.is_main else None
+                s.stopped_early = bool(distributed.broadcast_object(stop))
                 done = done or s.stopped_early
             if end_of_epoch and not done:
                 s.epoch += 1
@@ -342,15 +385,24 @@ class Trainer:
                 return done
         return False
 
-    def _backward(self, s: _State, indices: list[int], group: int) -> float:
-        """Forward and backward of one micro-batch, its loss divided by ``group`` (the
-        micro-batches in this optimizer step); returns that share of the step's loss."""
-        batch = to_device(self.task.collate([self.train_items[j] for j in indices]), self.device)
-        with self._autocast():
-            loss, n_tokens = self.task.loss(self.train_model, batch)
-        share = loss / group
-        (share if self.scaler is None else self.scaler.scale(share)).backward()
-        s.window_tokens += n_tokens
+    def _backward(self, s: _State, indices: list[int], group: int, last: bool = True) -> float:
+        """Forward and backward of one micro-batch (this process's share of it), its loss
+        divided by ``group`` (the micro-batches in this optimizer step); returns that share
+        of the step's loss. ``last``: the step's last micro-batch, whose backward pass
+        averages the gradients over the processes (the others skip that)."""
+        mine = distributed.shard(indices, self.where)
+        batch = to_device(self.task.collate([self.train_items[j] for j in mine]), self.device)
+        sync = (
+            self.train_loss.no_sync()
+            if isinstance(self.train_loss, DistributedDataParallel) and not last
+            else contextlib.nullcontext()
+        )
+        with sync:
+            with self._autocast():
+                loss, n_tokens = self.train_loss(batch)
+            share = loss / group
+            (share if self.scaler is None else self.scaler.scale(share)).backward()
+        s.step_tokens += n_tokens
         return loss.item() / group
 
     def _step(self, s: _State) -> float:
@@ -428,7 +480,11 @@ class Trainer:
 
     # ------------------------------------------------------------------ output
     def _checkpoint(self, s: _State) -> None:
-        """Write last/: weights, optimizer, RNG, and the state ``_restore`` reads back."""
+        """Write last/: weights, optimizer, RNG, and the state ``_restore`` reads back (rank
+        0's; every process restores it, so a resumed run's dropout masks are rank 0's on
+        every process: the batches and the weights continue exactly, the masks do not)."""
+        if not self.where.is_main:
+            return
         state = {
             "step": s.step,
             "epoch": s.epoch,
@@ -463,10 +519,13 @@ class Trainer:
             s.window_tokens, s.window_start = 0, now
 
     def _log(self, row: dict[str, Any]) -> None:
-        """Append one metrics.jsonl row (every row goes through here)."""
-        self.run.append_metrics(row)
+        """Append one metrics.jsonl row (every row goes through here; rank 0 only)."""
+        if self.where.is_main:
+            self.run.append_metrics(row)
 
     def _plot(self) -> None:
+        if not self.where.is_main:
+            return
         try:
             from attnkit.viz import plot_curves
 
@@ -479,7 +538,7 @@ class Trainer:
         return tqdm(
             total=self.total_steps,
             initial=step,
-            disable=not self.cfg.progress,
+            disable=not self.cfg.progress or not self.where.is_main,
             unit="step",
             dynamic_ncols=True,
             desc="train",
