@@ -21,8 +21,10 @@ Sections (``--only``; all by default):
             BERT's embeddings + ``torch.nn.TransformerEncoder`` (batch_first, post-norm, gelu,
             dim_feedforward 4 d, same weights). Step = zero_grad, forward, MLM-like loss
             (15% of the real positions -> tied word embedding -> cross-entropy on random
-            targets), backward, ``AdamW(lr=1e-4)`` step; train mode, dropout 0.1 everywhere
-            (attention dropout too). One extra, labelled row: attnkit with
+            targets), backward, ``AdamW(lr=1e-4)`` step; train mode, dropout 0.1 (attention
+            dropout too) where each model puts it: attnkit and transformers as BERT (13
+            dropouts in 4 layers: embeddings, attention weights, sublayer outputs),
+            torch.nn also inside every feed-forward (its fixed placement). One extra, labelled row: attnkit with
             attention_dropout=0 (what its recipes use: the fused kernel) against the same
             peer timings, which keep 0.1 -- not like for like.
   infer     encoder inference (same shapes, batch 1 and ``--batch``): eval mode,
@@ -1039,7 +1041,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "matmul": f"{args.matmul_n} x {args.matmul_n} x {args.matmul_n}, best of 5",
         "sections": [s for s in args.sections if s in RUNNERS],
         "common": (
-            "train mode and dropout 0.1 everywhere (attention dropout too) for training steps; "
+            "train mode and dropout 0.1 (attention dropout too) for training steps, placed as "
+            "BERT does (attnkit, transformers; torch.nn's layer also inside its feed-forward); "
             "AdamW(lr=1e-4) with torch's defaults; every second row ends in 10% padding; "
             "bf16 = torch.autocast('cpu', bfloat16) around forward and loss, fp32 weights; "
             "encoder step loss: cross-entropy of 15% of the real positions through the tied "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 import torch
@@ -234,7 +233,6 @@ def test_embedder_trains_only_the_mix() -> None:
 
 
 def test_tiny_bilm_learns_a_repetitive_corpus() -> None:
-    start = time.perf_counter()
     torch.manual_seed(0)
     model = BiLM(ELMoConfig(vocab_size=V, pad_id=0, d_model=16, hidden_size=32, dropout=0.0))
     pattern = [3, 4, 5, 6, 7, 8, 4, 9]
@@ -255,7 +253,6 @@ def test_tiny_bilm_learns_a_repetitive_corpus() -> None:
     for b, a in zip(before, after, strict=True):
         assert math.exp(a) < 0.5 * math.exp(b), (before, after)  # perplexity at least halved
     assert math.exp(after[0]) < 2.0 and math.exp(after[1]) < 2.0
-    assert time.perf_counter() - start < 5.0
 
 
 def test_config_errors_name_the_key() -> None:

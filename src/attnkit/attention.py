@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnkit.dropout import dropout
+
 __all__ = [
     "ConcatScore",
     "DotScore",
@@ -213,13 +215,19 @@ def make_score(
 def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
     """softmax over ``dim`` with masked entries (mask False) exactly 0.
 
-    Masked scores are replaced by the dtype's most negative value before the softmax; a row
-    with every key masked returns all zeros instead of NaN or a uniform distribution.
+    Masked scores get half the dtype's most negative value added before the softmax (the
+    mask's shape, e.g. (B, 1, 1, Tk), broadcast: cheaper than filling the whole score
+    tensor; half, so that no score can overflow to -inf); the weights of a row with every
+    key masked are set to zeros instead of a uniform distribution.
     """
     if mask is None:
         return scores.softmax(dim)
-    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    return scores.softmax(dim).masked_fill(~mask, 0.0)
+    bias = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
+    bias.masked_fill_(~mask, torch.finfo(scores.dtype).min / 2)
+    weights = (scores + bias).softmax(dim)
+    if mask.ndim and not bool(mask.any(dim).all()):  # some row sees no key
+        weights = weights.masked_fill(~mask, 0.0)
+    return weights
 
 
 def soft_attention(scores: Tensor, mask: Tensor | None = None, beta: float = 1.0) -> Tensor:
@@ -271,23 +279,25 @@ def scaled_dot_product_attention(
     (..., Tq, Tk), True = may attend; ``is_causal`` adds the look-ahead mask.
     Returns (output (..., Tq, d_v), weights (..., Tq, Tk) or None).
 
-    With ``need_weights`` the formula is computed explicitly so the weights can be returned;
-    otherwise PyTorch's fused kernel is used (same numbers, less memory, faster).
+    With ``need_weights`` the formula is computed explicitly so the weights can be returned
+    (after dropout, the ones applied); otherwise PyTorch's fused kernel is used (same
+    numbers, less memory, faster). On the CPU with dropout the formula is explicit too:
+    PyTorch's fused CPU kernel has no dropout and falls back to this same math with its
+    slower ``bernoulli_`` masks, where ``attnkit.dropout`` draws cheaper ones.
     """
-    if is_causal and mask is None and not need_weights and q.size(-2) == k.size(-2):
+    explicit = need_weights or (dropout_p > 0.0 and q.device.type == "cpu")
+    if is_causal and mask is None and not explicit and q.size(-2) == k.size(-2):
         return F.scaled_dot_product_attention(
             q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale
         ), None
     if is_causal:
         cm = causal_mask(q.size(-2), k.size(-2), device=q.device)
         mask = cm if mask is None else mask & cm
-    if need_weights:
+    if explicit:
         scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
         scores = (q @ k.transpose(-2, -1)) * scale
-        weights = masked_softmax(scores, mask)
-        if dropout_p > 0.0:
-            weights = F.dropout(weights, p=dropout_p)
-        return weights @ v, weights
+        weights = dropout(masked_softmax(scores, mask), dropout_p)
+        return weights @ v, weights if need_weights else None
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale), None
     # Rows with no visible key: let the kernel see every key (so no NaN appears, forward or
@@ -355,6 +365,17 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(vdim or d_model, d_model, bias=bias)  # W^V
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
 
+    def _qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """x W^Q, x W^K, x W^V as one matrix product with the three weights side by side
+        ((B, T, d_model) -> 3 x (B, T, d_model)): one larger GEMM is faster than three
+        small ones, forward and backward; the weights stay three Hugging Face-named
+        parameters."""
+        weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+        bias = None
+        if self.q_proj.bias is not None:
+            bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+        return F.linear(x, weight, bias).split(self.d_model, dim=-1)
+
     def _split(self, x: Tensor) -> Tensor:
         """(B, T, d_model) -> (B, H, T, d_head)."""
         b, t, _ = x.shape
@@ -380,11 +401,15 @@ class MultiHeadAttention(nn.Module):
         Returns (output (B, Tq, d_model), weights (B, H, Tq, Tk_total) if need_weights).
         """
         b, t_q, _ = query.shape
-        q = self._split(self.q_proj(query))
         if cache is not None and cache.static and cache.key is not None:
+            q = self._split(self.q_proj(query))
             k, v = cache.key, cache.value
         else:
-            k, v = self._split(self.k_proj(key)), self._split(self.v_proj(value))
+            if key is query and value is query:  # self-attention: one product for Q, K, V
+                q, k, v = map(self._split, self._qkv(query))
+            else:
+                q = self._split(self.q_proj(query))
+                k, v = self._split(self.k_proj(key)), self._split(self.v_proj(value))
             if cache is not None:
                 if not cache.static and cache.key is not None:
                     k = torch.cat([cache.key, k], dim=2)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnkit.attention import KVCache, MultiHeadAttention
+from attnkit.dropout import Dropout
 
 __all__ = [
     "AddNorm",
@@ -165,7 +166,9 @@ _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
 
 class FeedForward(nn.Module):
     """FFN(x) = W_2 Dropout(act(W_1 x + b_1)) + b_2, applied at every position alike.
-    (B, T, d_model) -> (B, T, d_ff) -> (B, T, d_model)."""
+    (B, T, d_model) -> (B, T, d_ff) -> (B, T, d_model). The inner dropout (on the d_ff-wide
+    activations: the costliest dropout of a layer) is torch.nn's and the Annotated
+    Transformer's; the paper, BERT and GPT-2 have none there (``dropout=0``)."""
 
     def __init__(
         self, d_model: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"
@@ -177,7 +180,7 @@ class FeedForward(nn.Module):
             )
         self.linear1 = nn.Linear(d_model, d_ff)  # W_1
         self.linear2 = nn.Linear(d_ff, d_model)  # W_2
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.activation = _ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
@@ -196,7 +199,7 @@ class AddNorm(nn.Module):
     ) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(d_model, eps=eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
@@ -213,10 +216,11 @@ class BlockConfig:
     """The sizes and options of one encoder or decoder layer (the paper's names).
 
     d_model: width of every position's vector; num_heads: attention heads (d_model must be
-    divisible by it); d_ff: the feed-forward's inner width; dropout: on sublayer outputs and
-    inside the FFN; attention_dropout: on the attention weights (None: ``dropout``; Hugging
-    Face's ``attention_probs_dropout_prob``); activation: relu | gelu; norm_first: pre-norm
-    instead of the paper's post-norm; eps: LayerNorm epsilon."""
+    divisible by it); d_ff: the feed-forward's inner width; dropout: on sublayer outputs;
+    attention_dropout: on the attention weights (None: ``dropout``; Hugging Face's
+    ``attention_probs_dropout_prob``); ffn_dropout: inside the FFN, after the activation
+    (None: ``dropout``, as torch.nn; BERT and GPT-2 use 0); activation: relu | gelu;
+    norm_first: pre-norm instead of the paper's post-norm; eps: LayerNorm epsilon."""
 
     d_model: int
     num_heads: int
@@ -226,17 +230,22 @@ class BlockConfig:
     activation: str = "relu"
     norm_first: bool = False
     eps: float = 1e-5
+    ffn_dropout: float | None = None
 
     @property
     def attention_p(self) -> float:
         return self.dropout if self.attention_dropout is None else self.attention_dropout
 
+    @property
+    def ffn_p(self) -> float:
+        return self.dropout if self.ffn_dropout is None else self.ffn_dropout
+
 
 class EncoderLayer(nn.Module):
     """Self-attention + FFN, each wrapped in Add & Norm. (B, T, d_model) -> same.
 
-    ``dropout`` applies to the sublayer outputs and inside the FFN; ``attention_dropout`` to
-    the attention weights (None: the same as ``dropout``; Hugging Face's
+    ``dropout`` applies to the sublayer outputs (and inside the FFN unless ``ffn_dropout``
+    says otherwise); ``attention_dropout`` to the attention weights (None: the same as ``dropout``; Hugging Face's
     ``attention_probs_dropout_prob``). At 0 the fused attention kernel runs, which on the CPU
     is several times faster for long sequences (no (B, H, T, T) weights are built)."""
 
@@ -245,7 +254,7 @@ class EncoderLayer(nn.Module):
         c = config
         self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.attention_p)
         self.add_norm1 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
-        self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, c.activation)
+        self.ffn = FeedForward(c.d_model, c.d_ff, c.ffn_p, c.activation)
         self.add_norm2 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
 
     def forward(
@@ -297,7 +306,7 @@ class DecoderLayer(nn.Module):
             c.d_model, c.num_heads, dropout=c.attention_p, kdim=d_memory, vdim=d_memory
         )
         self.add_norm2 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
-        self.ffn = FeedForward(c.d_model, c.d_ff, c.dropout, c.activation)
+        self.ffn = FeedForward(c.d_model, c.d_ff, c.ffn_p, c.activation)
         self.add_norm3 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
 
     def forward(

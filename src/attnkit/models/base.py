@@ -149,6 +149,9 @@ class TransformerSizes(ModelConfig):
     num_layers: int = param(2, "encoder layers")
     dropout: float = param(0.1, "dropout on embeddings, sublayer outputs and in the FFN")
     attention_dropout: float | None = param(None, "dropout on attention weights (None: dropout)")
+    ffn_dropout: float | None = param(
+        None, "dropout inside the FFN, after the activation (None: dropout; 0: as BERT, GPT-2)"
+    )
     positional: str = param("sinusoidal", "sinusoidal (the paper's) | learned (BERT's)")
     norm_first: bool = param(False, "pre-norm instead of the paper's post-norm Add & Norm")
     activation: str = param("gelu", "the feed-forward's activation: relu | gelu")
@@ -175,6 +178,10 @@ class TransformerSizes(ModelConfig):
                 f"model.attention_dropout must be in [0, 1), got {self.attention_dropout!r}",
             ),
             (
+                self.ffn_dropout is None or 0.0 <= self.ffn_dropout < 1.0,
+                f"model.ffn_dropout must be in [0, 1), got {self.ffn_dropout!r}",
+            ),
+            (
                 self.positional in self.POSITIONALS,
                 f"model.positional must be one of {', '.join(self.POSITIONALS)}, "
                 f"got {short_repr(self.positional)}",
@@ -192,6 +199,7 @@ class TransformerSizes(ModelConfig):
             attention_dropout=self.attention_dropout,
             activation=self.activation,
             norm_first=self.norm_first,
+            ffn_dropout=self.ffn_dropout,
         )
 
 

@@ -32,6 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from attnkit.config import ConfigError, check, positive, short_repr
+from attnkit.dropout import Dropout
 from attnkit.layers import BlockConfig, Encoder, LearnedPositionalEmbedding, SegmentEmbedding
 from attnkit.models.base import AttnkitModel, ModelConfig, param
 
@@ -196,6 +197,7 @@ class BertConfig(ModelConfig):
             activation=self.activation,
             norm_first=False,
             eps=self.layer_norm_eps,
+            ffn_dropout=0.0,  # BERT has no dropout inside the feed-forward (Hugging Face's neither)
         )
 
     @property
@@ -253,7 +255,7 @@ class BertEmbeddings(nn.Module):
         self.pos = LearnedPositionalEmbedding(c.max_len, c.d_model)
         self.segment = SegmentEmbedding(c.d_model, c.type_vocab_size)
         self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
-        self.dropout = nn.Dropout(c.dropout)
+        self.dropout = Dropout(c.dropout)
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor) -> Tensor:
         x = self.word(input_ids) + self.segment(token_type_ids)  # (B, T, d_model)

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnkit.dropout import Dropout
 from attnkit.layers import ScalarMix
 from attnkit.models.bert import BertConfig, BertModel, BertOutput, HfBertFiles
 
@@ -189,7 +190,7 @@ class BertForSequenceClassification(_BertWithHead):
 
     def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
-        self.dropout = nn.Dropout(self.config.dropout)
+        self.dropout = Dropout(self.config.dropout)
         self.classifier = nn.Linear(self.config.d_model, self.config.num_classes)
         self._init_head()
 

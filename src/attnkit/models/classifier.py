@@ -32,6 +32,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnkit.attention import padding_mask
 from attnkit.config import ConfigError, check, positive, short_repr
+from attnkit.dropout import Dropout
 from attnkit.layers import (
     Encoder,
     LearnedPositionalEmbedding,
@@ -130,7 +131,7 @@ class TransformerEncoderModel(AttnkitModel):
             self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len)
         else:
             self.pos = LearnedPositionalEmbedding(c.max_len, c.d_model)
-        self.embed_dropout = nn.Dropout(c.dropout)
+        self.embed_dropout = Dropout(c.dropout)
         self.encoder = Encoder(c.block(), c.num_layers)
 
     def encode(
@@ -221,7 +222,7 @@ class TransformerClassifier(TransformerEncoderModel):
         self.pooling = c.pooling
         self.needs_cls = c.needs_cls
         self.num_classes = c.num_classes
-        self.head_dropout = nn.Dropout(c.dropout)
+        self.head_dropout = Dropout(c.dropout)
         self.head = nn.Linear(c.d_model, c.num_classes)
 
     def load_pretrained_encoder(self, weights: dict[str, Tensor], source: str) -> int:
@@ -336,7 +337,7 @@ class RNNClassifier(AttnkitModel):
         self.num_directions = 2 if c.bidirectional else 1
 
         self.embed = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_id)
-        self.embed_dropout = nn.Dropout(c.dropout)
+        self.embed_dropout = Dropout(c.dropout)
         self.rnn = _CELLS[c.arch](
             c.d_model,
             c.hidden_size,
@@ -345,7 +346,7 @@ class RNNClassifier(AttnkitModel):
             bidirectional=c.bidirectional,
             dropout=c.dropout if c.num_layers > 1 else 0.0,  # between layers only
         )
-        self.head_dropout = nn.Dropout(c.dropout)
+        self.head_dropout = Dropout(c.dropout)
         self.head = nn.Linear(c.hidden_size * self.num_directions, c.num_classes)
 
     def load_pretrained_encoder(self, weights: dict[str, Tensor], source: str) -> int:

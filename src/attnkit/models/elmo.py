@@ -38,6 +38,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from attnkit.attention import padding_mask
 from attnkit.config import check, positive
+from attnkit.dropout import Dropout
 from attnkit.layers import ScalarMix
 from attnkit.models.base import AttnkitModel, ModelConfig, param
 
@@ -133,7 +134,7 @@ class _LSTMStack(nn.Module):
         self.layers = nn.ModuleList(
             nn.LSTM(hidden, hidden, batch_first=True) for _ in range(num_layers)
         )
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.residual = residual
 
     def forward(self, packed: PackedSequence) -> list[PackedSequence]:
@@ -174,7 +175,7 @@ class BiLM(AttnkitModel):
         widths_differ = c.hidden_size != c.d_model
         # the token vector x_k the LSTMs read, as wide as their states
         self.input_proj = nn.Linear(c.d_model, c.hidden_size) if widths_differ else nn.Identity()
-        self.dropout = nn.Dropout(c.dropout)
+        self.dropout = Dropout(c.dropout)
         self.forward_lstm = _LSTMStack(c.hidden_size, c.num_layers, c.dropout, c.residual)
         self.backward_lstm = _LSTMStack(c.hidden_size, c.num_layers, c.dropout, c.residual)
         # one softmax for both directions

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnkit.config import ConfigError, check, positive, short_repr
+from attnkit.dropout import Dropout
 from attnkit.models.base import AttnkitModel, ModelConfig, param
 from attnkit.models.classifier import _real_token_mask, masked_max, masked_mean
 from attnkit.models.elmo import BiLM, ELMoConfig, ELMoEmbedder
@@ -205,13 +206,13 @@ class ELMoClassifier(AttnkitModel):
         self.embed = (
             nn.Embedding(c.vocab_size, c.token_dim, padding_idx=c.pad_id) if c.token_dim else None
         )
-        self.input_dropout = nn.Dropout(c.dropout)
+        self.input_dropout = Dropout(c.dropout)
         self.rnn = (
             nn.LSTM(width, c.task_hidden_size, batch_first=True, bidirectional=True)
             if c.encoder == "lstm"
             else None
         )
-        self.head_dropout = nn.Dropout(c.dropout)
+        self.head_dropout = Dropout(c.dropout)
         self.head = nn.Linear(2 * c.task_hidden_size if self.rnn else width, c.num_classes)
 
     @property

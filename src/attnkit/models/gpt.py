@@ -46,6 +46,7 @@ from torch import Tensor, nn
 
 from attnkit.attention import KVCache
 from attnkit.config import ConfigError, check, positive, short_repr
+from attnkit.dropout import Dropout
 from attnkit.generation import StepCallback, beam_search, sample
 from attnkit.layers import BlockConfig, Encoder, LearnedPositionalEmbedding
 from attnkit.models.base import AttnkitModel, ModelConfig, param
@@ -171,6 +172,7 @@ class GPTConfig(ModelConfig):
             activation=self.activation,
             norm_first=True,
             eps=self.layer_norm_eps,
+            ffn_dropout=0.0,  # GPT-2 has no dropout inside the feed-forward (Hugging Face's neither)
         )
 
     def describe(self) -> str:
@@ -231,7 +233,7 @@ class GPT(AttnkitModel):
         self.pad_id, self.max_len, self.d_model = c.pad_id, c.max_len, c.d_model
         self.tok_embed = nn.Embedding(c.vocab_size, c.d_model)  # (GPT-2's wte; no pad row)
         self.pos = LearnedPositionalEmbedding(c.max_len, c.d_model)  # wpe
-        self.dropout = nn.Dropout(c.dropout)
+        self.dropout = Dropout(c.dropout)
         self.blocks = Encoder(c.block(), c.num_layers)  # pre-norm: ends in LayerNorm (ln_f)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_embeddings:

@@ -35,6 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from attnkit.config import check, positive, short_repr
+from attnkit.dropout import Dropout
 from attnkit.models.base import AttnkitModel, ModelConfig, param
 from attnkit.models.classifier import _real_token_mask, masked_mean
 from attnkit.models.gpt import GPT, GPTConfig
@@ -156,7 +157,7 @@ class GPTClassifier(AttnkitModel):
         self.gpt = GPT(c.lm_config())
         if not c.tie_embeddings:  # an untied LM head is carried along, never trained
             self.gpt.lm_head.weight.requires_grad_(False)
-        self.head_dropout = nn.Dropout(c.dropout if c.classifier_dropout is None
+        self.head_dropout = Dropout(c.dropout if c.classifier_dropout is None
                                        else c.classifier_dropout)  # fmt: skip
         self.head = nn.Linear(c.d_model, c.num_classes)
         nn.init.normal_(self.head.weight, 0.0, c.init_std)  # (GPT-2's initialisation)

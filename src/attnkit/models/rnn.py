@@ -27,6 +27,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnkit.attention import SCORE_NAMES, attend, make_score, masked_softmax
 from attnkit.config import check, positive
+from attnkit.dropout import Dropout
 from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, param
 
 __all__ = ["LSTMStepper", "Seq2SeqLSTM", "Seq2SeqLSTMConfig"]
@@ -122,7 +123,7 @@ class Seq2SeqLSTM(AttnkitModel):
         self.decoder = nn.LSTM(
             emb_dim + hid_dim, hid_dim, n_layers, batch_first=True, dropout=inter
         )
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         if c.attention is not None:
             self.score = make_score(
                 c.attention, d_query=hid_dim, d_key=hid_dim, d_attn=hid_dim, max_len=c.max_len

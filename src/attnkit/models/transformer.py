@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from attnkit.attention import KVCache
 from attnkit.config import ConfigError, check, positive, short_repr
+from attnkit.dropout import Dropout
 from attnkit.layers import (
     Decoder,
     Encoder,
@@ -134,7 +135,7 @@ class Transformer(AttnkitModel):
             self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len)
         else:
             self.pos = LearnedPositionalEmbedding(c.max_len, c.d_model)
-        self.dropout = nn.Dropout(c.dropout)
+        self.dropout = Dropout(c.dropout)
         self.encoder = Encoder(c.block(), c.num_layers)
         self.decoder = Decoder(c.block(), c.num_decoder_layers or c.num_layers)
         self.generator = nn.Linear(c.d_model, tgt_vocab_size, bias=not c.tie_output)
