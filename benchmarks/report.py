@@ -539,6 +539,37 @@ def _speed_ratios(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _recipe_speed(rows: list[dict]) -> list[str]:
+    """Issue 17's end-to-end figure (benchmarks/recipe_speed.py, kind "recipe_speed")."""
+    lines = []
+    for run in (r for r in rows if r.get("kind") == "recipe_speed"):
+        flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in run["cpu_flags"].items())
+        lines += [
+            "## Training throughput of the recipes, before and after issue 17",
+            "",
+            f"The same recipe, data and settings trained {run['steps']} steps by the code of "
+            f"`{run['before']}` (before) and of `{run['after']}` (after), alternately, "
+            f"{run['rounds']} runs each, every run in its own process; tokens/s = the "
+            "Trainer's median over its log windows (the first dropped), then the median over "
+            f"the runs. {run['cpu']}, {run['threads']} threads; {flags}; {run['minutes']} min. "
+            f"Command: `{run['command']}`",
+            "",
+            "| recipe | before tokens/s | after tokens/s | speedup | target | met | runs |",
+            "| --- | ---: | ---: | ---: | ---: | --- | --- |",
+        ]
+        for r in run["rows"]:
+            each = "; ".join(
+                f"{k}: {', '.join(f'{v:,}' for v in vs)}" for k, vs in r["runs"].items()
+            )
+            lines.append(
+                f"| {r['recipe']} | {r['before_tokens_per_s']:,} | {r['after_tokens_per_s']:,} "
+                f"| **{r['speedup']:.2f}x** | {run['target']:g}x "
+                f"| {'yes' if r['speedup'] >= run['target'] else 'no'} | {each} |"
+            )
+        lines.append("")
+    return lines
+
+
 def render(rows: list[dict]) -> str:
     """docs/results.md for these result records."""
     lines = [
@@ -555,6 +586,7 @@ def render(rows: list[dict]) -> str:
     lines += _lm(rows)
     lines += _serve(rows)
     lines += _speed_ratios(rows)
+    lines += _recipe_speed(rows)
     machines = sorted({r["machine"] for r in rows if "machine" in r})
     lines += ["Machines: " + "; ".join(machines), ""]
     return "\n".join(lines)

@@ -180,27 +180,24 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         minutes=5,
         needs=NSMC_PRE,
     ),
-    # issue 16: language models (benchmarks/lm.py; durations estimated from short timings)
+    # issue 16: language models (benchmarks/lm.py)
     Benchmark(
         "shakespeare-char",
         ("benchmarks/lm.py", "configs/shakespeare-char.yaml"),
-        minutes=23,
+        minutes=30,
         needs=SHAKESPEARE,
-        pending=True,
     ),
     Benchmark(
         "shakespeare-nanogpt-cpu",
         ("benchmarks/lm.py", "configs/shakespeare-nanogpt-cpu.yaml"),
-        minutes=3,
+        minutes=2.5,
         needs=SHAKESPEARE,
-        pending=True,
     ),
     Benchmark(  # times the model trained by shakespeare-char (run that first)
         "generation-shakespeare-char",
         ("benchmarks/lm.py", "--generation", "runs/bench-shakespeare-char"),
-        minutes=0.7,
+        minutes=0.5,
         needs=("run:runs/bench-shakespeare-char",),
-        pending=True,
     ),
     Benchmark(
         "elmo-nsmc",
@@ -218,6 +215,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         needs=(),
         pending=True,
         writes=RESULTS + " + docs/speed_ratios.png",
+    ),
+    Benchmark(  # the shipped recipes' tokens/s with the code before issue 17 and now
+        "recipe-speed",
+        ("benchmarks/recipe_speed.py",),
+        minutes=15,
+        needs=NSMC_PRE + M30K,
+        pending=True,
     ),
     # issue 15: BERT (benchmarks/bert.py; the Korean ones need runs/bench-bert-pretrain-ko,
     # which nsmc-bert trains first: ~108 min of pretraining)

@@ -18,7 +18,7 @@ keys are all masked produces zero weights and a zero output, never NaN.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -324,15 +324,41 @@ class KVCache:
     key: Tensor | None = None
     value: Tensor | None = None
     static: bool = False
+    # self-attention: the storage ``key`` / ``value`` are views of, with room to grow
+    _room: tuple[Tensor, Tensor] | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return 0 if self.key is None else self.key.size(-2)
+
+    def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Add t new positions (B, H, t, d_head) after the cached ones; returns all of them
+        (B, H, T + t, d_head). The keys are written into preallocated storage that doubles
+        when full, so a decoding step copies only its new position, not the whole past (as
+        ``torch.cat`` would: O(T^2) copying over a generation)."""
+        n, t = len(self), key.size(-2)
+        if self.key is not None and (key.shape[:2] != self.key.shape[:2]):
+            raise ValueError(f"cache holds batch x heads {tuple(self.key.shape[:2])}, got "
+                             f"{tuple(key.shape[:2])}")  # fmt: skip
+        room = self._room
+        if room is None or room[0].size(-2) < n + t or room[0].dtype != key.dtype:
+            size = max(2 * (n + t), 16)
+            shape = (*key.shape[:2], size, key.size(-1))
+            grown = tuple(key.new_empty(shape) for _ in range(2))
+            if n:
+                grown[0][:, :, :n] = self.key
+                grown[1][:, :, :n] = self.value
+            room = self._room = (grown[0], grown[1])
+        room[0][:, :, n : n + t] = key
+        room[1][:, :, n : n + t] = value
+        self.key, self.value = room[0][:, :, : n + t], room[1][:, :, : n + t]
+        return self.key, self.value
 
     def reorder(self, index: Tensor) -> None:
         """Select batch rows (beam search): index (B',) of rows to keep, in order."""
         if self.key is not None:
             self.key = self.key.index_select(0, index)
             self.value = self.value.index_select(0, index)
+            self._room = None
 
 
 class MultiHeadAttention(nn.Module):
@@ -370,11 +396,29 @@ class MultiHeadAttention(nn.Module):
         ((B, T, d_model) -> 3 x (B, T, d_model)): one larger GEMM is faster than three
         small ones, forward and backward; the weights stay three Hugging Face-named
         parameters."""
-        weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
-        bias = None
-        if self.q_proj.bias is not None:
-            bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+        weight, bias = self._fused_qkv()
         return F.linear(x, weight, bias).split(self.d_model, dim=-1)
+
+    def _fused_qkv(self) -> tuple[Tensor, Tensor | None]:
+        """[W^Q; W^K; W^V] (3 d_model, d_model) and the biases side by side. Without
+        gradients (inference, generation) the copy is kept until a weight changes (its
+        storage or its in-place version counter): a decoding step would otherwise spend
+        more time copying the weights than multiplying by them."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        params = [p for m in projections for p in (m.weight, m.bias) if p is not None]
+        key = None
+        if not torch.is_grad_enabled():
+            key = tuple((p.data_ptr(), p._version, p.dtype) for p in params)
+            cached = self.__dict__.get("_qkv_cache")
+            if cached is not None and cached[0] == key:
+                return cached[1], cached[2]
+        weight = torch.cat([m.weight for m in projections])
+        bias = None if self.q_proj.bias is None else torch.cat([m.bias for m in projections])
+        if key is not None:
+            self.__dict__["_qkv_cache"] = (key, weight, bias)
+        else:
+            self.__dict__.pop("_qkv_cache", None)  # training: the weights are about to change
+        return weight, bias
 
     def _split(self, x: Tensor) -> Tensor:
         """(B, T, d_model) -> (B, H, T, d_head)."""
@@ -411,10 +455,10 @@ class MultiHeadAttention(nn.Module):
                 q = self._split(self.q_proj(query))
                 k, v = self._split(self.k_proj(key)), self._split(self.v_proj(value))
             if cache is not None:
-                if not cache.static and cache.key is not None:
-                    k = torch.cat([cache.key, k], dim=2)
-                    v = torch.cat([cache.value, v], dim=2)
-                cache.key, cache.value = k, v
+                if cache.static:
+                    cache.key, cache.value = k, v  # the memory's keys, projected once
+                else:
+                    k, v = cache.append(k, v)
         mask = merge_masks(key_padding_mask, attn_mask, num_heads=self.num_heads)
         out, weights = scaled_dot_product_attention(
             q,

@@ -159,7 +159,7 @@ def sample(
                 seen = _seen_tokens(logits.size(-1), start, context, context_mask)
             logits = apply_repetition_penalty(logits, seen, repetition_penalty)
         if temperature == 0.0:
-            probs = logits.softmax(-1)
+            probs = logits.softmax(-1) if on_step is not None else None  # only to report
             tokens = logits.argmax(-1)
         else:
             # softmax(l / T) = softmax((l - max l) / T): shifted, the values are <= 0, so a

@@ -457,7 +457,7 @@ class GPTStepper:
     def _refill(self) -> None:
         """A fresh cache holding ``self.ids`` (at most max_len - 1 of them)."""
         self.cache = self.model.init_cache()
-        self.model(self.ids, self.mask, cache=self.cache)
+        self.model.hidden_states(self.ids, self.mask, cache=self.cache)  # no logits needed
 
     def step(self, tokens: Tensor) -> Tensor:
         """tokens (N,) -> next-token logits (N, V)."""
