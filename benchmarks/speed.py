@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import json
 import math
 import statistics
@@ -95,6 +96,7 @@ from attnkit.layers import DecoderLayer, EncoderLayer, sinusoidal_encoding
 from attnkit.models.bert import BertConfig, BertModel
 from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.models.transformer import Transformer, TransformerConfig
+from attnkit.quantize import quantize_int8
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import ROOT, command_line, cpu_native_bf16, machine, publish  # noqa: E402
@@ -815,18 +817,71 @@ def run_train(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
     return rows
 
 
+def int8_encoder(enc: Encoderish) -> Encoderish:
+    """A copy of attnkit's encoder with every Linear dynamically quantized to int8."""
+    model = quantize_int8(copy.deepcopy(enc.model))
+    return Encoderish(
+        "attnkit int8",
+        enc.settings + " with attnkit.quantize.quantize_int8 (dynamic int8 Linear layers, "
+        "weights per output channel)",
+        model,
+        lambda b: model(b.ids, b.mask).last_hidden_state,
+        lambda: model.embeddings.word.weight,
+    )
+
+
+def int8_row(
+    shape: Shape,
+    args: argparse.Namespace,
+    batch: int,
+    int8: Encoderish,
+    times: dict[str, list[float]],
+    encs: dict[str, Encoderish],
+    b: EncoderBatch,
+    warmup: int,
+) -> dict[str, Any]:
+    """attnkit int8 against the peer in fp32: a labelled extra row, no target (another
+    precision), with how close int8's hidden states stay to attnkit's fp32 ones."""
+    with torch.inference_mode():
+        ref, got = encs["attnkit"].hidden(b)[b.mask], int8.hidden(b)[b.mask]
+    cos = F.cosine_similarity(ref, got, dim=-1).min().item()
+    peer = encs["transformers"]
+    return make_row(
+        "infer",
+        "encoder inference (eval, inference_mode)",
+        f"{shape}, seq {args.seq}",
+        "int8",
+        batch,
+        (int8.label, int8.settings, times["int8"]),
+        (peer.label, peer.settings + " (fp32)", times["transformers"]),
+        None,
+        None,
+        {},
+        warmup,
+        note=f"int8 vs the peer's fp32, not like for like; per-token cosine to attnkit fp32 "
+        f">= {cos:.5f}",
+        int8_min_cosine=round(cos, 6),
+    )
+
+
 def run_infer(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
     rows = []
     for shape in args.shapes:
         encs = build_encoders(shape, args.vocab, args.seq, with_ad0=False)
+        int8 = int8_encoder(encs["attnkit"])
         for batch in dict.fromkeys((1, args.batch)):
             iters, warmup = _iters(args, "infer1" if batch == 1 else "infer")
             b = encoder_batch(batch, args.seq, args.vocab)
             flops = count_flops(encoder_infer(encs["attnkit"], b, "fp32"))
             for dtype in args.dtypes:
                 calls = {k: encoder_infer(e, b, dtype) for k, e in encs.items()}
+                if dtype == "fp32":  # + attnkit with int8 Linear layers, timed alongside
+                    calls["int8"] = encoder_infer(int8, b, "fp32")
                 times = interleave(calls, iters, warmup)
                 ours = (encs["attnkit"].label, encs["attnkit"].settings, times["attnkit"])
+                if dtype == "fp32":
+                    rows.append(int8_row(shape, args, batch, int8, times, encs, b, warmup))
+                    _print_row(rows[-1])
                 for key in ("transformers", "torch"):
                     e = encs[key]
                     bf16_torch = key == "torch" and dtype == "bf16"

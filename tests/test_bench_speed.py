@@ -120,13 +120,20 @@ def test_every_section_times_both_contenders_at_a_tiny_shape(bench):
     peak = {"fp32": 1e6, "bf16": 1e6}
     rows = {name: speed.RUNNERS[name](args, peak) for name in ("train", "infer", "seq2seq")}
     assert len(rows["train"]) == 6  # 2 dtypes x (transformers, torch, attention_dropout=0)
-    assert len(rows["infer"]) == 8  # 2 dtypes x batches 1, 2 x 2 peers
+    # 2 dtypes x batches 1, 2 x 2 peers, + attnkit int8 vs transformers fp32 at batches 1, 2
+    assert len(rows["infer"]) == 10
+    int8 = [r for r in rows["infer"] if r["dtype"] == "int8"]
+    assert [r["batch"] for r in int8] == [1, 2]
+    for r in int8:  # labelled, no target, closeness to fp32 measured
+        assert r["target"] is None and r["attnkit"] == "attnkit int8" and "flops" not in r
+        assert 0.99 < r["int8_min_cosine"] <= 1.0 and "not like for like" in r["note"]
     assert len(rows["seq2seq"]) == 2
     args.gen_batches = [1]
     rows["generate"] = speed.RUNNERS["generate"](args, peak)
     for row in (r for section in rows.values() for r in section):
         assert row["ratio"] > 0 and row["attnkit_ms"] > 0 and row["peer_ms"] > 0, row
-        assert row["flops"] > 0 and row["attnkit_peak_fraction"] > 0, row
+        if row["dtype"] != "int8":
+            assert row["flops"] > 0 and row["attnkit_peak_fraction"] > 0, row
         assert (row["met"] is None) == (row["target"] is None)
     (gen,) = rows["generate"]
     assert gen["same_tokens"] is True and gen["target"] == 3.0

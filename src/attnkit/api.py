@@ -23,8 +23,10 @@ from typing import Any
 import torch
 
 from attnkit import __version__, distributed
+from attnkit.checkpoint import atomic_write_text
 from attnkit.config import ConfigError, RunConfig, load_config
 from attnkit.models import build_model
+from attnkit.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quantize_int8, save_int8
 from attnkit.run import RunDir
 from attnkit.tasks import get_task
 from attnkit.tasks.base import RunError
@@ -205,28 +207,47 @@ def _train(
     return result
 
 
-def load(run_dir: str | Path | Sequence[str | Path], map_location: str = "cpu") -> Any:
+def load(
+    run_dir: str | Path | Sequence[str | Path],
+    map_location: str = "cpu",
+    quantize: str | None = None,
+) -> Any:
     """A predictor for a finished (or in-progress, best-so-far) run, from its task:
     ``ClassifierPredictor`` (``.predict``) for classify runs, ``Seq2SeqPredictor``
     (``.translate``, ``.chat``, ``.alignment``, ``.trace``) for translate / chat runs,
     ``FillMaskPredictor`` (``.fill_mask``) for mlm runs. A list of runs gives their task's
-    ensemble (classify: ``EnsemblePredictor``, averaged probabilities)."""
+    ensemble (classify: ``EnsemblePredictor``, averaged probabilities).
+
+    ``quantize="int8"``: every Linear dynamically quantized to int8 (CPU only; see
+    ``attnkit.quantize``). A run exported with ``--quantize int8`` loads quantized anyway."""
+    if quantize not in (None, "int8"):
+        raise RunError(f"quantize must be int8 (or None), got {quantize!r}")
     if not isinstance(run_dir, (str, Path)):
         runs = list(run_dir)
         if len(runs) == 1:
-            return load(runs[0], map_location)
-        members = [load(r, map_location) for r in runs]
+            return load(runs[0], map_location, quantize)
+        members = [load(r, map_location, quantize) for r in runs]
         return get_task(members[0].config.task).ensemble(members, runs)
     run = RunDir(run_dir)
     if not run.is_run():
         raise RunError(f"{run} is not a run directory (no config.json)")
-    if not run.has_weights():
+    int8_file = run.path / INT8_WEIGHTS
+    if not run.has_weights() and not int8_file.is_file():
         raise RunError(f"{run} has no model.safetensors yet (training has not evaluated once)")
     cfg, saved = _read_run(run)
     tokenizer = run.load_tokenizer()
     model = build_model(cfg.model)
     device = resolve_device(map_location) if map_location == "auto" else map_location
-    run.load_weights(model, map_location=device)
+    if not run.has_weights() or quantize:  # int8: on the CPU
+        if torch.device(device).type != "cpu":
+            raise RunError(f"int8 models run on the CPU, not {device} (use --device cpu)")
+        if run.has_weights():
+            run.load_weights(model)
+            quantize_int8(model)
+        else:
+            load_int8(model, int8_file)
+    else:
+        run.load_weights(model, map_location=device)
     model.to(device)  # the predictor sends its inputs where the weights are
     return get_task(cfg.task).predictor(model, tokenizer, cfg, run, saved)
 
@@ -260,15 +281,26 @@ def evaluate(
     return spec.evaluate(predictor, split, data_dir=data_dir, batch_size=batch_size, **options)
 
 
-EXPORT_FORMATS = ("hf",)
+EXPORT_FORMATS = ("hf", "attnkit")
 
 
-def export(run_dir: str | Path, output: str | Path, fmt: str = "hf") -> Path:
-    """Write a run's best weights, config and tokenizer to ``output`` in another ecosystem's
-    format: ``hf``, a Hugging Face directory (BERT runs; the labels of a classifier or tagger
-    become ``id2label``) that ``transformers`` loads with identical outputs."""
+def export(
+    run_dir: str | Path, output: str | Path, fmt: str = "hf", quantize: str | None = None
+) -> Path:
+    """Write a run's best weights, config and tokenizer to ``output``: ``hf``, a Hugging
+    Face directory (BERT runs; the labels of a classifier or tagger become ``id2label``)
+    that ``transformers`` loads with identical outputs; ``attnkit`` with ``quantize="int8"``,
+    a run directory with int8 weights (``attnkit.quantize``) that every attnkit command
+    reads (any task, CPU inference)."""
     if fmt not in EXPORT_FORMATS:
         raise RunError(f"export format must be one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
+    if quantize not in (None, "int8"):
+        raise RunError(f"--quantize must be int8, got {quantize!r}")
+    if (fmt == "attnkit") != (quantize == "int8"):
+        raise RunError(
+            "--quantize int8 goes with --format attnkit (a quantized attnkit run); "
+            "--format hf writes the float weights"
+        )
     from attnkit.interop.export import save_hf_directory
     from attnkit.models.bert import BertConfig
 
@@ -276,6 +308,8 @@ def export(run_dir: str | Path, output: str | Path, fmt: str = "hf") -> Path:
     if not run.is_run() or not run.has_weights():
         raise RunError(f"{run} is not a finished run (config.json and model.safetensors needed)")
     cfg, saved = _read_run(run)
+    if fmt == "attnkit":
+        return _export_int8(run, saved, cfg, Path(output))
     if not isinstance(cfg.model, BertConfig):
         raise RunError(
             f"{run} holds a {cfg.model.arch} model; only BERT runs (model.arch bert-...) "
@@ -286,3 +320,18 @@ def export(run_dir: str | Path, output: str | Path, fmt: str = "hf") -> Path:
     labelled = cfg.model.arch in ("bert-classifier", "bert-tagger")
     labels = saved.get("labels") if labelled else None
     return save_hf_directory(model, run.load_tokenizer(), output, labels)
+
+
+def _export_int8(run: RunDir, saved: dict[str, Any], cfg: RunConfig, output: Path) -> Path:
+    """``run`` as a new run directory ``output`` with int8 weights (see ``export``)."""
+    out = RunDir(output)
+    if out.path.exists() and not out.is_empty():
+        raise RunError(f"{out} is not empty: choose a new folder for the export")
+    model = build_model(cfg.model)
+    run.load_weights(model)
+    out.create()
+    save_int8(model, out.path / INT8_WEIGHTS)
+    out.save_tokenizer(run.load_tokenizer())
+    atomic_write_text(out.config_path, run.config_path.read_text(encoding="utf-8"))
+    out.update_config(quantization=QUANTIZATION, exported_from=str(run.path))
+    return out.path

@@ -399,6 +399,11 @@ class MultiHeadAttention(nn.Module):
         weight, bias = self._fused_qkv()
         return F.linear(x, weight, bias).split(self.d_model, dim=-1)
 
+    def _fusable(self) -> bool:
+        """Plain Linear weights (not, e.g., the packed ones of a dynamically quantized
+        model, which run as three separate products)."""
+        return all(isinstance(m.weight, Tensor) for m in (self.q_proj, self.k_proj, self.v_proj))
+
     def _fused_qkv(self) -> tuple[Tensor, Tensor | None]:
         """[W^Q; W^K; W^V] (3 d_model, d_model) and the biases side by side. Without
         gradients (inference, generation) the copy is kept until a weight changes (its
@@ -449,7 +454,7 @@ class MultiHeadAttention(nn.Module):
             q = self._split(self.q_proj(query))
             k, v = cache.key, cache.value
         else:
-            if key is query and value is query:  # self-attention: one product for Q, K, V
+            if key is query and value is query and self._fusable():  # one product for Q, K, V
                 q, k, v = map(self._split, self._qkv(query))
             else:
                 q = self._split(self.q_proj(query))
