@@ -570,6 +570,38 @@ def _recipe_speed(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _quantize(rows: list[dict]) -> list[str]:
+    """int8 vs float weights of a run (benchmarks/quantize.py, kind "quantize")."""
+    runs = [r for r in rows if r.get("kind") == "quantize"]
+    if not runs:
+        return []
+    lines = [
+        "## int8 quantization (CPU inference)",
+        "",
+        "`attnkit export RUN --quantize int8`: every Linear layer dynamically quantized "
+        "(int8 weights per output channel, activations per batch); evaluated on the same "
+        "split as the float run. *latency*: one text per `predict` call, median ms.",
+        "",
+        "| run | split | weights | accuracy | macro-F1 | evaluate s | latency ms | weights MB "
+        "| command |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in runs:
+        for label in ("fp32", "int8"):
+            m = r[label]
+            lines.append(
+                f"| {r['run']} | {r['split']} | {label} | {m['accuracy']:.4f} "
+                f"| {m['macro_f1']:.4f} | {m['evaluate_seconds']} | {m['latency_ms_batch1']} "
+                f"| {m['weights_mb']} | `{r['command']}` |"
+            )
+        lines.append(
+            f"| | | change | {r['accuracy_change']:+.4f} | | {r['evaluate_speedup']}x faster "
+            f"| {r['latency_speedup']}x faster | | {r['threads']} threads, {r['date']} |"
+        )
+    lines.append("")
+    return lines
+
+
 def render(rows: list[dict]) -> str:
     """docs/results.md for these result records."""
     lines = [
@@ -587,6 +619,7 @@ def render(rows: list[dict]) -> str:
     lines += _serve(rows)
     lines += _speed_ratios(rows)
     lines += _recipe_speed(rows)
+    lines += _quantize(rows)
     machines = sorted({r["machine"] for r in rows if "machine" in r})
     lines += ["Machines: " + "; ".join(machines), ""]
     return "\n".join(lines)

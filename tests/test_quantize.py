@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +20,8 @@ from attnkit.config import RunConfig
 from attnkit.models.bert import BertConfig, BertModel
 from attnkit.quantize import INT8_WEIGHTS, int8_state, load_int8, quantize_int8
 from conftest import tiny_recipe
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 TEXTS = ["the movie was great", "boring and awful film", "최고 영화", "지루해요 정말"]
 
@@ -136,3 +139,30 @@ def test_cli_export_quantize(tiny_run, tmp_path):
         text=True,
     )
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_quantize_benchmark_measures_both_and_renders(tiny_run, tmp_path):
+    import shutil
+
+    from report import render
+
+    run = tmp_path / "tiny"
+    shutil.copytree(tiny_run, run)
+    out = tmp_path / "record.json"
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "quantize.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), str(run), "--latency", "8", "--json", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(out.read_text())
+    assert (tmp_path / "tiny-int8" / INT8_WEIGHTS).is_file()
+    for label in ("fp32", "int8"):
+        assert 0 <= record[label]["accuracy"] <= 1 and record[label]["latency_ms_batch1"] > 0
+        assert record[label]["examples"] == 80  # the tiny test split
+    assert record["int8"]["weights_mb"] <= record["fp32"]["weights_mb"]
+    assert record["accuracy_change"] == pytest.approx(
+        record["int8"]["accuracy"] - record["fp32"]["accuracy"], abs=1e-4
+    )
+    assert "## int8 quantization" in render([record])

@@ -1,0 +1,106 @@
+"""int8 quantization of a trained run: accuracy and speed against its float weights.
+
+    python benchmarks/quantize.py runs/bench-nsmc-bert            # NSMC test, 50K reviews
+
+A classify run. Exports RUN with ``attnkit export RUN --quantize int8`` into ``RUN-int8`` (replaced if it
+exists), then, on the CPU, evaluates both on ``--split`` (``attnkit evaluate``: the task's
+metrics, batches of 128, timed) and times single-review predictions (``predict([text])``
+on the first ``--latency`` test texts, median ms, after 5 warm-up calls). Writes
+benchmarks/results/quantize-<run name>.json and rebuilds docs/results.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from attnkit.api import evaluate, export, load  # noqa: E402
+from attnkit.quantize import INT8_WEIGHTS  # noqa: E402
+from report import command_line, machine, publish  # noqa: E402
+
+
+def latency_ms(run: Path, texts: list[str]) -> float:
+    predictor = load(run)
+    for text in texts[:5]:
+        predictor.predict([text])
+    times = []
+    for text in texts:
+        start = time.perf_counter()
+        predictor.predict([text])
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run")
+    p.add_argument("--split", default="test")
+    p.add_argument("--latency", type=int, default=200, help="texts timed one at a time")
+    p.add_argument("--json", type=Path, help="write the record here, leave docs alone")
+    args = p.parse_args()
+    run = Path(args.run)
+    out = run.with_name(run.name + "-int8")
+    if out.exists():
+        shutil.rmtree(out)
+    export(run, out, fmt="attnkit", quantize="int8")
+    rows = {}
+    for label, path in (("fp32", run), ("int8", out)):
+        start = time.perf_counter()
+        metrics = evaluate(path, split=args.split)
+        seconds = time.perf_counter() - start
+        rows[label] = {
+            "accuracy": round(metrics["accuracy"], 4),
+            "macro_f1": round(metrics["macro_f1"], 4),
+            "examples": metrics.get("num_examples"),
+            "evaluate_seconds": round(seconds, 1),
+        }
+        print(label, rows[label], flush=True)
+    texts = _texts(run, args.split, args.latency)
+    for label, path in (("fp32", run), ("int8", out)):
+        rows[label]["latency_ms_batch1"] = round(latency_ms(path, texts), 2)
+    weights = {"fp32": run / "model.safetensors", "int8": out / INT8_WEIGHTS}
+    for label, path in weights.items():
+        rows[label]["weights_mb"] = round(path.stat().st_size / 2**20, 1)
+    record = {
+        "kind": "quantize",
+        "name": f"quantize-{run.name}",
+        "run": str(run),
+        "split": args.split,
+        "fp32": rows["fp32"],
+        "int8": rows["int8"],
+        "accuracy_change": round(rows["int8"]["accuracy"] - rows["fp32"]["accuracy"], 4),
+        "latency_speedup": round(
+            rows["fp32"]["latency_ms_batch1"] / rows["int8"]["latency_ms_batch1"], 2
+        ),
+        "evaluate_speedup": round(
+            rows["fp32"]["evaluate_seconds"] / rows["int8"]["evaluate_seconds"], 2
+        ),
+        "threads": torch.get_num_threads(),
+        "machine": machine(),
+        "command": command_line("quantize.py"),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    if args.json:
+        args.json.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    else:
+        publish(record)
+    return 0
+
+
+def _texts(run: Path, split: str, n: int) -> list[str]:
+    """The first ``n`` texts of the run's dataset's ``split`` (a classify run's)."""
+    from attnkit.tasks.classify import read_split  # noqa: PLC0415
+
+    return [example.text for example in read_split(load(run).config, split)][:n]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
