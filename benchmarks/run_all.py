@@ -213,7 +213,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("benchmarks/speed.py",),
         minutes=10,
         needs=(),
-        pending=True,
         writes=RESULTS + " + docs/speed_ratios.png",
     ),
     Benchmark(  # int8 export of the Korean BERT fine-tuned on NSMC (nsmc-bert trains it)
