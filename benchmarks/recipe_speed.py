@@ -89,7 +89,9 @@ def main() -> int:
     args = p.parse_args()
     started = time.perf_counter()
     before_rev = git("rev-parse", "--short", args.before)
-    after_rev = git("rev-parse", "--short", "HEAD") + ("+" if git("status", "--porcelain") else "")
+    # "+": the package's code (src/) has uncommitted changes, measured as they are
+    dirty = git("status", "--porcelain", "--", "src")
+    after_rev = git("rev-parse", "--short", "HEAD") + ("+" if dirty else "")
     rows = []
     with tempfile.TemporaryDirectory(prefix="attnkit-before-") as tmp:
         tree = Path(tmp) / "tree"
