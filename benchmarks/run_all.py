@@ -193,6 +193,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         minutes=2.5,
         needs=SHAKESPEARE,
     ),
+    Benchmark(
+        "shakespeare-bpe",
+        ("benchmarks/lm.py", "configs/shakespeare-bpe.yaml"),
+        minutes=11,
+        needs=SHAKESPEARE,
+        pending=True,
+    ),
     Benchmark(  # times the model trained by shakespeare-char (run that first)
         "generation-shakespeare-char",
         ("benchmarks/lm.py", "--generation", "runs/bench-shakespeare-char"),
