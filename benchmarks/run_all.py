@@ -209,9 +209,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "elmo-nsmc",
         ("benchmarks/lm.py", "--elmo"),
-        minutes=60,
+        minutes=40,
         needs=NSMC_PRE,
-        pending=True,
     ),
     # issue 17: attnkit vs transformers / torch.nn, interleaved (no dataset; run it on a quiet
     # machine: every ratio comes from one run)
