@@ -536,7 +536,7 @@ def _speed_ratios(rows: list[dict]) -> list[str]:
         if run.get("plot"):
             plot = run["plot"].removeprefix("docs/")
             lines += [f"![attnkit / peer time ratios, {run['name']}]({plot})", ""]
-    return lines
+    return lines + _notes("speed")
 
 
 def _recipe_speed(rows: list[dict]) -> list[str]:
