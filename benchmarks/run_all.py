@@ -231,9 +231,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(  # the shipped recipes' tokens/s with the code before issue 17 and now
         "recipe-speed",
         ("benchmarks/recipe_speed.py",),
-        minutes=15,
+        minutes=8,
         needs=NSMC_PRE + M30K,
-        pending=True,
     ),
     # issue 15: BERT (benchmarks/bert.py; the Korean ones need runs/bench-bert-pretrain-ko,
     # which nsmc-bert trains first: ~108 min of pretraining)
