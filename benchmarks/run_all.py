@@ -224,9 +224,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(  # int8 export of the Korean BERT fine-tuned on NSMC (nsmc-bert trains it)
         "quantize-bench-nsmc-bert",
         ("benchmarks/quantize.py", "runs/bench-nsmc-bert"),
-        minutes=6,
+        minutes=2,
         needs=(*NSMC, "run:runs/bench-nsmc-bert"),
-        pending=True,
     ),
     Benchmark(  # the shipped recipes' tokens/s with the code before issue 17 and now
         "recipe-speed",
