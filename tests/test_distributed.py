@@ -143,3 +143,19 @@ def test_a_crashed_two_process_run_resumes_exactly(recipe, runs, tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert resumed.stdout.count("done:") == 1  # rank 0 reports, rank 1 does not
     _assert_same_run(runs["two"], tmp_path / "crash")
+
+
+def test_bad_torchrun_environment_is_a_config_error(monkeypatch):
+    from attnkit.distributed import placement
+    from attnkit.errors import ConfigError
+
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(ConfigError, match="WORLD_SIZE='two' is not an integer"):
+        placement()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "5")
+    with pytest.raises(ConfigError, match="outside WORLD_SIZE=2"):
+        placement()
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert placement() == Placement(rank=1, world_size=2, local_rank=1)

@@ -26,6 +26,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from attnkit.errors import ConfigError
+
 __all__ = [
     "Placement",
     "active",
@@ -62,7 +64,7 @@ def _env_int(name: str, default: int) -> int:
     try:
         return int(value) if value else default
     except ValueError:
-        raise RuntimeError(f"{name}={value!r} is not an integer (set by torchrun)") from None
+        raise ConfigError(f"{name}={value!r} is not an integer (set by torchrun)") from None
 
 
 def placement() -> Placement:
@@ -71,7 +73,7 @@ def placement() -> Placement:
     rank = _env_int("RANK", 0)
     local = _env_int("LOCAL_RANK", rank)
     if not 0 <= rank < max(world, 1):
-        raise RuntimeError(f"RANK={rank} is outside WORLD_SIZE={world}")
+        raise ConfigError(f"RANK={rank} is outside WORLD_SIZE={world}")
     return Placement(rank=rank, world_size=max(world, 1), local_rank=local)
 
 
