@@ -323,7 +323,8 @@ def _gpt(rows: list[dict]) -> list[str]:
         "split, re-scored in fp32 (*best* / *last*: the training log's evaluations); *bits/char*: "
         "the total NLL in bits over the characters it spells, comparable across tokenizers. "
         "*target*: the step and training minutes of the first evaluation at or below the "
-        "target loss, `-` if never. *min*: training minutes, evaluations included.",
+        "target loss (`not reached` if never; `-`: no target, e.g. a subword model, since "
+        "1.60 is in nats per character). *min*: training minutes, evaluations included.",
         "",
         "| run | dataset | tokenizer | model | params | batch x context | steps | val loss "
         "| best / last | ppl | bits/char | target | min | tokens/s | bf16 | threads | command |",
