@@ -406,23 +406,25 @@ class MultiHeadAttention(nn.Module):
 
     def _fused_qkv(self) -> tuple[Tensor, Tensor | None]:
         """[W^Q; W^K; W^V] (3 d_model, d_model) and the biases side by side. Without
-        gradients (inference, generation) the copy is kept until a weight changes (its
-        storage or its in-place version counter): a decoding step would otherwise spend
-        more time copying the weights than multiplying by them."""
+        gradients (inference, generation) the copy is kept until a weight changes (another
+        tensor, or the same one changed in place: its version counter): a decoding step
+        would otherwise spend more time copying the weights than multiplying by them."""
         projections = (self.q_proj, self.k_proj, self.v_proj)
         params = [p for m in projections for p in (m.weight, m.bias) if p is not None]
-        key = None
-        if not torch.is_grad_enabled():
-            key = tuple((p.data_ptr(), p._version, p.dtype) for p in params)
-            cached = self.__dict__.get("_qkv_cache")
-            if cached is not None and cached[0] == key:
-                return cached[1], cached[2]
+        versions = [p._version for p in params]
+        cached = self.__dict__.get("_qkv_cache")
+        if not torch.is_grad_enabled() and (
+            cached is not None
+            and all(a is b for a, b in zip(cached[0], params, strict=True))
+            and cached[1] == versions
+        ):
+            return cached[2], cached[3]
         weight = torch.cat([m.weight for m in projections])
         bias = None if self.q_proj.bias is None else torch.cat([m.bias for m in projections])
-        if key is not None:
-            self.__dict__["_qkv_cache"] = (key, weight, bias)
-        else:
-            self.__dict__.pop("_qkv_cache", None)  # training: the weights are about to change
+        if not torch.is_grad_enabled():  # the tensors themselves are held: compared by identity
+            self.__dict__["_qkv_cache"] = (params, versions, weight, bias)
+        elif cached is not None:
+            del self.__dict__["_qkv_cache"]  # training: the weights are about to change
         return weight, bias
 
     def _split(self, x: Tensor) -> Tensor:
