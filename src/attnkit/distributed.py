@@ -94,16 +94,24 @@ def setup(device: torch.device) -> tuple[Placement, torch.device]:
         raise RuntimeError(
             f"distributed training runs on CUDA (nccl) or the CPU (gloo), not {device}"
         )
+    global _joined
     if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend=backend, rank=where.rank, world_size=where.world_size)
+        _joined = True
     return where, device
 
 
+_joined = False  # True when ``setup`` created the process group (``finish`` then ends it)
+
+
 def finish() -> None:
-    """Leave the process group (at the end of training)."""
-    if dist.is_initialized():
+    """Leave the process group at the end of training, if ``setup`` joined it (one that the
+    caller created is left alone)."""
+    global _joined
+    if _joined and dist.is_initialized():
         dist.destroy_process_group()
+    _joined = False
 
 
 def active() -> bool:
