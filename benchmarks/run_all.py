@@ -259,6 +259,21 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         minutes=133,
         needs=NSMC_PRE,
     ),
+    Benchmark(  # a third fine-tuning epoch from the same pretrained encoder
+        "nsmc-bert-3ep",
+        (
+            "benchmarks/bert.py",
+            "configs/nsmc-bert.yaml",
+            "--init",
+            "runs/bench-bert-pretrain-ko",
+            "--set",
+            "training.epochs=3",
+            "--name",
+            "nsmc-bert-3ep",
+        ),  # fmt: skip
+        minutes=28,
+        needs=(*NSMC, "run:runs/bench-bert-pretrain-ko"),
+    ),
     *(
         Benchmark(
             name,
