@@ -555,7 +555,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     ex.add_argument(
         "--quantize",
         choices=["int8"],
-        help="int8: dynamically quantized Linear layers (4x smaller, faster on the CPU)",
+        help="int8: dynamically quantized Linear layers (their weights 4x smaller; CPU only)",
     )
     ex.add_argument("-o", "--output", required=True, help="folder to write (created)")
     ex.set_defaults(func=_cmd_export)
