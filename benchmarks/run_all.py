@@ -220,6 +220,21 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         needs=(),
         writes=RESULTS + " + docs/speed_ratios.png",
     ),
+    Benchmark(  # the training rows again, 15 timed iterations each (the ratios vary by run)
+        "speed-train-iters15",
+        (
+            "benchmarks/speed.py",
+            "--only",
+            "train",
+            "--iters",
+            "15",
+            "--name",
+            "speed-train-iters15",
+        ),  # fmt: skip
+        minutes=10,
+        needs=(),
+        writes=RESULTS + " + docs/speed-train-iters15_ratios.png",
+    ),
     Benchmark(  # int8 export of the Korean BERT fine-tuned on NSMC (nsmc-bert trains it)
         "quantize-bench-nsmc-bert",
         ("benchmarks/quantize.py", "runs/bench-nsmc-bert"),

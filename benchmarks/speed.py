@@ -1189,8 +1189,9 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
         print(f"wrote {args.json}" + (f" and {plot}" if plot else ""))
         return 0
-    if record["rows"]:
-        record["plot"] = str(plot_ratios(record["rows"], PLOT).relative_to(ROOT))
+    if record["rows"]:  # another --name gets its own plot, next to the default one
+        where = PLOT if args.name == "speed" else PLOT.with_name(f"{args.name}_ratios.png")
+        record["plot"] = str(plot_ratios(record["rows"], where).relative_to(ROOT))
     publish(record)
     return 0
 
