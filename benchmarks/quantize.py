@@ -24,6 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attnkit.api import evaluate, export, load  # noqa: E402
 from attnkit.quantize import INT8_WEIGHTS  # noqa: E402
+from attnkit.tasks.classify import read_split  # noqa: E402
 from report import command_line, machine, publish  # noqa: E402
 
 
@@ -64,7 +65,7 @@ def main() -> int:
         }
         raw_seconds[label] = seconds
         print(label, rows[label], flush=True)
-    texts = _texts(run, args.split, args.latency)
+    texts = [e.text for e in read_split(load(run).config, args.split)][: args.latency]
     raw_ms = {label: latency_ms(path, texts) for label, path in (("fp32", run), ("int8", out))}
     for label, ms in raw_ms.items():
         rows[label]["latency_ms_batch1"] = round(ms, 3)
@@ -91,13 +92,6 @@ def main() -> int:
     else:
         publish(record)
     return 0
-
-
-def _texts(run: Path, split: str, n: int) -> list[str]:
-    """The first ``n`` texts of the run's dataset's ``split`` (a classify run's)."""
-    from attnkit.tasks.classify import read_split  # noqa: PLC0415
-
-    return [example.text for example in read_split(load(run).config, split)][:n]
 
 
 if __name__ == "__main__":
