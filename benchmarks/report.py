@@ -577,18 +577,22 @@ def _quantize(rows: list[dict]) -> list[str]:
     if not runs:
         return []
     lines = [
-        "## int8 quantization (CPU inference)",
+        "## int8 quantization and ONNX (CPU inference)",
         "",
         "`attnkit export RUN --quantize int8`: every Linear layer dynamically quantized "
-        "(int8 weights per output channel, activations per batch); evaluated on the same "
-        "split as the float run. *latency*: one text per `predict` call, median ms.",
+        "(int8 weights per output channel, activations per batch); `attnkit export RUN "
+        "--format onnx`: the float model as an ONNX graph run by onnxruntime (*onnx*). Each "
+        "evaluated on the same split as the float PyTorch run (*fp32*). *latency*: one text "
+        "per `predict` call, median ms.",
         "",
         "| run | split | weights | accuracy | macro-F1 | evaluate s | latency ms | weights MB "
         "| command |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in runs:
-        for label in ("fp32", "int8"):
+        for label in ("fp32", "int8", "onnx"):
+            if label not in r:  # records from before the ONNX export
+                continue
             m = r[label]
             lines.append(
                 f"| {r['run']} | {r['split']} | {label} | {m['accuracy']:.4f} "
@@ -596,9 +600,16 @@ def _quantize(rows: list[dict]) -> list[str]:
                 f"| {m['weights_mb']} | `{r['command']}` |"
             )
         lines.append(
-            f"| | | change | {r['accuracy_change']:+.4f} | | {r['evaluate_speedup']}x faster "
+            f"| | | int8 change | {r['accuracy_change']:+.4f} | | {r['evaluate_speedup']}x faster "
             f"| {r['latency_speedup']}x faster | | {r['threads']} threads, {r['date']} |"
         )
+        if "onnx" in r:
+            lines.append(
+                f"| | | onnx change | {r['onnx_accuracy_change']:+.4f} | "
+                f"| {r['onnx_evaluate_speedup']}x faster | {r['onnx_latency_speedup']}x faster "
+                f"| | onnxruntime {r['onnxruntime']}; logits within "
+                f"{r['onnx_max_abs_diff']:.1e} of PyTorch's at export |"
+            )
     lines.append("")
     return lines
 

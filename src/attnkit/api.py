@@ -15,6 +15,7 @@ in ``attnkit.tasks`` by the recipe's ``task:``) at each; nothing here knows a ta
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ import torch
 from attnkit import __version__, distributed
 from attnkit.checkpoint import atomic_write_text
 from attnkit.config import ConfigError, RunConfig, load_config
+from attnkit.interop.onnx import ONNX_FILE, OnnxModel, export_onnx
 from attnkit.models import build_model
 from attnkit.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quantize_int8, save_int8
 from attnkit.run import RunDir
@@ -231,13 +233,18 @@ def load(
     run = RunDir(run_dir)
     if not run.is_run():
         raise RunError(f"{run} is not a run directory (no config.json)")
-    int8_file = run.path / INT8_WEIGHTS
-    if not run.has_weights() and not int8_file.is_file():
+    int8_file, onnx_file = run.path / INT8_WEIGHTS, run.path / ONNX_FILE
+    if not run.has_weights() and not int8_file.is_file() and not onnx_file.is_file():
         raise RunError(f"{run} has no model.safetensors yet (training has not evaluated once)")
     cfg, saved = _read_run(run)
     tokenizer = run.load_tokenizer()
-    model = build_model(cfg.model)
     device = resolve_device(map_location) if map_location == "auto" else map_location
+    if onnx_file.is_file() and not run.has_weights():  # an ONNX export: onnxruntime, CPU
+        if quantize or torch.device(device).type != "cpu":
+            raise RunError(f"{run} is an ONNX export: it runs as exported, on the CPU")
+        model = OnnxModel(onnx_file, saved["onnx"]["inputs"], saved["onnx"]["outputs"])
+        return get_task(cfg.task).predictor(model, tokenizer, cfg, run, saved)
+    model = build_model(cfg.model)
     if not run.has_weights() or quantize:  # int8: on the CPU
         if torch.device(device).type != "cpu":
             raise RunError(f"int8 models run on the CPU, not {device} (use --device cpu)")
@@ -281,7 +288,7 @@ def evaluate(
     return spec.evaluate(predictor, split, data_dir=data_dir, batch_size=batch_size, **options)
 
 
-EXPORT_FORMATS = ("hf", "attnkit")
+EXPORT_FORMATS = ("hf", "attnkit", "onnx")
 
 
 def export(
@@ -291,7 +298,9 @@ def export(
     Face directory (BERT runs; the labels of a classifier or tagger become ``id2label``)
     that ``transformers`` loads with identical outputs; ``attnkit`` with ``quantize="int8"``,
     a run directory with int8 weights (``attnkit.quantize``) that every attnkit command
-    reads (any task, CPU inference)."""
+    reads (any task, CPU inference); ``onnx``, a run directory with ``model.onnx`` checked
+    against onnxruntime at export (classify, tag and qa runs; ``attnkit.interop.onnx``),
+    which ``load`` / ``predict`` / ``evaluate`` / ``serve`` run with onnxruntime."""
     if fmt not in EXPORT_FORMATS:
         raise RunError(f"export format must be one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
     if quantize not in (None, "int8"):
@@ -310,6 +319,8 @@ def export(
     cfg, saved = _read_run(run)
     if fmt == "attnkit":
         return _export_int8(run, saved, cfg, Path(output))
+    if fmt == "onnx":
+        return _export_onnx(run, cfg, Path(output))
     if not isinstance(cfg.model, BertConfig):
         raise RunError(
             f"{run} holds a {cfg.model.arch} model; only BERT runs (model.arch bert-...) "
@@ -320,6 +331,31 @@ def export(
     labelled = cfg.model.arch in ("bert-classifier", "bert-tagger")
     labels = saved.get("labels") if labelled else None
     return save_hf_directory(model, run.load_tokenizer(), output, labels)
+
+
+def _export_onnx(run: RunDir, cfg: RunConfig, output: Path) -> Path:
+    """``run`` as a new run directory ``output`` with ``model.onnx`` (see ``export``)."""
+    out = RunDir(output)
+    if out.path.exists() and not out.is_empty():
+        raise RunError(f"{out} is not empty: choose a new folder for the export")
+    model = build_model(cfg.model)
+    run.load_weights(model)
+    tokenizer = run.load_tokenizer()
+    out.create()
+    tmp = out.path / f".{ONNX_FILE}.tmp"
+    tmp.mkdir()
+    try:  # the exporter writes model.onnx (+ model.onnx.data): into a folder, then moved
+        info = export_onnx(
+            model, cfg.task, cfg.model.arch, tmp / ONNX_FILE, tokenizer.vocab_size, cfg.data.max_len
+        )
+        for f in sorted(tmp.iterdir(), key=lambda f: f.name == ONNX_FILE):  # the graph last
+            f.replace(out.path / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out.save_tokenizer(tokenizer)
+    atomic_write_text(out.config_path, run.config_path.read_text(encoding="utf-8"))
+    out.update_config(onnx=info, exported_from=str(run.path))
+    return out.path
 
 
 def _export_int8(run: RunDir, saved: dict[str, Any], cfg: RunConfig, output: Path) -> Path:

@@ -225,7 +225,8 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
     bias = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
     bias.masked_fill_(~mask, torch.finfo(scores.dtype).min / 2)
     weights = (scores + bias).softmax(dim)
-    if mask.ndim and not bool(mask.any(dim).all()):  # some row sees no key
+    # some row sees no key (an exported graph always zeroes: it cannot branch on data)
+    if mask.ndim and (torch.compiler.is_exporting() or not bool(mask.any(dim).all())):
         weights = weights.masked_fill(~mask, 0.0)
     return weights
 

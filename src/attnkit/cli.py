@@ -544,13 +544,15 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     ex = sub.add_parser(
         "export",
         help="write a run's model in another format (hf: Hugging Face; attnkit --quantize "
-        "int8: a run with int8 weights for CPU inference)",
+        "int8: a run with int8 weights for CPU inference; onnx: model.onnx for onnxruntime)",
     )
     ex.add_argument("run", help="run directory (a BERT run for --format hf)")
     ex.add_argument(
         "--format",
-        choices=["hf", "attnkit"],
-        help="hf: a transformers directory (the default); attnkit: a run (with --quantize)",
+        choices=["hf", "attnkit", "onnx"],
+        help="hf: a transformers directory (the default); attnkit: a run (with --quantize); "
+        "onnx: a run holding model.onnx, checked against onnxruntime (classify, tag, qa; "
+        "needs pip install 'attnkit[onnx]')",
     )
     ex.add_argument(
         "--quantize",

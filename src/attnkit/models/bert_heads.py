@@ -73,6 +73,7 @@ class _BertWithHead(HfBertFiles):
     """A ``BertModel`` (``self.bert``) and a head; the config's ``arch`` is the head's."""
 
     needs_cls = True
+    takes_token_types = True  # forward(input_ids, attention_mask, token_type_ids)
 
     def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)

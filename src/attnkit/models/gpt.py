@@ -300,14 +300,15 @@ class GPT(AttnkitModel):
                     f"attention_mask must be (batch, cached + new) = {(b, past + t)}, "
                     f"got {tuple(mask.shape)}"
                 )
-            if bool(mask.all()):
-                mask = None  # no padding: the fused causal kernel
+            if not torch.compiler.is_exporting() and bool(mask.all()):
+                mask = None  # no padding: the fused causal kernel (ONNX: always the mask)
         if position_ids is None:
             if mask is not None:
                 position_ids = positions_from_mask(mask)[:, past:]
             else:
                 position_ids = torch.arange(past, past + t, device=input_ids.device)[None, :]
-        if position_ids.numel() and int(position_ids.max()) >= self.max_len:
+        exporting = torch.compiler.is_exporting()  # a graph checks no values
+        if not exporting and position_ids.numel() and int(position_ids.max()) >= self.max_len:
             raise ValueError(
                 f"position {int(position_ids.max())} is past the context length "
                 f"max_len={self.max_len}"

@@ -30,7 +30,6 @@ from attnkit.data.split import split_examples
 from attnkit.device import model_device
 from attnkit.errors import InputError
 from attnkit.metrics import accuracy, classification_report
-from attnkit.models.bert_heads import BertForSequenceClassification
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import (
@@ -143,7 +142,7 @@ def model_logits(
     classifier: attnkit's own return both, a BERT head takes segment ids and returns logits
     (its attention comes from its encoder)."""
     ids, mask = batch["input_ids"], batch["attention_mask"]
-    if isinstance(model, BertForSequenceClassification):
+    if getattr(model, "takes_token_types", False):  # a BERT head, or its ONNX export
         types = batch.get("token_type_ids")
         weights = None
         if need_weights:

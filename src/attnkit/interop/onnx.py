@@ -1,0 +1,196 @@
+"""ONNX export of a run's model, checked against onnxruntime, and running it back.
+
+``attnkit export RUN --format onnx -o DIR`` writes DIR as a run without PyTorch weights:
+
+- ``model.onnx`` (+ ``model.onnx.data``, the weights, when the exporter stores them apart):
+  the model's forward pass, traced by ``torch.onnx.export(dynamo=True)`` with batch and
+  sequence length left dynamic (1 <= T <= the recipe's ``data.max_len``);
+- ``config.json`` (the run's, plus ``"onnx"``: input / output names, opset, and the largest
+  difference between onnxruntime's outputs and PyTorch's on a check batch, measured at export
+  time) and ``tokenizer.json``.
+
+The graph's inputs are ``input_ids`` (B, T) int64, ``attention_mask`` (B, T) int64 (1 = real
+token) and, for BERT models, ``token_type_ids`` (B, T) int64. Its outputs: ``logits``
+(classify: (B, num_classes); tag: (B, T, num_labels)) or ``start_logits`` and ``end_logits``
+(qa: (B, T) each). Encode texts with the run's tokenizer (``attnkit.load(DIR)`` does it all;
+or ``tokenizers.Tokenizer.from_file("DIR/tokenizer.json")``, which holds the same vocabulary).
+
+``attnkit.load(DIR)`` (and ``predict`` / ``evaluate`` / ``serve``) run the export with
+onnxruntime through ``OnnxModel``: an ``nn.Module`` with no parameters whose ``forward`` takes
+and returns what the exported model's did, so the task's predictor works unchanged (attention
+weights, and so ``explain``, are not in the graph).
+
+Needs ``pip install 'attnkit[onnx]'`` (onnx, onnxscript for the exporter, onnxruntime).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from attnkit.errors import InputError, RunError
+
+__all__ = ["ONNX_FILE", "OnnxModel", "export_onnx", "onnx_signature"]
+
+ONNX_FILE = "model.onnx"
+OPSET = 18
+# (task, arch) -> the graph's outputs; archs not listed have no ONNX export
+_OUTPUTS = {"classify": ["logits"], "tag": ["logits"], "qa": ["start_logits", "end_logits"]}
+_CLASSIFY_ARCHS = ("transformer", "bert-classifier", "gpt-classifier")
+
+
+def onnx_signature(task: str, arch: str) -> tuple[list[str], list[str]]:
+    """(input names, output names) of the ONNX graph of a ``task`` run with ``model.arch``;
+    RunError for models without an ONNX export."""
+    if task not in _OUTPUTS or (task == "classify" and arch not in _CLASSIFY_ARCHS):
+        raise RunError(
+            f"ONNX export covers classify runs (model.arch {', '.join(_CLASSIFY_ARCHS)}), tag "
+            f"and qa runs; this is a {task} run with model.arch {arch}"
+        )
+    inputs = ["input_ids", "attention_mask"]
+    if arch.startswith("bert"):
+        inputs.append("token_type_ids")
+    return inputs, list(_OUTPUTS[task])
+
+
+def _require(module: str) -> Any:
+    try:
+        return __import__(module)
+    except ImportError as exc:
+        raise RunError(
+            f"ONNX needs the {module} package: pip install 'attnkit[onnx]' "
+            "(onnx, onnxscript, onnxruntime)"
+        ) from exc
+
+
+class _Graph(nn.Module):
+    """What gets traced: int64 inputs in, the task's output tensors out."""
+
+    def __init__(self, model: nn.Module, task: str, inputs: list[str]) -> None:
+        super().__init__()
+        self.model, self.task, self.with_types = model, task, "token_type_ids" in inputs
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None
+    ) -> Tensor | tuple[Tensor, ...]:
+        mask = attention_mask.bool()  # (B, T), True = real token
+        if self.with_types:
+            out = self.model(input_ids, mask, token_type_ids)
+        elif self.task == "tag":
+            out = self.model(input_ids, mask)
+        else:  # attnkit's own classifiers return (logits, attention weights or None)
+            out = self.model(input_ids, mask)[0]
+        return out
+
+
+def _check_batch(inputs: list[str], vocab_size: int, max_len: int) -> dict[str, Tensor]:
+    """Two rows of random ids, the second padded after 60% of its length."""
+    g = torch.Generator().manual_seed(0)
+    t = min(max_len, 24)
+    ids = torch.randint(5, max(6, vocab_size), (2, t), generator=g)
+    mask = torch.ones(2, t, dtype=torch.long)
+    mask[1, max(1, int(t * 0.6)) :] = 0
+    batch = {"input_ids": ids * mask, "attention_mask": mask}
+    if "token_type_ids" in inputs:
+        types = torch.zeros(2, t, dtype=torch.long)
+        types[:, t // 2 :] = 1
+        batch["token_type_ids"] = types * mask
+    return batch
+
+
+def export_onnx(
+    model: nn.Module, task: str, arch: str, path: str | Path, vocab_size: int, max_len: int
+) -> dict[str, Any]:
+    """Trace ``model`` (float, eval mode, CPU) to ONNX at ``path`` and check it against
+    onnxruntime on a padded batch. Returns the ``"onnx"`` entry of the export's config.json:
+    inputs, outputs, opset and ``max_abs_diff`` (onnxruntime vs PyTorch)."""
+    _require("onnxscript")
+    inputs, outputs = onnx_signature(task, arch)
+    model = model.float().eval().to("cpu")
+    graph = _Graph(model, task, inputs).eval()
+    example = _check_batch(inputs, vocab_size, max_len)
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=max_len)
+    dims = {0: batch, 1: seq}
+    path = Path(path)
+    quiet = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = quiet.level  # it warns that torchvision's operators are not there
+    quiet.setLevel(logging.ERROR)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the exporter's deprecation and shape notes
+            torch.onnx.export(
+                graph,
+                tuple(example[name] for name in inputs),
+                str(path),
+                input_names=inputs,
+                output_names=outputs,
+                dynamic_shapes=tuple(dims for _ in inputs),
+                opset_version=OPSET,
+                dynamo=True,
+                verbose=False,
+            )
+            want = graph(*(example[name] for name in inputs))
+    finally:
+        quiet.setLevel(level)
+    want = list(want) if isinstance(want, tuple) else [want]
+    got = OnnxModel(path, inputs, outputs).run(example)
+    diff = max(float((w - g).abs().max()) for w, g in zip(want, got, strict=True))
+    return {"inputs": inputs, "outputs": outputs, "opset": OPSET, "max_abs_diff": diff}
+
+
+class OnnxModel(nn.Module):
+    """An exported model run by onnxruntime, called as the model it came from:
+    ``forward(input_ids, attention_mask, token_type_ids=None)`` with (B, T) tensors returns
+    what that model returned (attnkit's own classifiers: ``(logits, None)``; BERT heads: the
+    logits, or (start, end) for QA), as CPU float tensors."""
+
+    explains_by_contributions = False  # what the classify predictor asks before explaining
+    returns_attention = False
+
+    def __init__(
+        self, path: str | Path, inputs: list[str], outputs: list[str], threads: int = 0
+    ) -> None:
+        super().__init__()
+        ort = _require("onnxruntime")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs, self.outputs = list(inputs), list(outputs)
+        self.takes_token_types = "token_type_ids" in self.inputs
+        self.path = Path(path)
+
+    def run(self, batch: dict[str, Tensor]) -> list[Tensor]:
+        """The graph's outputs for a batch of (B, T) tensors named as its inputs."""
+        feed = {}
+        for name in self.inputs:
+            value = batch.get(name)
+            if value is None:  # segment ids default to 0 (one sentence)
+                value = torch.zeros_like(batch["input_ids"])
+            feed[name] = value.detach().to("cpu", torch.long).numpy()
+        return [torch.from_numpy(x) for x in self.session.run(self.outputs, feed)]
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> Any:
+        if need_weights:
+            raise InputError(
+                "an ONNX export has no attention weights: explain the run it came from"
+            )
+        if attention_mask is None:
+            raise InputError("an ONNX model needs the attention mask")
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            batch["token_type_ids"] = token_type_ids
+        out = self.run(batch)
+        if len(out) > 1:
+            return tuple(out)
+        return out[0] if self.takes_token_types else (out[0], None)
