@@ -94,6 +94,17 @@ def test_classifier_export_predicts_like_the_run(runs, arch, tmp_path):
             assert abs(p - b.probabilities[label]) < 1e-4
             assert abs(p - c.probabilities[label]) < 1e-4
     assert attnkit.evaluate(out)["accuracy"] == pytest.approx(attnkit.evaluate(run)["accuracy"])
+    if arch == "bert-classifier":  # the README's recipe: tokenizers + onnxruntime, no attnkit
+        import numpy as np
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        ids = np.array([Tokenizer.from_file(str(out / "tokenizer.json")).encode(TEXTS[0]).ids])
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                "token_type_ids": np.zeros_like(ids)}  # fmt: skip
+        (logits,) = ort.InferenceSession(str(out / ONNX_FILE)).run(None, feed)
+        want = torch_side.logits(torch_side._encode([TEXTS[0]])[0])
+        assert np.abs(logits - want.numpy()).max() < 1e-4
 
 
 def test_sentence_pair_export_uses_segment_ids(runs, tmp_path):
