@@ -75,6 +75,7 @@ import json
 import math
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -864,11 +865,56 @@ def int8_row(
     )
 
 
+class _Hidden(nn.Module):
+    """BertModel's last hidden state from (input_ids, attention_mask 0/1): what is traced."""
+
+    def __init__(self, model: BertModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        return self.model(input_ids, attention_mask.bool()).last_hidden_state
+
+
+def onnx_encoder(enc: Encoderish, b: EncoderBatch, folder: Path) -> Encoderish | None:
+    """attnkit's encoder exported with ``attnkit.interop.onnx.trace_to_onnx`` (what `attnkit
+    export --format onnx` does) and run by onnxruntime; None without onnxruntime."""
+    try:
+        import onnxruntime  # noqa: F401
+
+        from attnkit.interop.onnx import OnnxModel, trace_to_onnx
+    except ImportError:
+        _log("no onnxruntime: the ONNX rows are skipped (pip install 'attnkit[onnx]')")
+        return None
+    path = folder / "encoder.onnx"
+    example = {"input_ids": b.ids, "attention_mask": b.mask_long}
+    diff = trace_to_onnx(_Hidden(enc.model).eval(), example, ["hidden"], path, enc.model.max_len)
+    model = OnnxModel(path, list(example), ["hidden"])
+    return Encoderish(
+        "attnkit ONNX",
+        f"{enc.settings} exported by attnkit.interop.onnx.trace_to_onnx (torch.onnx dynamo "
+        f"exporter, opset 18) and run by onnxruntime {_onnxruntime_version()} "
+        f"(CPUExecutionProvider, {torch.get_num_threads()} intra-op threads); largest "
+        f"difference from PyTorch's output {diff:.1e}",
+        model,
+        lambda b: model.run({"input_ids": b.ids, "attention_mask": b.mask_long})[0],
+        lambda: enc.model.embeddings.word.weight,
+    )
+
+
+def _onnxruntime_version() -> str:
+    import onnxruntime
+
+    return onnxruntime.__version__
+
+
 def run_infer(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
     rows = []
+    tmp = tempfile.TemporaryDirectory(prefix="attnkit-speed-onnx-")
     for shape in args.shapes:
         encs = build_encoders(shape, args.vocab, args.seq, with_ad0=False)
         int8 = int8_encoder(encs["attnkit"])
+        onnx = onnx_encoder(encs["attnkit"], encoder_batch(2, args.seq, args.vocab), Path(tmp.name))
         for batch in dict.fromkeys((1, args.batch)):
             iters, warmup = _iters(args, "infer1" if batch == 1 else "infer")
             b = encoder_batch(batch, args.seq, args.vocab)
@@ -877,11 +923,16 @@ def run_infer(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
                 calls = {k: encoder_infer(e, b, dtype) for k, e in encs.items()}
                 if dtype == "fp32":  # + attnkit with int8 Linear layers, timed alongside
                     calls["int8"] = encoder_infer(int8, b, "fp32")
+                    if onnx is not None:  # + attnkit's ONNX export in onnxruntime
+                        calls["onnx"] = encoder_infer(onnx, b, "fp32")
                 times = interleave(calls, iters, warmup)
                 ours = (encs["attnkit"].label, encs["attnkit"].settings, times["attnkit"])
                 if dtype == "fp32":
                     rows.append(int8_row(shape, args, batch, int8, times, encs, b, warmup))
                     _print_row(rows[-1])
+                    if onnx is not None:
+                        rows.append(onnx_row(shape, args, batch, onnx, times, encs, flops, peak))
+                        _print_row(rows[-1])
                 for key in ("transformers", "torch"):
                     e = encs[key]
                     bf16_torch = key == "torch" and dtype == "bf16"
@@ -903,7 +954,38 @@ def run_infer(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
                         )
                     )
                     _print_row(rows[-1])
+    tmp.cleanup()
     return rows
+
+
+def onnx_row(
+    shape: Shape,
+    args: argparse.Namespace,
+    batch: int,
+    onnx: Encoderish,
+    times: dict[str, list[float]],
+    encs: dict[str, Encoderish],
+    flops: int,
+    peak: dict[str, float],
+) -> dict[str, Any]:
+    """attnkit's ONNX export in onnxruntime against the peer in PyTorch, both fp32: a
+    labelled extra row (another runtime), no target."""
+    peer = encs["transformers"]
+    return make_row(
+        "infer",
+        "encoder inference (eval, inference_mode)",
+        f"{shape}, seq {args.seq}",
+        "fp32",
+        batch,
+        (onnx.label, onnx.settings, times["onnx"]),
+        (peer.label, peer.settings, times["transformers"]),
+        None,
+        flops,
+        peak,
+        _iters(args, "infer1" if batch == 1 else "infer")[1],
+        note="another runtime: attnkit's ONNX export in onnxruntime vs the peer in PyTorch",
+        attnkit_pytorch_ms=round(median(times["attnkit"]), 3),
+    )
 
 
 def run_seq2seq(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
@@ -1021,7 +1103,9 @@ def row_label(row: dict[str, Any]) -> str:
         PEER_S2S: "nn.Transformer",
         PEER_GPT2: "GPT-2 generate",
     }.get(row["peer"], row["peer"])
-    ours = " (attnkit attn dropout 0)" if row["attnkit"] != "attnkit" else ""
+    ours = {"attnkit": "", "attnkit attention_dropout=0": " (attnkit attn dropout 0)"}.get(
+        row["attnkit"], f" ({row['attnkit']})"
+    )
     shape = row["shape"].replace(", seq ", " s").replace(", src/tgt ", " s").replace(", ", " ")
     return f"{row['section']} {shape} {row['dtype']} b{row['batch']}{ours} vs {peer}"
 

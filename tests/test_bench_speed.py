@@ -120,13 +120,20 @@ def test_every_section_times_both_contenders_at_a_tiny_shape(bench):
     peak = {"fp32": 1e6, "bf16": 1e6}
     rows = {name: speed.RUNNERS[name](args, peak) for name in ("train", "infer", "seq2seq")}
     assert len(rows["train"]) == 6  # 2 dtypes x (transformers, torch, attention_dropout=0)
-    # 2 dtypes x batches 1, 2 x 2 peers, + attnkit int8 vs transformers fp32 at batches 1, 2
-    assert len(rows["infer"]) == 10
+    # 2 dtypes x batches 1, 2 x 2 peers, + attnkit int8 and attnkit's ONNX export in
+    # onnxruntime vs transformers fp32 at batches 1, 2
+    assert len(rows["infer"]) == 12
     int8 = [r for r in rows["infer"] if r["dtype"] == "int8"]
     assert [r["batch"] for r in int8] == [1, 2]
     for r in int8:  # labelled, no target, closeness to fp32 measured
         assert r["target"] is None and r["attnkit"] == "attnkit int8" and "flops" not in r
         assert 0.99 < r["int8_min_cosine"] <= 1.0 and "not like for like" in r["note"]
+    onnx = [r for r in rows["infer"] if r["attnkit"] == "attnkit ONNX"]
+    assert [r["batch"] for r in onnx] == [1, 2]
+    for r in onnx:  # labelled, no target; the export matched PyTorch
+        assert r["target"] is None and "another runtime" in r["note"]
+        assert "onnxruntime" in r["attnkit_settings"] and r["attnkit_pytorch_ms"] > 0
+        assert speed.row_label(r).startswith("infer") and "(attnkit ONNX) vs" in speed.row_label(r)
     assert len(rows["seq2seq"]) == 2
     args.gen_batches = [1]
     rows["generate"] = speed.RUNNERS["generate"](args, peak)

@@ -35,7 +35,7 @@ from torch import Tensor, nn
 
 from attnkit.errors import InputError, RunError
 
-__all__ = ["ONNX_FILE", "OnnxModel", "export_onnx", "onnx_signature"]
+__all__ = ["ONNX_FILE", "OnnxModel", "export_onnx", "onnx_signature", "trace_to_onnx"]
 
 ONNX_FILE = "model.onnx"
 OPSET = 18
@@ -109,14 +109,25 @@ def export_onnx(
     """Trace ``model`` (float, eval mode, CPU) to ONNX at ``path`` and check it against
     onnxruntime on a padded batch. Returns the ``"onnx"`` entry of the export's config.json:
     inputs, outputs, opset and ``max_abs_diff`` (onnxruntime vs PyTorch)."""
-    _require("onnxscript")
     inputs, outputs = onnx_signature(task, arch)
     model = model.float().eval().to("cpu")
     graph = _Graph(model, task, inputs).eval()
     example = _check_batch(inputs, vocab_size, max_len)
+    diff = trace_to_onnx(graph, example, outputs, path, max_len)
+    return {"inputs": inputs, "outputs": outputs, "opset": OPSET, "max_abs_diff": diff}
+
+
+def trace_to_onnx(
+    graph: nn.Module, example: dict[str, Tensor], outputs: list[str], path: str | Path, max_len: int
+) -> float:
+    """Write ``graph`` (called with ``example``'s (B, T) tensors, in order, as positional
+    arguments) to ONNX at ``path`` with dynamic batch and length (<= ``max_len``); returns
+    the largest absolute difference between onnxruntime's outputs and ``graph``'s on
+    ``example``."""
+    _require("onnxscript")
+    inputs = list(example)
     batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=max_len)
     dims = {0: batch, 1: seq}
-    path = Path(path)
     quiet = logging.getLogger("torch.onnx._internal.exporter._registration")
     level = quiet.level  # it warns that torchvision's operators are not there
     quiet.setLevel(logging.ERROR)
@@ -125,7 +136,7 @@ def export_onnx(
             warnings.simplefilter("ignore")  # the exporter's deprecation and shape notes
             torch.onnx.export(
                 graph,
-                tuple(example[name] for name in inputs),
+                tuple(example.values()),
                 str(path),
                 input_names=inputs,
                 output_names=outputs,
@@ -134,13 +145,12 @@ def export_onnx(
                 dynamo=True,
                 verbose=False,
             )
-            want = graph(*(example[name] for name in inputs))
+            want = graph(*example.values())
     finally:
         quiet.setLevel(level)
     want = list(want) if isinstance(want, tuple) else [want]
     got = OnnxModel(path, inputs, outputs).run(example)
-    diff = max(float((w - g).abs().max()) for w, g in zip(want, got, strict=True))
-    return {"inputs": inputs, "outputs": outputs, "opset": OPSET, "max_abs_diff": diff}
+    return max(float((w - g).abs().max()) for w, g in zip(want, got, strict=True))
 
 
 class OnnxModel(nn.Module):
