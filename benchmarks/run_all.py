@@ -247,6 +247,33 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         minutes=8,
         needs=NSMC_PRE + M30K,
     ),
+    Benchmark(  # the same code with and without training.compile (torch.compile)
+        "recipe-speed-compile",
+        (
+            "benchmarks/recipe_speed.py",
+            "configs/nsmc-transformer.yaml",
+            "configs/nsmc-pretrain.yaml",
+            "--before",
+            "HEAD",
+            "--after-set",
+            "training.compile=true",
+            "--steps",
+            "150",
+            "--name",
+            "recipe-speed-compile",
+        ),  # fmt: skip
+        minutes=12,
+        needs=NSMC_PRE,
+        pending=True,
+    ),
+    Benchmark(  # inference only, with attnkit's ONNX export in onnxruntime as a contender
+        "speed-infer-onnx",
+        ("benchmarks/speed.py", "--only", "infer", "--name", "speed-infer-onnx"),
+        minutes=5,
+        needs=(),
+        pending=True,
+        writes=RESULTS + " + docs/speed-infer-onnx_ratios.png",
+    ),
     # issue 15: BERT (benchmarks/bert.py; the Korean ones need runs/bench-bert-pretrain-ko,
     # which nsmc-bert trains first: ~108 min of pretraining)
     _sentiment("imdb-minilm", "imdb-minilm", minutes=96, needs=IMDB),
@@ -273,6 +300,24 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),  # fmt: skip
         minutes=133,
         needs=NSMC_PRE,
+    ),
+    Benchmark(  # 3 epochs at twice the learning rate, same pretrained encoder
+        "nsmc-bert-lr2e-4",
+        (
+            "benchmarks/bert.py",
+            "configs/nsmc-bert.yaml",
+            "--init",
+            "runs/bench-bert-pretrain-ko",
+            "--set",
+            "training.epochs=3",
+            "--set",
+            "training.lr=2e-4",
+            "--name",
+            "nsmc-bert-lr2e-4",
+        ),  # fmt: skip
+        minutes=28,
+        needs=(*NSMC, "run:runs/bench-bert-pretrain-ko"),
+        pending=True,
     ),
     Benchmark(  # a third fine-tuning epoch from the same pretrained encoder
         "nsmc-bert-3ep",
