@@ -1051,10 +1051,13 @@ def run_generate(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]
         f"{max_len}, gelu_tanh).eval().generate(input_ids, max_new_tokens=N, temperature=0.0) "
         "(KV cache)"
     )
+    int8 = quantize_int8(copy.deepcopy(ours))  # fewer weight bytes per token
     for batch in args.gen_batches:
         g = torch.Generator().manual_seed(batch)
         prompt = torch.randint(1, args.gpt_vocab, (batch, args.prompt_tokens), generator=g)
         calls = generate_calls(ours, peer, prompt, args.new_tokens)
+        calls["int8"] = generate_calls(int8, peer, prompt, args.new_tokens)["attnkit"]
+        int8_tokens = calls["int8"]()  # (its first warm-up)
         a, p = calls["attnkit"](), calls["transformers"]()  # (also the first warm-up)
         same = torch.equal(a, p)
         differ = (a != p).any(0).nonzero()
@@ -1087,6 +1090,36 @@ def run_generate(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]
         )
         _print_row(rows[-1])
         _log(f"  same greedy tokens: {'yes' if same else 'NO'}")
+        agree = float((int8_tokens == a).float().mean())
+        rows.append(
+            make_row(
+                "generate",
+                f"greedy generation, {args.prompt_tokens} + {args.new_tokens} tokens",
+                f"GPT {shape}, vocab {args.gpt_vocab}",
+                "int8",
+                batch,
+                (
+                    "attnkit int8",
+                    settings + " with attnkit.quantize.quantize_int8 (dynamic int8 Linear "
+                    "layers, LM head included)",
+                    times["int8"],
+                ),
+                (
+                    PEER_GPT2,
+                    GEN_PEER_SETTINGS.replace("=N", f"={args.new_tokens}") + " (fp32)",
+                    times["transformers"],
+                ),
+                None,
+                None,
+                {},
+                warmup,
+                note=f"int8 vs the peer's fp32, not like for like; {agree:.0%} of the greedy "
+                "tokens equal attnkit fp32's (random weights: near-ties flip)",
+                int8_token_agreement=round(agree, 4),
+                attnkit_fp32_ms=round(median(times["attnkit"]), 3),
+            )
+        )
+        _print_row(rows[-1])
     return rows
 
 

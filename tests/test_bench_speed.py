@@ -142,7 +142,9 @@ def test_every_section_times_both_contenders_at_a_tiny_shape(bench):
         if row["dtype"] != "int8":
             assert row["flops"] > 0 and row["attnkit_peak_fraction"] > 0, row
         assert (row["met"] is None) == (row["target"] is None)
-    (gen,) = rows["generate"]
+    gen, gen8 = rows["generate"]  # fp32, then int8 (labelled, no target)
+    assert gen8["attnkit"] == "attnkit int8" and gen8["target"] is None
+    assert 0.0 <= gen8["int8_token_agreement"] <= 1.0 and gen8["attnkit_fp32_ms"] > 0
     assert gen["same_tokens"] is True and gen["target"] == 3.0
 
 
@@ -177,6 +179,8 @@ def test_cli_writes_only_where_it_is_told(bench, tmp_path):
     assert speed.main([*TINY, "--only", "generate", "--dtype", "fp32", "--json", str(path)]) == 0
     record = json.loads(path.read_text())
     assert record["kind"] == "speed_ratios" and record["sections"] == ["generate"]
-    assert [r["batch"] for r in record["rows"]] == [1, 2]
+    assert [(r["batch"], r["dtype"]) for r in record["rows"]] == [
+        (1, "fp32"), (1, "int8"), (2, "fp32"), (2, "int8")
+    ]  # fmt: skip
     assert set(record["peak_gflops"]) == {"fp32", "bf16"} and "avx2" in record["cpu_flags"]
     assert Path(record["plot"]) == tmp_path / "speed.png" and (tmp_path / "speed.png").is_file()
