@@ -85,6 +85,9 @@ def test_classifier_export_predicts_like_the_run(runs, arch, tmp_path):
     out = _export(run, tmp_path)
     torch_side, onnx_side = load(run), load(out)
     assert isinstance(onnx_side.model, OnnxModel)
+    # the graph stores the model's weights (+ constant tables such as sinusoidal positions)
+    want = sum(p.numel() for p in torch_side.model.parameters())
+    assert want <= onnx_side.model.num_parameters <= want * 1.05, arch
     # one text at a time (batch 1, different lengths), then all together (padded)
     texts = [*TEXTS, " ".join(["영화"] * 40)]  # the last is cut to max_len
     singles = [onnx_side.predict([t])[0] for t in texts]
@@ -105,6 +108,23 @@ def test_classifier_export_predicts_like_the_run(runs, arch, tmp_path):
         (logits,) = ort.InferenceSession(str(out / ONNX_FILE)).run(None, feed)
         want = torch_side.logits(torch_side._encode([TEXTS[0]])[0])
         assert np.abs(logits - want.numpy()).max() < 1e-4
+
+
+def test_serve_answers_from_an_onnx_export(runs, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from attnkit.serve import create_app
+
+    out = _export(runs["transformer"], tmp_path)
+    client = TestClient(create_app([f"onnx={out}"]))
+    (info,) = client.get("/v1/models").json()["models"]
+    assert info["name"] == "onnx" and info["parameters"] > 0 and info["attention"] is False
+    body = client.post("/v1/classify", json={"texts": TEXTS}).json()
+    for got, want in zip(
+        body["predictions"], load(runs["transformer"]).predict(TEXTS), strict=True
+    ):
+        assert got["label"] == want.label
+        assert got["probabilities"] == pytest.approx(want.probabilities, abs=1e-4)
 
 
 def test_sentence_pair_export_uses_segment_ids(runs, tmp_path):

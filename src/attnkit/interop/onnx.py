@@ -39,7 +39,7 @@ __all__ = ["ONNX_FILE", "OnnxModel", "export_onnx", "onnx_signature", "trace_to_
 
 ONNX_FILE = "model.onnx"
 OPSET = 18
-# (task, arch) -> the graph's outputs; archs not listed have no ONNX export
+# task -> the graph's outputs (classify: only the archs below have an ONNX export)
 _OUTPUTS = {"classify": ["logits"], "tag": ["logits"], "qa": ["start_logits", "end_logits"]}
 _CLASSIFY_ARCHS = ("transformer", "bert-classifier", "gpt-classifier")
 
@@ -173,6 +173,11 @@ class OnnxModel(nn.Module):
         self.inputs, self.outputs = list(inputs), list(outputs)
         self.takes_token_types = "token_type_ids" in self.inputs
         self.path = Path(path)
+        graph = _require("onnx").load(str(path), load_external_data=False)
+        self.num_parameters = sum(  # numbers stored in the graph: weights (+ constant tables)
+            int(torch.tensor(list(t.dims), dtype=torch.long).prod())
+            for t in graph.graph.initializer
+        )
 
     def run(self, batch: dict[str, Tensor]) -> list[Tensor]:
         """The graph's outputs for a batch of (B, T) tensors named as its inputs."""

@@ -34,7 +34,8 @@ class ServedRun:
             "task": self.task,
             "endpoint": f"/v1/{self.endpoint}",
             "arch": cfg.model.arch,
-            "parameters": sum(t.numel() for t in model.parameters()),
+            "parameters": getattr(model, "num_parameters", None)  # an ONNX export's
+            or sum(t.numel() for t in model.parameters()),
             "dataset": cfg.data.name,
         }
         if self.endpoint in ("classify", "tag"):
