@@ -266,6 +266,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         needs=NSMC_PRE,
         pending=True,
     ),
+    Benchmark(  # generation only, with attnkit int8 as a contender
+        "speed-generate-int8",
+        ("benchmarks/speed.py", "--only", "generate", "--name", "speed-generate-int8"),
+        minutes=4,
+        needs=(),
+        pending=True,
+        writes=RESULTS + " + docs/speed-generate-int8_ratios.png",
+    ),
     Benchmark(  # inference only, with attnkit's ONNX export in onnxruntime as a contender
         "speed-infer-onnx",
         ("benchmarks/speed.py", "--only", "infer", "--name", "speed-infer-onnx"),
