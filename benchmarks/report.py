@@ -501,7 +501,9 @@ def _speed_ratios(rows: list[dict]) -> list[str]:
         flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in run["cpu_flags"].items())
         peak = run["peak_gflops"]
         lines += [
-            f"**{run['name']}** ({run['date']}): {run['cpu']}, {run['threads']} threads; "
+            f"**{run['name']}** ({run['date']}): "
+            + (f"GPU {run['gpu']} ({run['device']}); " if run.get("gpu") else "")
+            + f"{run['cpu']}, {run['threads']} threads; "
             f"{flags}; native bf16: {'yes' if run['cpu_native_bf16'] else 'no'}; matmul peak "
             f"fp32 {peak['fp32']:,} GFLOP/s, bf16 {peak['bf16']:,} GFLOP/s ({run['matmul']}); "
             f"{run['minutes']} min. Common settings: {run['common']}. Command: "

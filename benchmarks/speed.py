@@ -2,6 +2,7 @@
 
     python benchmarks/speed.py                                 # everything (~10 min, 2 cores)
     python benchmarks/speed.py --only train --only infer --dtype fp32
+    python benchmarks/speed.py --device cuda --name speed-cuda   # on a GPU (default: auto)
     python benchmarks/speed.py --iters 2 --batch 2 --seq 16 --shapes L1-H32-A2 \\
         --s2s-batch 2 --s2s-len 8 --gen-batches 1 --new-tokens 4 --json /tmp/speed.json
 
@@ -28,7 +29,9 @@ Sections (``--only``; all by default):
             attention_dropout=0 (what its recipes use: the fused kernel) against the same
             peer timings, which keep 0.1 -- not like for like.
   infer     encoder inference (same shapes, batch 1 and ``--batch``): eval mode,
-            ``torch.inference_mode``, the last hidden state.
+            ``torch.inference_mode``, the last hidden state. On the CPU two labelled extra
+            rows per batch: attnkit with int8 Linear layers, and attnkit's encoder exported
+            to ONNX and run by onnxruntime (when installed), each against the peer's fp32.
   seq2seq   encoder-decoder training step, the multi30k-transformer recipe's model
             (configs/multi30k-transformer.yaml: 3+3 layers, d 256, 4 heads, d_ff 512, relu,
             joint vocabulary 10000 shared and tied), batch 64, source and target
@@ -43,8 +46,14 @@ Sections (``--only``; all by default):
             GPT ``--gpt-shape`` L4 H256 A4, ``--gpt-vocab`` 8000 (benchmarks/lm.py's
             generation default): with GPT-2's 50257 tokens the step at batch 1 is dominated
             by the LM head's memory-bound matrix-vector product, the same work in both.
+            On the CPU a labelled extra row: attnkit with int8 Linear layers (LM head too).
 
-``--dtype fp32|bf16|both``: bf16 = ``torch.autocast("cpu", torch.bfloat16)`` around the
+``--device``: where models and batches go: ``auto`` (the default: ``cuda`` where PyTorch
+sees a GPU, else ``cpu``), ``cpu``, ``cuda`` or ``cuda:N``. On a GPU every timed call ends
+with ``torch.cuda.synchronize`` and bf16 autocasts on ``cuda``; the int8 / ONNX rows are
+CPU-only. The record names the device and GPU.
+
+``--dtype fp32|bf16|both``: bf16 = ``torch.autocast(device, torch.bfloat16)`` around the
 forward and the loss, fp32 weights (as the Trainer's ``training.bf16``); generation runs in
 fp32 only (torch.nn's inference fast path fails under CPU autocast, so with bf16 its
 encoder infers with the fast path off, noted on those rows). Padding, the same for every
@@ -119,6 +128,14 @@ PEER_BERT = "transformers.BertModel"
 PEER_ENCODER = "torch.nn.TransformerEncoder"
 PEER_S2S = "torch.nn.Transformer"
 PEER_GPT2 = "transformers.GPT2LMHeadModel.generate"
+# where every model and batch goes (--device; main() sets it): cpu, or cuda where there is one
+DEVICE = torch.device("cpu")
+
+
+def _sync() -> None:
+    """Wait for the GPU's queued work (CUDA runs asynchronously); nothing on the CPU."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
 
 
 # --------------------------------------------------------------------------------------
@@ -144,13 +161,15 @@ def cpu_info() -> dict[str, Any]:
 def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
     """FLOP/s of the fastest of ``reps`` (n x n) @ (n x n) products in ``dtype``."""
     g = torch.Generator().manual_seed(0)
-    a = torch.randn(n, n, generator=g).to(dtype)
-    b = torch.randn(n, n, generator=g).to(dtype)
+    a = torch.randn(n, n, generator=g).to(DEVICE, dtype)
+    b = torch.randn(n, n, generator=g).to(DEVICE, dtype)
     a @ b  # warm-up
+    _sync()
     best = math.inf
     for _ in range(reps):
         start = time.perf_counter()
         a @ b
+        _sync()
         best = min(best, time.perf_counter() - start)
     return 2 * n**3 / best
 
@@ -171,8 +190,10 @@ def interleave(
     for i in range(iters):
         k = i % len(names)
         for name in names[k:] + names[:k]:
+            _sync()
             start = time.perf_counter()
             contenders[name]()
+            _sync()  # a GPU's work is timed when it is done, not when it is queued
             times[name].append((time.perf_counter() - start) * 1e3)
     return times
 
@@ -201,7 +222,7 @@ def count_flops(fn: Callable[[], object]) -> int:
 
 def autocast(dtype: str) -> contextlib.AbstractContextManager:
     if dtype == "bf16":
-        return torch.autocast("cpu", dtype=torch.bfloat16)
+        return torch.autocast(DEVICE.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
@@ -271,7 +292,8 @@ def encoder_batch(batch: int, seq: int, vocab: int, seed: int = 0) -> EncoderBat
     n = max(1, round(MLM_FRACTION * real.numel()))
     positions = real[torch.randperm(real.numel(), generator=g)[:n]].sort().values
     targets = torch.randint(1, vocab, (n,), generator=g)
-    return EncoderBatch(ids, mask, mask.long(), positions, targets)
+    parts = (ids, mask, mask.long(), positions, targets)
+    return EncoderBatch(*(t.to(DEVICE) for t in parts))
 
 
 # --------------------------------------------------------------------------------------
@@ -437,6 +459,8 @@ def build_encoders(shape: Shape, vocab: int, seq: int, with_ad0: bool) -> dict[s
             lambda b: ad0(b.ids, b.mask).last_hidden_state,
             lambda: ad0.embeddings.word.weight,
         )
+    for enc in found.values():
+        enc.model.to(DEVICE)  # (in place: the lambdas above see the moved modules)
     return found
 
 
@@ -587,7 +611,8 @@ def s2s_batch(batch: int, length: int, vocab: int, seed: int = 0) -> Seq2SeqBatc
     src = torch.randint(4, vocab, (batch, length), generator=g).masked_fill(~src_mask, 0)
     tgt_in = torch.randint(4, vocab, (batch, length), generator=g).masked_fill(~tgt_mask, 0)
     tgt_out = torch.randint(4, vocab, (batch, length), generator=g).masked_fill(~tgt_mask, 0)
-    return Seq2SeqBatch(src, src_mask, tgt_in, tgt_mask, tgt_out)
+    parts = (src, src_mask, tgt_in, tgt_mask, tgt_out)
+    return Seq2SeqBatch(*(t.to(DEVICE) for t in parts))
 
 
 def s2s_train_step(
@@ -619,7 +644,8 @@ def s2s_train_step(
 def build_s2s(config: TransformerConfig) -> tuple[Transformer, TorchSeq2Seq]:
     torch.manual_seed(0)
     ours = Transformer(config)
-    return ours, TorchSeq2Seq.like(ours)
+    peer = TorchSeq2Seq.like(ours)  # (copied on the CPU, then both moved)
+    return ours.to(DEVICE), peer.to(DEVICE)
 
 
 # --------------------------------------------------------------------------------------
@@ -645,7 +671,7 @@ def build_gpts(shape: Shape, vocab: int, max_len: int) -> tuple[GPT, nn.Module]:
     result = peer.load_state_dict(gpt2_to_hf(ours), strict=False)
     assert result.missing_keys == ["lm_head.weight"] and not result.unexpected_keys, result
     assert peer.lm_head.weight.data_ptr() == peer.transformer.wte.weight.data_ptr()  # tied
-    return ours, peer.eval()
+    return ours.to(DEVICE), peer.eval().to(DEVICE)
 
 
 def generate_calls(
@@ -776,7 +802,7 @@ def run_train(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
                 ("torch", TARGETS["train_torch"]),
             ):
                 peer = (encs[key].label, encs[key].settings, times[key])
-                emulated = dtype == "bf16" and not cpu_native_bf16()
+                emulated = dtype == "bf16" and DEVICE.type == "cpu" and not cpu_native_bf16()
                 note = {"note": "this CPU has no native bf16 (emulated)"} if emulated else {}
                 rows.append(
                     make_row(
@@ -913,21 +939,25 @@ def run_infer(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
     tmp = tempfile.TemporaryDirectory(prefix="attnkit-speed-onnx-")
     for shape in args.shapes:
         encs = build_encoders(shape, args.vocab, args.seq, with_ad0=False)
-        int8 = int8_encoder(encs["attnkit"])
-        onnx = onnx_encoder(encs["attnkit"], encoder_batch(2, args.seq, args.vocab), Path(tmp.name))
+        on_cpu = DEVICE.type == "cpu"  # int8 and onnxruntime rows: CPU inference
+        int8 = int8_encoder(encs["attnkit"]) if on_cpu else None
+        onnx = None
+        if on_cpu:
+            example = encoder_batch(2, args.seq, args.vocab)
+            onnx = onnx_encoder(encs["attnkit"], example, Path(tmp.name))
         for batch in dict.fromkeys((1, args.batch)):
             iters, warmup = _iters(args, "infer1" if batch == 1 else "infer")
             b = encoder_batch(batch, args.seq, args.vocab)
             flops = count_flops(encoder_infer(encs["attnkit"], b, "fp32"))
             for dtype in args.dtypes:
                 calls = {k: encoder_infer(e, b, dtype) for k, e in encs.items()}
-                if dtype == "fp32":  # + attnkit with int8 Linear layers, timed alongside
+                if int8 is not None and dtype == "fp32":  # + attnkit int8, timed alongside
                     calls["int8"] = encoder_infer(int8, b, "fp32")
                     if onnx is not None:  # + attnkit's ONNX export in onnxruntime
                         calls["onnx"] = encoder_infer(onnx, b, "fp32")
                 times = interleave(calls, iters, warmup)
                 ours = (encs["attnkit"].label, encs["attnkit"].settings, times["attnkit"])
-                if dtype == "fp32":
+                if int8 is not None and dtype == "fp32":
                     rows.append(int8_row(shape, args, batch, int8, times, encs, b, warmup))
                     _print_row(rows[-1])
                     if onnx is not None:
@@ -1051,13 +1081,16 @@ def run_generate(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]
         f"{max_len}, gelu_tanh).eval().generate(input_ids, max_new_tokens=N, temperature=0.0) "
         "(KV cache)"
     )
-    int8 = quantize_int8(copy.deepcopy(ours))  # fewer weight bytes per token
+    # fewer weight bytes per token (dynamic int8 Linear layers run on the CPU only)
+    int8 = quantize_int8(copy.deepcopy(ours)) if DEVICE.type == "cpu" else None
     for batch in args.gen_batches:
         g = torch.Generator().manual_seed(batch)
         prompt = torch.randint(1, args.gpt_vocab, (batch, args.prompt_tokens), generator=g)
+        prompt = prompt.to(DEVICE)
         calls = generate_calls(ours, peer, prompt, args.new_tokens)
-        calls["int8"] = generate_calls(int8, peer, prompt, args.new_tokens)["attnkit"]
-        int8_tokens = calls["int8"]()  # (its first warm-up)
+        if int8 is not None:
+            calls["int8"] = generate_calls(int8, peer, prompt, args.new_tokens)["attnkit"]
+            int8_tokens = calls["int8"]()  # (its first warm-up)
         a, p = calls["attnkit"](), calls["transformers"]()  # (also the first warm-up)
         same = torch.equal(a, p)
         differ = (a != p).any(0).nonzero()
@@ -1090,6 +1123,8 @@ def run_generate(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]
         )
         _print_row(rows[-1])
         _log(f"  same greedy tokens: {'yes' if same else 'NO'}")
+        if int8 is None:
+            continue
         agree = float((int8_tokens == a).float().mean())
         rows.append(
             make_row(
@@ -1187,10 +1222,15 @@ def measure_peak(n: int) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every chosen section -> the record (kind "speed_ratios")."""
+    global DEVICE
+    DEVICE = args.device
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     cpu = cpu_info()
-    _log(f"threads {args.threads}; CPU {cpu['model']}; flags {cpu['flags']}")
+    gpu = torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else None
+    _log(
+        f"device {DEVICE}{f' ({gpu})' if gpu else ''}; threads {args.threads}; CPU {cpu['model']}; flags {cpu['flags']}"
+    )
     peak = measure_peak(args.matmul_n)
     rows: list[dict] = []
     for section in args.sections:
@@ -1206,6 +1246,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d"),
         "machine": machine(),
         "threads": args.threads,
+        "device": str(DEVICE),
+        "gpu": gpu,
         "cpu": cpu["model"],
         "cpu_flags": cpu["flags"],
         "cpu_native_bf16": cpu_native_bf16(),
@@ -1216,7 +1258,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "train mode and dropout 0.1 (attention dropout too) for training steps, placed as "
             "BERT does (attnkit, transformers; torch.nn's layer also inside its feed-forward); "
             "AdamW(lr=1e-4) with torch's defaults; every second row ends in 10% padding; "
-            "bf16 = torch.autocast('cpu', bfloat16) around forward and loss, fp32 weights; "
+            f"bf16 = torch.autocast('{DEVICE.type}', bfloat16) around forward and loss, fp32 "
+            "weights; "
             "encoder step loss: cross-entropy of 15% of the real positions through the tied "
             "word embedding against random targets; FLOPs counted on attnkit's model "
             "(FlopCounterMode, forward + backward, optimizer not counted)"
@@ -1238,6 +1281,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--warmup", type=int, help="untimed iterations first (default 1, infer b1 3)")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="cpu, cuda, cuda:N, or auto (default: cuda where there is one, else cpu)",
+    )
     p.add_argument(
         "--shapes",
         type=Shape.parse,
@@ -1268,6 +1316,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, help="write the record (and plot beside it) here")
     p.add_argument("--no-publish", action="store_true", help="print the record, write nothing")
     args = p.parse_args(argv)
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        args.device = torch.device(args.device)
+    except RuntimeError:
+        p.error(f"--device must be cpu, cuda, cuda:N or auto, got {args.device!r}")
+    if args.device.type not in ("cpu", "cuda"):
+        p.error(f"--device must be cpu, cuda, cuda:N or auto, got {args.device}")
+    if args.device.type == "cuda" and not torch.cuda.is_available():
+        p.error(f"--device {args.device}: this machine has no CUDA device")
     args.sections = [s for s in SECTIONS if s in (args.only or SECTIONS)]
     args.dtypes = ["fp32", "bf16"] if args.dtype == "both" else [args.dtype]
     return args

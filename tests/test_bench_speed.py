@@ -184,3 +184,20 @@ def test_cli_writes_only_where_it_is_told(bench, tmp_path):
     ]  # fmt: skip
     assert set(record["peak_gflops"]) == {"fp32", "bf16"} and "avx2" in record["cpu_flags"]
     assert Path(record["plot"]) == tmp_path / "speed.png" and (tmp_path / "speed.png").is_file()
+
+
+def test_device_is_checked_and_recorded(bench, tmp_path, capsys):
+    _, speed = bench
+    assert speed.parse_args(["--device", "cpu"]).device == torch.device("cpu")
+    if not torch.cuda.is_available():
+        assert speed.parse_args([]).device == torch.device("cpu")  # auto
+        with pytest.raises(SystemExit):
+            speed.parse_args(["--device", "cuda"])
+        assert "this machine has no CUDA device" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        speed.parse_args(["--device", "tpu"])
+    path = tmp_path / "s.json"
+    args = [*TINY, "--only", "seq2seq", "--dtype", "fp32", "--device", "cpu", "--json", str(path)]
+    assert speed.main(args) == 0
+    record = json.loads(path.read_text())
+    assert record["device"] == "cpu" and record["gpu"] is None
