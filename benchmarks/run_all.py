@@ -53,6 +53,12 @@ class Benchmark:
         return self.writes.format(name=self.name)
 
 
+def _speed(name: str, *extra: str, **kw) -> Benchmark:
+    """A ``benchmarks/speed.py`` run under its own name (its plot: docs/NAME_ratios.png)."""
+    args = ("benchmarks/speed.py", *extra, "--name", name)
+    return Benchmark(name, args, needs=(), writes=RESULTS + f" + docs/{name}_ratios.png", **kw)
+
+
 def _sentiment(name: str, recipe: str, *extra: str, **kw) -> Benchmark:
     args = ("benchmarks/sentiment.py", f"configs/{recipe}.yaml", *extra)
     if name != recipe:
@@ -220,21 +226,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         needs=(),
         writes=RESULTS + " + docs/speed_ratios.png",
     ),
-    Benchmark(  # the training rows again, 15 timed iterations each (the ratios vary by run)
-        "speed-train-iters15",
-        (
-            "benchmarks/speed.py",
-            "--only",
-            "train",
-            "--iters",
-            "15",
-            "--name",
-            "speed-train-iters15",
-        ),  # fmt: skip
-        minutes=10,
-        needs=(),
-        writes=RESULTS + " + docs/speed-train-iters15_ratios.png",
-    ),
+    # the training rows again, 15 timed iterations each (the ratios vary by run)
+    _speed("speed-train-iters15", "--only", "train", "--iters", "15", minutes=10),
     Benchmark(  # int8 export of the Korean BERT fine-tuned on NSMC (nsmc-bert trains it)
         "quantize-bench-nsmc-bert",
         ("benchmarks/quantize.py", "runs/bench-nsmc-bert"),
@@ -266,22 +259,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         needs=NSMC_PRE,
         pending=True,
     ),
-    Benchmark(  # generation only, with attnkit int8 as a contender
-        "speed-generate-int8",
-        ("benchmarks/speed.py", "--only", "generate", "--name", "speed-generate-int8"),
-        minutes=4,
-        needs=(),
-        pending=True,
-        writes=RESULTS + " + docs/speed-generate-int8_ratios.png",
-    ),
-    Benchmark(  # inference only, with attnkit's ONNX export in onnxruntime as a contender
-        "speed-infer-onnx",
-        ("benchmarks/speed.py", "--only", "infer", "--name", "speed-infer-onnx"),
-        minutes=5,
-        needs=(),
-        pending=True,
-        writes=RESULTS + " + docs/speed-infer-onnx_ratios.png",
-    ),
+    # generation only, with attnkit int8 as a contender
+    _speed("speed-generate-int8", "--only", "generate", minutes=4, pending=True),
+    # inference only, with attnkit's ONNX export in onnxruntime as a contender
+    _speed("speed-infer-onnx", "--only", "infer", minutes=5, pending=True),
     # issue 15: BERT (benchmarks/bert.py; the Korean ones need runs/bench-bert-pretrain-ko,
     # which nsmc-bert trains first: ~108 min of pretraining)
     _sentiment("imdb-minilm", "imdb-minilm", minutes=96, needs=IMDB),
