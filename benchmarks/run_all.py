@@ -265,7 +265,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     _speed("speed-infer-onnx", "--only", "infer", minutes=5, pending=True),
     # issue 15: BERT (benchmarks/bert.py; the Korean ones need runs/bench-bert-pretrain-ko,
     # which nsmc-bert trains first: ~108 min of pretraining)
-    _sentiment("imdb-minilm", "imdb-minilm", minutes=96, needs=IMDB),
+    _sentiment("imdb-minilm", "imdb-minilm", minutes=75, needs=IMDB),
     Benchmark(
         "conll2003-minilm-3ep",
         (
