@@ -169,6 +169,9 @@ class OnnxModel(nn.Module):
         ort = _require("onnxruntime")
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or torch.get_num_threads()
+        # onnxruntime's threads otherwise spin for a while after each run, taking the cores
+        # from whatever PyTorch (or anything else in the process) does next
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.inputs, self.outputs = list(inputs), list(outputs)
         self.takes_token_types = "token_type_ids" in self.inputs
