@@ -26,6 +26,7 @@ Needs ``pip install 'attnkit[onnx]'`` (onnx, onnxscript for the exporter, onnxru
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -177,10 +178,8 @@ class OnnxModel(nn.Module):
         self.takes_token_types = "token_type_ids" in self.inputs
         self.path = Path(path)
         graph = _require("onnx").load(str(path), load_external_data=False)
-        self.num_parameters = sum(  # numbers stored in the graph: weights (+ constant tables)
-            int(torch.tensor(list(t.dims), dtype=torch.long).prod())
-            for t in graph.graph.initializer
-        )
+        # numbers stored in the graph: the weights (+ constant tables such as positions)
+        self.num_parameters = sum(math.prod(t.dims) for t in graph.graph.initializer)
 
     def run(self, batch: dict[str, Tensor]) -> list[Tensor]:
         """The graph's outputs for a batch of (B, T) tensors named as its inputs."""
