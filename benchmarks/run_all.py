@@ -259,9 +259,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         needs=NSMC_PRE,
     ),
     # generation only, with attnkit int8 as a contender
-    _speed("speed-generate-int8", "--only", "generate", minutes=4, pending=True),
+    _speed("speed-generate-int8", "--only", "generate", minutes=4),
     # inference only, with attnkit's ONNX export in onnxruntime as a contender
-    _speed("speed-infer-onnx", "--only", "infer", minutes=5, pending=True),
+    _speed("speed-infer-onnx", "--only", "infer", minutes=5),
     # issue 15: BERT (benchmarks/bert.py; the Korean ones need runs/bench-bert-pretrain-ko,
     # which nsmc-bert trains first: ~108 min of pretraining)
     _sentiment("imdb-minilm", "imdb-minilm", minutes=75, needs=IMDB),
