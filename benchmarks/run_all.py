@@ -305,7 +305,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),  # fmt: skip
         minutes=28,
         needs=(*NSMC, "run:runs/bench-bert-pretrain-ko"),
-        pending=True,
     ),
     Benchmark(  # 3 epochs at twice the learning rate, same pretrained encoder
         "nsmc-bert-lr2e-4",
