@@ -6,7 +6,8 @@ int8 with one scale per output row (symmetric, per channel: w ~ scale_o * q_o,i 
 the product runs in integer arithmetic (fbgemm; VNNI instructions where the CPU has them)
 and the result is scaled back to float. Embeddings, LayerNorm and attention stay in float.
 On a 2-core CPU with AVX512-VNNI the Korean BERT-mini fine-tuned on NSMC (4 layers x 256)
-classifies the 50K test reviews 2.05x faster and one review 1.85x faster, at 0.8763 accuracy
+classifies the 50K test reviews 1.96-2.05x faster and one review 1.39-1.85x faster (two
+runs), at 0.8763 accuracy
 instead of 0.8767 (benchmarks/quantize.py); its Linear weights take 4x less room (the whole
 file 19 instead of 28 MB: embeddings stay float). It runs on the CPU only.
 
