@@ -7,9 +7,9 @@ the product runs in integer arithmetic (fbgemm; VNNI instructions where the CPU 
 and the result is scaled back to float. Embeddings, LayerNorm and attention stay in float.
 On a 2-core CPU with AVX512-VNNI the Korean BERT-mini fine-tuned on NSMC (4 layers x 256)
 classifies the 50K test reviews 1.96-2.05x faster and one review 1.39-1.85x faster (two
-runs), at 0.8763 accuracy
-instead of 0.8767 (benchmarks/quantize.py); its Linear weights take 4x less room (the whole
-file 19 instead of 28 MB: embeddings stay float). It runs on the CPU only.
+runs), at 0.8763 accuracy instead of 0.8767 (benchmarks/quantize.py); its Linear weights take
+4x less room (the whole file 19 instead of 28 MB: embeddings stay float). It runs on the CPU
+only.
 
 ``attnkit export RUN --format attnkit --quantize int8 -o DIR`` writes DIR as a run that
 ``attnkit.load`` / ``predict`` / ``evaluate`` / ``serve`` read like any other: the run's
