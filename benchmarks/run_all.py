@@ -59,6 +59,18 @@ def _speed(name: str, *extra: str, **kw) -> Benchmark:
     return Benchmark(name, args, needs=(), writes=RESULTS + f" + docs/{name}_ratios.png", **kw)
 
 
+def _nsmc_bert(name: str, *overrides: str) -> Benchmark:
+    """configs/nsmc-bert.yaml fine-tuned from runs/bench-bert-pretrain-ko with ``overrides``."""
+    sets = tuple(arg for o in overrides for arg in ("--set", o))
+    args = ("benchmarks/bert.py", "configs/nsmc-bert.yaml", "--init", "runs/bench-bert-pretrain-ko")
+    return Benchmark(
+        name,
+        (*args, *sets, "--name", name),
+        minutes=28,
+        needs=(*NSMC, "run:runs/bench-bert-pretrain-ko"),
+    )
+
+
 def _sentiment(name: str, recipe: str, *extra: str, **kw) -> Benchmark:
     args = ("benchmarks/sentiment.py", f"configs/{recipe}.yaml", *extra)
     if name != recipe:
@@ -289,55 +301,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         minutes=133,
         needs=NSMC_PRE,
     ),
-    Benchmark(  # 3 epochs at 3x the learning rate, same pretrained encoder
-        "nsmc-bert-lr3e-4",
-        (
-            "benchmarks/bert.py",
-            "configs/nsmc-bert.yaml",
-            "--init",
-            "runs/bench-bert-pretrain-ko",
-            "--set",
-            "training.epochs=3",
-            "--set",
-            "training.lr=3e-4",
-            "--name",
-            "nsmc-bert-lr3e-4",
-        ),  # fmt: skip
-        minutes=28,
-        needs=(*NSMC, "run:runs/bench-bert-pretrain-ko"),
-    ),
-    Benchmark(  # 3 epochs at twice the learning rate, same pretrained encoder
-        "nsmc-bert-lr2e-4",
-        (
-            "benchmarks/bert.py",
-            "configs/nsmc-bert.yaml",
-            "--init",
-            "runs/bench-bert-pretrain-ko",
-            "--set",
-            "training.epochs=3",
-            "--set",
-            "training.lr=2e-4",
-            "--name",
-            "nsmc-bert-lr2e-4",
-        ),  # fmt: skip
-        minutes=28,
-        needs=(*NSMC, "run:runs/bench-bert-pretrain-ko"),
-    ),
-    Benchmark(  # a third fine-tuning epoch from the same pretrained encoder
-        "nsmc-bert-3ep",
-        (
-            "benchmarks/bert.py",
-            "configs/nsmc-bert.yaml",
-            "--init",
-            "runs/bench-bert-pretrain-ko",
-            "--set",
-            "training.epochs=3",
-            "--name",
-            "nsmc-bert-3ep",
-        ),  # fmt: skip
-        minutes=28,
-        needs=(*NSMC, "run:runs/bench-bert-pretrain-ko"),
-    ),
+    # more fine-tuning from the same pretrained encoder: a third epoch, then higher rates
+    _nsmc_bert("nsmc-bert-3ep", "training.epochs=3"),
+    _nsmc_bert("nsmc-bert-lr2e-4", "training.epochs=3", "training.lr=2e-4"),
+    _nsmc_bert("nsmc-bert-lr3e-4", "training.epochs=3", "training.lr=3e-4"),
     *(
         Benchmark(
             name,

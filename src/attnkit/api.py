@@ -26,7 +26,7 @@ import torch
 from attnkit import __version__, distributed
 from attnkit.checkpoint import atomic_write_text
 from attnkit.config import ConfigError, RunConfig, load_config
-from attnkit.interop.onnx import ONNX_FILE, OnnxModel, export_onnx
+from attnkit.interop.onnx import ONNX_FILE, OnnxModel, export_onnx, onnx_signature
 from attnkit.models import build_model
 from attnkit.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quantize_int8, save_int8
 from attnkit.run import RunDir
@@ -339,15 +339,15 @@ def _export_onnx(run: RunDir, cfg: RunConfig, output: Path) -> Path:
     if out.path.exists() and not out.is_empty():
         raise RunError(f"{out} is not empty: choose a new folder for the export")
     model = build_model(cfg.model)
+    task = get_task(cfg.task)
+    onnx_signature(task, model)  # no export for this kind of run: say so before writing
     run.load_weights(model)
     tokenizer = run.load_tokenizer()
     out.create()
     tmp = out.path / f".{ONNX_FILE}.tmp"
     tmp.mkdir()
     try:  # the exporter writes model.onnx (+ model.onnx.data): into a folder, then moved
-        info = export_onnx(
-            model, cfg.task, cfg.model.arch, tmp / ONNX_FILE, tokenizer.vocab_size, cfg.data.max_len
-        )
+        info = export_onnx(model, task, tmp / ONNX_FILE, tokenizer.vocab_size, cfg.data.max_len)
         for f in sorted(tmp.iterdir(), key=lambda f: f.name == ONNX_FILE):  # the graph last
             f.replace(out.path / f.name)
     finally:

@@ -40,23 +40,22 @@ __all__ = ["ONNX_FILE", "OnnxModel", "export_onnx", "onnx_signature", "trace_to_
 
 ONNX_FILE = "model.onnx"
 OPSET = 18
-# task -> the graph's outputs (classify: only the archs below have an ONNX export)
-_OUTPUTS = {"classify": ["logits"], "tag": ["logits"], "qa": ["start_logits", "end_logits"]}
-_CLASSIFY_ARCHS = ("transformer", "bert-classifier", "gpt-classifier")
 
 
-def onnx_signature(task: str, arch: str) -> tuple[list[str], list[str]]:
-    """(input names, output names) of the ONNX graph of a ``task`` run with ``model.arch``;
-    RunError for models without an ONNX export."""
-    if task not in _OUTPUTS or (task == "classify" and arch not in _CLASSIFY_ARCHS):
+def onnx_signature(task: Any, model: nn.Module) -> tuple[list[str], list[str]]:
+    """(input names, output names) of the ONNX graph of ``model`` trained by ``task`` (a
+    ``TaskSpec``: its ``onnx_outputs``); RunError for models without an ONNX export (the
+    model's ``exports_onnx`` says which have one)."""
+    if not task.onnx_outputs or not getattr(model, "exports_onnx", False):
+        arch = getattr(getattr(model, "config", None), "arch", type(model).__name__)
         raise RunError(
-            f"ONNX export covers classify runs (model.arch {', '.join(_CLASSIFY_ARCHS)}), tag "
-            f"and qa runs; this is a {task} run with model.arch {arch}"
+            f"a {task.name} run with model.arch {arch} has no ONNX export (there is one for "
+            "classify runs of transformer, bert-classifier and gpt-classifier, tag and qa runs)"
         )
     inputs = ["input_ids", "attention_mask"]
-    if arch.startswith("bert"):
+    if getattr(model, "takes_token_types", False):
         inputs.append("token_type_ids")
-    return inputs, list(_OUTPUTS[task])
+    return inputs, list(task.onnx_outputs)
 
 
 def _require(module: str) -> Any:
@@ -72,21 +71,17 @@ def _require(module: str) -> Any:
 class _Graph(nn.Module):
     """What gets traced: int64 inputs in, the task's output tensors out."""
 
-    def __init__(self, model: nn.Module, task: str, inputs: list[str]) -> None:
+    def __init__(self, model: nn.Module, with_types: bool) -> None:
         super().__init__()
-        self.model, self.task, self.with_types = model, task, "token_type_ids" in inputs
+        self.model, self.with_types = model, with_types
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None
     ) -> Tensor | tuple[Tensor, ...]:
         mask = attention_mask.bool()  # (B, T), True = real token
-        if self.with_types:
-            out = self.model(input_ids, mask, token_type_ids)
-        elif self.task == "tag":
-            out = self.model(input_ids, mask)
-        else:  # attnkit's own classifiers return (logits, attention weights or None)
-            out = self.model(input_ids, mask)[0]
-        return out
+        if self.with_types:  # BERT heads: their outputs
+            return self.model(input_ids, mask, token_type_ids)
+        return self.model(input_ids, mask)[0]  # attnkit's classifiers: (logits, weights)
 
 
 def _check_batch(inputs: list[str], vocab_size: int, max_len: int) -> dict[str, Tensor]:
@@ -105,14 +100,15 @@ def _check_batch(inputs: list[str], vocab_size: int, max_len: int) -> dict[str, 
 
 
 def export_onnx(
-    model: nn.Module, task: str, arch: str, path: str | Path, vocab_size: int, max_len: int
+    model: nn.Module, task: Any, path: str | Path, vocab_size: int, max_len: int
 ) -> dict[str, Any]:
-    """Trace ``model`` (float, eval mode, CPU) to ONNX at ``path`` and check it against
-    onnxruntime on a padded batch. Returns the ``"onnx"`` entry of the export's config.json:
-    inputs, outputs, opset and ``max_abs_diff`` (onnxruntime vs PyTorch)."""
-    inputs, outputs = onnx_signature(task, arch)
+    """Trace ``model`` (float, eval mode, CPU), trained by ``task`` (its ``TaskSpec``), to
+    ONNX at ``path`` and check it against onnxruntime on a padded batch. Returns the
+    ``"onnx"`` entry of the export's config.json: inputs, outputs, opset and
+    ``max_abs_diff`` (onnxruntime vs PyTorch)."""
+    inputs, outputs = onnx_signature(task, model)
     model = model.float().eval().to("cpu")
-    graph = _Graph(model, task, inputs).eval()
+    graph = _Graph(model, "token_type_ids" in inputs).eval()
     example = _check_batch(inputs, vocab_size, max_len)
     diff = trace_to_onnx(graph, example, outputs, path, max_len)
     return {"inputs": inputs, "outputs": outputs, "opset": OPSET, "max_abs_diff": diff}

@@ -231,6 +231,9 @@ class AttnkitModel(nn.Module):
     returns_attention: bool = False  # need_weights=True gives per-layer attention weights
     explains_by_contributions: bool = False  # has contributions(ids) (an exact explanation)
     fits_from_data: bool = False  # fit_from_data(batches) must run before training
+    takes_token_types: bool = False  # forward(input_ids, attention_mask, token_type_ids)
+    # forward(input_ids, attention_mask[, token_type_ids]) traces to ONNX (attnkit.interop.onnx)
+    exports_onnx: bool = False
 
     def __init__(self, config: ModelConfig | None = None, **kwargs: Any) -> None:
         super().__init__()

@@ -73,7 +73,8 @@ class _BertWithHead(HfBertFiles):
     """A ``BertModel`` (``self.bert``) and a head; the config's ``arch`` is the head's."""
 
     needs_cls = True
-    takes_token_types = True  # forward(input_ids, attention_mask, token_type_ids)
+    takes_token_types = True
+    exports_onnx = True
 
     def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)

@@ -215,6 +215,7 @@ class TransformerClassifier(TransformerEncoderModel):
 
     config_class: ClassVar[type[ModelConfig]] = TransformerClassifierConfig
     POOLINGS = TransformerClassifierConfig.POOLINGS
+    exports_onnx = True
 
     def __init__(self, config: TransformerClassifierConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)

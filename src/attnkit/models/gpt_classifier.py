@@ -149,6 +149,7 @@ class GPTClassifier(AttnkitModel):
 
     config_class: ClassVar[type[ModelConfig]] = GPTClassifierConfig
     returns_attention = True
+    exports_onnx = True
 
     def __init__(self, config: GPTClassifierConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)

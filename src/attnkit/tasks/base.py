@@ -68,6 +68,8 @@ class TaskSpec:
     # how ``attnkit serve`` serves its runs: the endpoint POST /v1/<endpoint> (classify,
     # translate, chat, generate, tag, answer; attnkit.serve.handlers); None: not served
     endpoint: str | None = None
+    # the outputs of its models' ONNX graph (attnkit export --format onnx); (): no export
+    onnx_outputs: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ recipe
     def archs(self) -> list[str]:

@@ -606,6 +606,7 @@ class ClassifySpec(TaskSpec):
 
     name = "classify"
     endpoint = "classify"
+    onnx_outputs = ("logits",)  # (B, num_classes)
     model_family = "classifier"
 
     def validate(self, cfg: RunConfig) -> None:

@@ -559,6 +559,7 @@ class QASpec(BertTaskSpec):
 
     name = "qa"
     endpoint = "answer"
+    onnx_outputs = ("start_logits", "end_logits")  # (B, T) each
     model_family = "qa"
     default_arch = "bert-qa"
 

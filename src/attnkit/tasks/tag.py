@@ -558,6 +558,7 @@ class TagSpec(BertTaskSpec):
 
     name = "tag"
     endpoint = "tag"
+    onnx_outputs = ("logits",)  # (B, T, num_labels)
     model_family = "tagger"
     default_arch = "bert-tagger"
 
