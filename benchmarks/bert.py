@@ -8,7 +8,8 @@ regenerate docs/results.md.
         --set model.freeze_encoder=true --name klue-nli-bert-frozen
     python benchmarks/bert.py --pretrain configs/bert-pretrain-ko.yaml   # pretraining only
 
-``--pretrain CONFIG`` (task bert-pretrain) trains into runs/bench-<its name> first and starts
+``--pretrain CONFIG`` (task bert-pretrain) trains into runs/bench-<its name> (or
+runs/bench-<--pretrain-name>) first and starts
 the fine-tuning from it (``model.init_from``); ``--init RUN`` starts from an existing run.
 Results: benchmarks/results/NAME.json (kind "bert") -> the "BERT" table of docs/results.md.
 """
@@ -49,9 +50,9 @@ def _speed(rows: list[dict]) -> int | None:
     return round(statistics.median(speeds)) if speeds else None
 
 
-def pretrain(config: str, overrides: list[str]) -> tuple[Path, dict]:
-    """Train a task bert-pretrain recipe into runs/bench-<recipe name>."""
-    name = Path(config).stem
+def pretrain(config: str, overrides: list[str], name: str | None = None) -> tuple[Path, dict]:
+    """Train a task bert-pretrain recipe into runs/bench-<name> (default: the recipe's name)."""
+    name = name or Path(config).stem
     out = ROOT / "runs" / f"bench-{name}"
     start = time.perf_counter()
     result = train(config, out=out, overrides=["training.progress=false", *overrides], force=True)
@@ -113,6 +114,9 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--pretrain", metavar="CONFIG", help="a bert-pretrain recipe to run first")
     parser.add_argument("--pretrain-set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--pretrain-name", metavar="NAME", help="pretrain into runs/bench-NAME (default: recipe's)"
+    )
     parser.add_argument("--init", metavar="RUN", help="start from this run (model.init_from)")
     parser.add_argument("--only-docs", action="store_true", help="just rebuild docs/results.md")
     args = parser.parse_args()
@@ -124,7 +128,7 @@ def main() -> int:
     record: dict = {"kind": "bert", "command": command_line("bert.py")}
     overrides = list(args.set)
     if args.pretrain:
-        pre_dir, info = pretrain(args.pretrain, args.pretrain_set)
+        pre_dir, info = pretrain(args.pretrain, args.pretrain_set, args.pretrain_name)
         record.update(info)
         overrides.insert(0, f"model.init_from={pre_dir}")
     elif args.init:
@@ -133,7 +137,7 @@ def main() -> int:
         name = args.name or Path(args.config).stem
         record.update(finetune(args.config, name, overrides))
     else:
-        name = args.name or Path(args.pretrain).stem
+        name = args.name or args.pretrain_name or Path(args.pretrain).stem
     record.update(
         {
             "name": name,

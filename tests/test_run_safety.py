@@ -235,6 +235,18 @@ def test_checkpoints_are_fsynced_before_they_are_renamed(tmp_path: Path, monkeyp
     assert len(synced) >= 4  # the three files and the folders they were renamed in
 
 
+def test_a_run_is_as_readable_as_any_file_written_there(finished: Path) -> None:
+    """Atomic writes go through private temp files (mkstemp: 0600, mkdtemp: 0700); what is
+    renamed into place gets the umask's mode, like a plain open() (a shared server's other
+    users can read a run they are allowed to)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    names = ["model.safetensors", "config.json", "tokenizer.json", "last/state.json"]
+    for name in [*names, "last/model.safetensors", "last/optimizer.safetensors"]:
+        assert (finished / name).stat().st_mode & 0o777 == 0o666 & ~umask, name
+    assert (finished / "last").stat().st_mode & 0o777 == 0o777 & ~umask
+
+
 def test_save_pretrained_never_overwrites_a_run(finished: Path) -> None:
     from attnkit.errors import ConfigError
     from attnkit.models import from_pretrained

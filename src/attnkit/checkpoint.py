@@ -66,12 +66,27 @@ def replace_durably(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
     fsync_path(Path(path).parent)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def temp_file_beside(path: Path) -> tuple[int, str]:
+    """A new temporary file in ``path``'s folder (``.NAME.XXXX.tmp``, unique per call), open
+    as (fd, name), with the mode ``open(path, "w")`` would give (0666 minus the umask), not
+    ``mkstemp``'s private 0600: renamed into place, it is readable as any other file there."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o666 & ~_umask())
+    return fd, tmp
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` via a temporary file (unique per process) that is
     fsync'ed and renamed into place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temp_file_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -84,10 +99,11 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 def _atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata=None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temp_file_beside(path)
     os.close(fd)
     try:
-        save_file(tensors, tmp, metadata=metadata)
+        save_file(tensors, tmp, metadata=metadata)  # safetensors makes its files 0600
+        os.chmod(tmp, 0o666 & ~_umask())
         replace_durably(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -226,6 +242,7 @@ def save_training_state(
     run_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=run_dir, prefix=f".{last.name}."))
     try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private (0700)
         save_model_weights(model, tmp / "model.safetensors")
         opt_tensors, opt_meta = _flatten_optimizer(optimizer.state_dict())
         rng = rng_state()

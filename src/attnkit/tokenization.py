@@ -23,7 +23,6 @@ are only added where asked (``add_cls`` etc.), never implicitly.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Literal, overload
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from attnkit.checkpoint import temp_file_beside
 from attnkit.errors import DataError, MissingFileError
 
 __all__ = ["SPECIAL_TOKENS", "TRUNCATION", "Tokenizer", "train_tokenizer", "truncate"]
@@ -341,11 +341,10 @@ class Tokenizer:
         path = Path(path)
         target = path if path.suffix == ".json" else path / TOKENIZER_FILE
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        fd, tmp = temp_file_beside(target)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(self._tk.to_str(pretty=True))
-            os.chmod(tmp, 0o644)  # mkstemp creates 0600
             os.replace(tmp, target)
         finally:
             Path(tmp).unlink(missing_ok=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import numpy as np  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 
+from attnkit.checkpoint import temp_file_beside  # noqa: E402
 from attnkit.errors import InputError  # noqa: E402
 from attnkit.layers import sinusoidal_encoding  # noqa: E402
 
@@ -83,12 +83,6 @@ def check_output_path(path: str | os.PathLike) -> Path:
     return path
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def save_figure(fig: plt.Figure, path: str | os.PathLike) -> Path:
     """Write ``fig`` to ``path`` atomically, then close it: into a temporary file of the
     same folder (a unique name per call), renamed over ``path`` once complete, so that
@@ -96,12 +90,11 @@ def save_figure(fig: plt.Figure, path: str | os.PathLike) -> Path:
     try:
         path = check_output_path(path)
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            fd, tmp = temp_file_beside(path)
         except OSError as exc:
             raise InputError(f"cannot write {path}: {exc.strerror}") from None
         try:
             with os.fdopen(fd, "wb") as f:
-                os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private (0600)
                 fig.savefig(f, format=_format(path), dpi=120, bbox_inches="tight")
             os.replace(tmp, path)
         except OSError as exc:
