@@ -8,6 +8,12 @@ regenerate docs/results.md.
         --set model.freeze_encoder=true --name klue-nli-bert-frozen
     python benchmarks/bert.py --pretrain configs/bert-pretrain-ko.yaml   # pretraining only
 
+``--resume``: an interrupted pretraining (its runs/bench-NAME/last/) continues where it
+stopped instead of starting over; the trainer's exact resume reproduces the uninterrupted
+trajectory, so the recorded command leaves ``--resume`` out and the record says
+``pretrain_resumed``; its minutes add the interrupted run's time up to its checkpoint (the
+steps lost after that checkpoint are not counted).
+
 ``--pretrain CONFIG`` (task bert-pretrain) trains into runs/bench-<its name> (or
 runs/bench-<--pretrain-name>) first and starts
 the fine-tuning from it (``model.init_from``); ``--init RUN`` starts from an existing run.
@@ -50,13 +56,30 @@ def _speed(rows: list[dict]) -> int | None:
     return round(statistics.median(speeds)) if speeds else None
 
 
-def pretrain(config: str, overrides: list[str], name: str | None = None) -> tuple[Path, dict]:
-    """Train a task bert-pretrain recipe into runs/bench-<name> (default: the recipe's name)."""
+def _seconds_before_resume(out: Path) -> float:
+    """Training seconds the interrupted run in ``out`` had spent up to its last/ checkpoint."""
+    step = json.loads((out / "last" / "state.json").read_text())["step"]
+    times = [r["elapsed_s"] for r in _rows(out) if "elapsed_s" in r and r["step"] <= step]
+    return max(times, default=0.0)
+
+
+def pretrain(
+    config: str, overrides: list[str], name: str | None = None, resume: bool = False
+) -> tuple[Path, dict]:
+    """Train a task bert-pretrain recipe into runs/bench-<name> (default: the recipe's name);
+    ``resume``: continue it from its last/ checkpoint if it has one."""
     name = name or Path(config).stem
     out = ROOT / "runs" / f"bench-{name}"
+    resume = resume and (out / "last" / "state.json").is_file()
+    before = _seconds_before_resume(out) if resume else 0.0
     start = time.perf_counter()
-    result = train(config, out=out, overrides=["training.progress=false", *overrides], force=True)
-    wall = time.perf_counter() - start
+    if resume:
+        print(f"resuming {out} from its last/ checkpoint ({before / 60:.1f} minutes done)")
+        result = train(out=out, resume=True)
+    else:
+        overrides = ["training.progress=false", *overrides]
+        result = train(config, out=out, overrides=overrides, force=True)
+    wall = before + time.perf_counter() - start
     rows = _rows(out)
     last = [r for r in rows if "val_loss" in r][-1]
     cfg = json.loads((out / "config.json").read_text())
@@ -67,7 +90,8 @@ def pretrain(config: str, overrides: list[str], name: str | None = None) -> tupl
         "pretrain_arch": cfg["model"]["arch"],
         "pretrain_parameters": cfg["num_parameters"],
         "pretrain_steps": result.step,
-        "pretrain_minutes": round(result.train_seconds / 60, 2),
+        "pretrain_minutes": round((before + result.train_seconds) / 60, 2),
+        **({"pretrain_resumed": True} if resume else {}),
         "pretrain_total_minutes": round(wall / 60, 2),
         "pretrain_tokens_per_s": _speed(rows),
         "pretrain_val_mlm_accuracy": round(last["val_mlm_accuracy"], 4),
@@ -117,6 +141,9 @@ def main() -> int:
     parser.add_argument(
         "--pretrain-name", metavar="NAME", help="pretrain into runs/bench-NAME (default: recipe's)"
     )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue an interrupted pretraining from last/"
+    )
     parser.add_argument("--init", metavar="RUN", help="start from this run (model.init_from)")
     parser.add_argument("--only-docs", action="store_true", help="just rebuild docs/results.md")
     args = parser.parse_args()
@@ -125,10 +152,12 @@ def main() -> int:
         return 0
     if not args.config and not args.pretrain:
         parser.error("give a recipe, --pretrain CONFIG, or both")
-    record: dict = {"kind": "bert", "command": command_line("bert.py")}
+    if args.resume and not args.pretrain:
+        parser.error("--resume continues a --pretrain run")
+    record: dict = {"kind": "bert", "command": command_line("bert.py", skip=("--resume",))}
     overrides = list(args.set)
     if args.pretrain:
-        pre_dir, info = pretrain(args.pretrain, args.pretrain_set, args.pretrain_name)
+        pre_dir, info = pretrain(args.pretrain, args.pretrain_set, args.pretrain_name, args.resume)
         record.update(info)
         overrides.insert(0, f"model.init_from={pre_dir}")
     elif args.init:

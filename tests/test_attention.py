@@ -225,6 +225,29 @@ def test_sdpa_fully_masked_rows_are_zero_with_finite_grads(need_weights):
         assert torch.isfinite(t.grad).all()
 
 
+def test_sdpa_in_bf16_on_the_cpu_matches_fp32(monkeypatch):
+    # bf16 on the CPU takes the explicit formula (faster than the fused CPU kernel there):
+    # outputs and gradients agree with the fp32 kernel to bf16 precision, fully masked rows
+    # are zeros, and the fused kernel is not called
+    gen = torch.Generator().manual_seed(0)
+    q32, k32, v32 = (torch.randn(4, 2, 9, 16, generator=gen) for _ in range(3))
+    mask = _random_mask(4, 9, 9, gen)
+    mask[1, 0, 3] = False  # a query that sees no key
+    q, k, v = (t.bfloat16().requires_grad_() for t in (q32, k32, v32))
+    fused = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", None)  # would fail if called
+    out, _ = scaled_dot_product_attention(q, k, v, mask)
+    monkeypatch.setattr(F, "scaled_dot_product_attention", fused)
+    assert out.dtype == torch.bfloat16 and torch.equal(out[1, 0, 3].float(), torch.zeros(16))
+    qr, kr, vr = (t.clone().requires_grad_() for t in (q32, k32, v32))
+    ref, _ = scaled_dot_product_attention(qr, kr, vr, mask)
+    torch.testing.assert_close(out.float(), ref, atol=0.05, rtol=0.02)
+    out.float().square().sum().backward()
+    ref.square().sum().backward()
+    for ours, theirs in ((q, qr), (k, kr), (v, vr)):
+        torch.testing.assert_close(ours.grad.float(), theirs.grad, atol=0.1, rtol=0.05)
+
+
 # ------------------------------------------------------------------ multi-head attention
 def _to_torch_mha(ours: MultiHeadAttention, kdim=None, vdim=None) -> nn.MultiheadAttention:
     ref = nn.MultiheadAttention(

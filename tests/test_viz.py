@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attnkit.viz import plot_attention, plot_curves
+from attnkit.viz import curve_series, plot_attention, plot_curves
 
 
 def test_attention_heatmap_with_korean_labels(tmp_path):
@@ -29,4 +29,19 @@ def test_attention_heatmap_shape_mismatch(tmp_path):
 def test_curves(tmp_path):
     rows = [{"step": s, "train_loss": 1 / s, "val_accuracy": s / 10} for s in range(1, 5)]
     rows.append({"epoch": 1})  # rows without a step are ignored
+    assert plot_curves(rows, tmp_path / "c.png").is_file()
+
+
+def test_curves_leave_out_counts_and_perplexity_and_give_scores_their_own_axis(tmp_path):
+    # a bert-pretrain evaluation row: its 11,847 predictions and perplexity 60 once squashed
+    # the accuracies of the metric panel into a flat line at 0
+    rows = [
+        {"step": s, "train_loss": 4.0, "val_loss": 4.5, "val_mlm_accuracy": 0.3 + s / 100,
+         "val_num_predictions": 11847, "val_perplexity": 60.0, "val_bleu": 20.0 + s}
+        for s in (1, 2)
+    ]  # fmt: skip
+    losses, fractions, scores = curve_series(rows)
+    assert sorted(losses) == ["train_loss", "val_loss"]
+    assert list(fractions) == ["val_mlm_accuracy"] and list(scores) == ["val_bleu"]
+    assert fractions["val_mlm_accuracy"] == [(1, 0.31), (2, 0.32)]
     assert plot_curves(rows, tmp_path / "c.png").is_file()

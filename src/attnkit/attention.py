@@ -282,11 +282,15 @@ def scaled_dot_product_attention(
 
     With ``need_weights`` the formula is computed explicitly so the weights can be returned
     (after dropout, the ones applied); otherwise PyTorch's fused kernel is used (same
-    numbers, less memory, faster). On the CPU with dropout the formula is explicit too:
-    PyTorch's fused CPU kernel has no dropout and falls back to this same math with its
-    slower ``bernoulli_`` masks, where ``attnkit.dropout`` draws cheaper ones.
+    numbers, less memory, faster). On the CPU the formula is explicit too with dropout
+    (PyTorch's fused CPU kernel has no dropout and falls back to this same math with its
+    slower ``bernoulli_`` masks, where ``attnkit.dropout`` draws cheaper ones) and in
+    bfloat16, where the fused CPU kernel is 1.5-5x slower forward and backward than these
+    three operations (bf16 matrix products; measured for 20-512 tokens, see
+    benchmarks/notes-speed.md) at the usual bf16 precision.
     """
-    explicit = need_weights or (dropout_p > 0.0 and q.device.type == "cpu")
+    cpu = q.device.type == "cpu"
+    explicit = need_weights or (cpu and (dropout_p > 0.0 or q.dtype == torch.bfloat16))
     if is_causal and mask is None and not explicit and q.size(-2) == k.size(-2):
         return F.scaled_dot_product_attention(
             q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale

@@ -176,28 +176,61 @@ def plot_contributions(
     return save_figure(fig, path)
 
 
-def plot_curves(rows: Sequence[dict], path: str | os.PathLike = "curves.png") -> Path:
-    """Learning curves from metrics.jsonl rows: every numeric key except ``step``/``epoch``
-    against ``step``; losses on the left panel, other metrics on the right."""
-    losses: dict[str, list[tuple[float, float]]] = {}
-    metrics: dict[str, list[tuple[float, float]]] = {}
-    skip = {"step", "epoch", "lr", "tokens_per_s", "elapsed_s"}
+Series = dict[str, list[tuple[float, float]]]  # name -> [(step, value)]
+_NOT_PLOTTED = {"step", "epoch", "lr", "tokens_per_s", "elapsed_s"}
+
+
+def curve_series(rows: Sequence[dict]) -> tuple[Series, Series, Series]:
+    """metrics.jsonl rows -> (losses, fractions, scores): every numeric key against ``step``
+    except counts (``num_*``), perplexities (the exp of a loss already drawn) and bookkeeping;
+    ``fractions`` are metrics whose values all lie in [0, 1] (accuracy, F1), ``scores`` the
+    others (BLEU, EM on a 0-100 scale), which get their own axis."""
+    losses: Series = {}
+    metrics: Series = {}
     for row in rows:
         step = row.get("step")
         if step is None:
             continue
         for key, value in row.items():
-            if key in skip or not isinstance(value, (int, float)) or isinstance(value, bool):
+            if (
+                key in _NOT_PLOTTED
+                or not isinstance(value, (int, float))
+                or isinstance(value, bool)
+                or key.split("_", 1)[-1].startswith("num_")
+                or "perplexity" in key
+            ):
                 continue
             (losses if "loss" in key else metrics).setdefault(key, []).append((step, value))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, series, ylabel in ((axes[0], losses, "loss"), (axes[1], metrics, "metric")):
-        for key, points in sorted(series.items()):
+    fractions = {k: v for k, v in metrics.items() if all(0 <= y <= 1 for _, y in v)}
+    scores = {k: v for k, v in metrics.items() if k not in fractions}
+    return losses, fractions, scores
+
+
+def plot_curves(rows: Sequence[dict], path: str | os.PathLike = "curves.png") -> Path:
+    """Learning curves from metrics.jsonl rows (see ``curve_series``): losses on the left
+    panel, metrics on the right (fractions on its left axis, other scores on a second one)."""
+    losses, fractions, scores = curve_series(rows)
+    fig, (left, middle) = plt.subplots(1, 2, figsize=(11, 4))
+    twin = middle.twinx() if fractions and scores else None
+    panels = [
+        (left, losses, "loss", 0, "-"),
+        (middle, fractions, "metric", 0, "-"),
+        (twin or middle, scores, "score", len(fractions), "--" if twin else "-"),
+    ]
+    handles: list = []
+    for ax, series, ylabel, color, style in panels:
+        for i, (key, points) in enumerate(sorted(series.items())):
             xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, label=key)
-        ax.set_xlabel("step")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
+            marker = "o" if len(xs) < 30 else None
+            lines = ax.plot(xs, ys, style, marker=marker, color=f"C{color + i}", label=key)
+            handles += lines if ax is not left else []
         if series:
-            ax.legend()
+            ax.set_ylabel(ylabel)
+    for ax in (left, middle):
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    if losses:
+        left.legend()
+    if handles:
+        middle.legend(handles=handles, labels=[h.get_label() for h in handles])
     return save_figure(fig, path)
