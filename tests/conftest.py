@@ -35,6 +35,19 @@ def write_csv(path: Path, rows: list[dict[str, str]], columns=("text", "label"))
     return path
 
 
+def pretraining_documents(words: list[str], n: int = 60, seed: int = 0) -> list[str]:
+    """``n`` documents of 1-4 lines ("sentences") of 3-8 random ``words`` each: a corpus for
+    bert-pretrain (documents separated by blank lines, one sentence per line)."""
+    rng = random.Random(seed)
+    return [
+        "\n".join(
+            " ".join(rng.choice(words) for _ in range(rng.randint(3, 8)))
+            for _ in range(rng.randint(1, 4))
+        )
+        for _ in range(n)
+    ]
+
+
 def tiny_recipe(data_dir: Path, **training) -> dict:
     return {
         "task": "classify",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import random
 import sys
 from pathlib import Path
 
@@ -16,24 +15,9 @@ from safetensors.torch import load_file
 
 import attnkit.training as training
 from attnkit.tokenization import train_tokenizer
+from conftest import FILLER, NEG, POS, pretraining_documents
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-WORDS = [
-    "the",
-    "a",
-    "cat",
-    "dog",
-    "sat",
-    "ran",
-    "on",
-    "under",
-    "mat",
-    "rug",
-    "and",
-    "then",
-    "quietly",
-    "fast",
-]
 CUT_AT_STEP = 7  # after the checkpoint of step 6, before the one of step 9
 
 
@@ -52,14 +36,7 @@ def bert(monkeypatch, tmp_path):
 
 @pytest.fixture
 def recipe(tmp_path) -> str:
-    rng = random.Random(0)
-    docs = [
-        "\n".join(
-            " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8)))
-            for _ in range(rng.randint(1, 4))
-        )
-        for _ in range(60)
-    ]
+    docs = pretraining_documents(FILLER + POS + NEG)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     # one tokenizer file for both runs (WordPiece breaks ties differently per process)

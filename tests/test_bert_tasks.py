@@ -20,6 +20,7 @@ from attnkit.layers import ScalarMix
 from attnkit.models.bert import BertConfig, BertModel
 from attnkit.tasks.bert_init import load_pretrained_bert, resolve_init_from
 from attnkit.tokenization import train_tokenizer
+from conftest import pretraining_documents
 
 WORDS = [
     "the",
@@ -261,14 +262,7 @@ def test_export_refuses_runs_it_cannot_write(tmp_path, capsys) -> None:
 # ---------------------------------------------------------------------------- bert-pretrain
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    rng = random.Random(0)
-    docs = [
-        "\n".join(
-            " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8)))
-            for _ in range(rng.randint(1, 4))
-        )
-        for _ in range(60)
-    ]
+    docs = pretraining_documents(WORDS)
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
     path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     return path

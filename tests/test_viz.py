@@ -37,7 +37,8 @@ def test_curves_leave_out_counts_and_perplexity_and_give_scores_their_own_axis(t
     # the accuracies of the metric panel into a flat line at 0
     rows = [
         {"step": s, "train_loss": 4.0, "val_loss": 4.5, "val_mlm_accuracy": 0.3 + s / 100,
-         "val_num_predictions": 11847, "val_perplexity": 60.0, "val_bleu": 20.0 + s}
+         "val_num_predictions": 11847, "num_examples": 9, "val_perplexity": 60.0,
+         "val_bleu": 20.0 + s}
         for s in (1, 2)
     ]  # fmt: skip
     losses, fractions, scores = curve_series(rows)

@@ -196,7 +196,8 @@ def curve_series(rows: Sequence[dict]) -> tuple[Series, Series, Series]:
                 key in _NOT_PLOTTED
                 or not isinstance(value, (int, float))
                 or isinstance(value, bool)
-                or key.split("_", 1)[-1].startswith("num_")
+                or key.startswith("num_")
+                or "_num_" in key
                 or "perplexity" in key
             ):
                 continue
@@ -210,12 +211,12 @@ def plot_curves(rows: Sequence[dict], path: str | os.PathLike = "curves.png") ->
     """Learning curves from metrics.jsonl rows (see ``curve_series``): losses on the left
     panel, metrics on the right (fractions on its left axis, other scores on a second one)."""
     losses, fractions, scores = curve_series(rows)
-    fig, (left, middle) = plt.subplots(1, 2, figsize=(11, 4))
-    twin = middle.twinx() if fractions and scores else None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    twin = right.twinx() if fractions and scores else None
     panels = [
         (left, losses, "loss", 0, "-"),
-        (middle, fractions, "metric", 0, "-"),
-        (twin or middle, scores, "score", len(fractions), "--" if twin else "-"),
+        (right, fractions, "metric", 0, "-"),
+        (twin or right, scores, "score", len(fractions), "--" if twin else "-"),
     ]
     handles: list = []
     for ax, series, ylabel, color, style in panels:
@@ -226,11 +227,11 @@ def plot_curves(rows: Sequence[dict], path: str | os.PathLike = "curves.png") ->
             handles += lines if ax is not left else []
         if series:
             ax.set_ylabel(ylabel)
-    for ax in (left, middle):
+    for ax in (left, right):
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     if losses:
         left.legend()
     if handles:
-        middle.legend(handles=handles, labels=[h.get_label() for h in handles])
+        right.legend(handles=handles, labels=[h.get_label() for h in handles])
     return save_figure(fig, path)
