@@ -57,10 +57,18 @@ def _speed(rows: list[dict]) -> int | None:
 
 
 def _seconds_before_resume(out: Path) -> float:
-    """Training seconds the interrupted run in ``out`` had spent up to its last/ checkpoint."""
+    """Training seconds the interrupted run in ``out`` had spent up to its last/ checkpoint.
+
+    A resumed run restarts its ``elapsed_s`` clock at 0, so after several resumes the log
+    holds several segments: their times are added (each up to where the next one resumed)."""
     step = json.loads((out / "last" / "state.json").read_text())["step"]
     times = [r["elapsed_s"] for r in _rows(out) if "elapsed_s" in r and r["step"] <= step]
-    return max(times, default=0.0)
+    done, last = 0.0, 0.0
+    for t in times:
+        if t < last:  # a new segment began: the previous one ended at ``last``
+            done += last
+        last = t
+    return done + last
 
 
 def pretrain(

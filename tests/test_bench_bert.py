@@ -117,3 +117,16 @@ def test_resume_is_left_out_of_the_recorded_command(bert, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         bert.main()
     assert "--resume continues a --pretrain run" in capsys.readouterr().err
+
+
+def test_minutes_before_a_resume_add_every_interrupted_segment(bert, tmp_path):
+    """Each resume restarts the elapsed_s clock: a run interrupted twice (last/ at step 6,
+    the first part resumed from step 2) has spent 30 s + 50 s, not max(...) = 50 s."""
+    run = tmp_path / "run"
+    (run / "last").mkdir(parents=True)
+    (run / "last/state.json").write_text(json.dumps({"step": 6}))
+    rows = [(1, 20.0), (2, 30.0), (3, 10.0), (4, 30.0), (5, 40.0), (6, 50.0), (7, 60.0)]
+    lines = [json.dumps({"step": s, "elapsed_s": t}) for s, t in rows]
+    lines.insert(2, json.dumps({"step": 2, "val_loss": 1.0}))  # rows without a clock are skipped
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert bert._seconds_before_resume(run) == 80.0
