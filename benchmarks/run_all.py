@@ -381,6 +381,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "nsmc-bert-wwm-4ep",
         *("training.epochs=4", "training.lr=2e-4"),
         encoder="runs/bench-bert-pretrain-ko-wwm",
+    ),
+    # nsmc-bert-wwm again with another seed (head initialisation, batch order, dropout and the
+    # validation split): how far apart two fine-tunings of one encoder land on the test set
+    _nsmc_bert(
+        "nsmc-bert-wwm-seed1",
+        *("training.epochs=3", "training.lr=2e-4", "training.seed=1"),
+        encoder="runs/bench-bert-pretrain-ko-wwm",
         pending=True,
     ),
     *(
