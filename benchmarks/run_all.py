@@ -388,7 +388,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "nsmc-bert-wwm-seed1",
         *("training.epochs=3", "training.lr=2e-4", "training.seed=1"),
         encoder="runs/bench-bert-pretrain-ko-wwm",
-        pending=True,
     ),
     *(
         Benchmark(
