@@ -389,6 +389,35 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         *("training.epochs=3", "training.lr=2e-4", "training.seed=1"),
         encoder="runs/bench-bert-pretrain-ko-wwm",
     ),
+    # nsmc-bert-wwm's pretraining again (the earlier encoders were not kept), fine-tuned with
+    # the classifier on the mean of the last layer over the real tokens instead of BERT's
+    # pooler on [CLS] (which next-sentence prediction trained, mostly a topic task)
+    Benchmark(
+        "nsmc-bert-wwm-mean",
+        (
+            "benchmarks/bert.py",
+            "configs/nsmc-bert.yaml",
+            "--pretrain",
+            "configs/bert-pretrain-ko.yaml",
+            "--pretrain-set",
+            "training.max_steps=15000",
+            "--pretrain-set",
+            "data.whole_word_mask=true",
+            "--pretrain-name",
+            "bert-pretrain-ko-wwm2",
+            "--set",
+            "training.epochs=3",
+            "--set",
+            "training.lr=2e-4",
+            "--set",
+            "model.pooling=mean",
+            "--name",
+            "nsmc-bert-wwm-mean",
+        ),  # fmt: skip
+        minutes=140,
+        needs=NSMC_PRE,
+        pending=True,
+    ),
     *(
         Benchmark(
             name,
