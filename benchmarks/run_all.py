@@ -421,6 +421,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         needs=NSMC_PRE,
         pending=True,
     ),
+    # that encoder fine-tuned with BERT's pooler on [CLS], as every earlier row: which pooling
+    _nsmc_bert(
+        "nsmc-bert-6l",
+        *("training.epochs=3", "training.lr=2e-4"),
+        encoder="runs/bench-bert-pretrain-ko-6l",
+        pending=True,
+    ),
     *(
         Benchmark(
             name,
