@@ -60,13 +60,17 @@ def _speed(name: str, *extra: str, **kw) -> Benchmark:
 
 
 def _nsmc_bert(
-    name: str, *overrides: str, encoder: str = "runs/bench-bert-pretrain-ko", **kw
+    name: str,
+    *overrides: str,
+    encoder: str = "runs/bench-bert-pretrain-ko",
+    minutes: float = 28,
+    **kw,
 ) -> Benchmark:
     """configs/nsmc-bert.yaml fine-tuned from the pretrained run ``encoder`` with ``overrides``."""
     sets = tuple(arg for o in overrides for arg in ("--set", o))
     args = ("benchmarks/bert.py", "configs/nsmc-bert.yaml", "--init", encoder)
     return Benchmark(
-        name, (*args, *sets, "--name", name), minutes=28, needs=(*NSMC, f"run:{encoder}"), **kw
+        name, (*args, *sets, "--name", name), minutes=minutes, needs=(*NSMC, f"run:{encoder}"), **kw
     )
 
 
