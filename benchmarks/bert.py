@@ -14,6 +14,11 @@ trajectory, so the recorded command leaves ``--resume`` out and the record says
 ``pretrain_resumed``; its minutes add the interrupted run's time up to its checkpoint (the
 steps lost after that checkpoint are not counted).
 
+``--pseudo-from RUN`` (self-training): that classify run first labels ``--pseudo-input``
+(default: nsmc's unlabelled reviews) into runs/bench-NAME-pseudo.tsv, keeping the texts it
+gives at least ``--pseudo-min-confidence``; those join the fine-tuning's training split
+(``data.extra_train``, which drops texts of the dataset's own splits).
+
 ``--pretrain CONFIG`` (task bert-pretrain) trains into runs/bench-<its name> (or
 runs/bench-<--pretrain-name>) first and starts
 the fine-tuning from it (``model.init_from``); ``--init RUN`` starts from an existing run.
@@ -28,7 +33,9 @@ import statistics
 import time
 from pathlib import Path
 
-from attnkit.api import evaluate, train
+from attnkit.api import evaluate, load, train
+from attnkit.data.readers import read_texts, read_unlabeled
+from attnkit.tasks.pseudo_label import pseudo_label, write_pseudo_labels
 from report import (
     ROOT,
     command_line,
@@ -112,6 +119,27 @@ def pretrain(
     }
 
 
+def pseudo_labels(
+    teacher: str, source: str, out: Path, min_confidence: float, balance: bool
+) -> dict:
+    """Self-training's first step: the classify run ``teacher`` labels the texts of
+    ``source`` (a dataset's unlabelled reviews, or a text file) into the TSV ``out``."""
+    start = time.perf_counter()
+    texts = read_texts(source) if Path(source).is_file() else read_unlabeled(source)
+    rows, stats = pseudo_label(load(teacher), texts, min_confidence, balance, log=lambda *_: None)
+    write_pseudo_labels(rows, out)
+    return {
+        "pseudo_teacher": teacher,
+        "pseudo_input": source,
+        "pseudo_min_confidence": min_confidence,
+        "pseudo_balance": balance,
+        "pseudo_texts": stats["texts"],
+        "pseudo_confident": stats["confident"],
+        "pseudo_kept": stats["kept"],
+        "pseudo_minutes": round((time.perf_counter() - start) / 60, 2),
+    }
+
+
 def finetune(config: str, name: str, overrides: list[str]) -> dict:
     out = ROOT / "runs" / f"bench-{name}"
     start = time.perf_counter()
@@ -136,6 +164,11 @@ def finetune(config: str, name: str, overrides: list[str]) -> dict:
         "train_minutes": round(result.train_seconds / 60, 2),
         "total_minutes": round(wall / 60, 2),
         "tokens_per_s": _speed(_rows(out)),
+        **(
+            {"extra_train_examples": cfg["extra_train_examples"]}
+            if "extra_train_examples" in cfg
+            else {}
+        ),
     }
 
 
@@ -153,6 +186,15 @@ def main() -> int:
         "--resume", action="store_true", help="continue an interrupted pretraining from last/"
     )
     parser.add_argument("--init", metavar="RUN", help="start from this run (model.init_from)")
+    parser.add_argument(
+        "--pseudo-from",
+        metavar="RUN",
+        help="self-training: this classify run labels --pseudo-input first; the confident "
+        "texts are added to the training data (data.extra_train)",
+    )
+    parser.add_argument("--pseudo-input", default="nsmc", help="dataset name or text file")
+    parser.add_argument("--pseudo-min-confidence", type=float, default=0.9)
+    parser.add_argument("--pseudo-balance", action="store_true", help="as many of each class")
     parser.add_argument("--only-docs", action="store_true", help="just rebuild docs/results.md")
     args = parser.parse_args()
     if args.only_docs:
@@ -170,8 +212,22 @@ def main() -> int:
         overrides.insert(0, f"model.init_from={pre_dir}")
     elif args.init:
         overrides.insert(0, f"model.init_from={args.init}")
+    if args.pseudo_from and not args.config:
+        parser.error("--pseudo-from needs a recipe to fine-tune")
     if args.config:
         name = args.name or Path(args.config).stem
+        if args.pseudo_from:
+            tsv = ROOT / "runs" / f"bench-{name}-pseudo.tsv"
+            record.update(
+                pseudo_labels(
+                    args.pseudo_from,
+                    args.pseudo_input,
+                    tsv,
+                    args.pseudo_min_confidence,
+                    args.pseudo_balance,
+                )
+            )
+            overrides.append(f"data.extra_train={tsv}")
         record.update(finetune(args.config, name, overrides))
     else:
         name = args.name or args.pretrain_name or Path(args.pretrain).stem

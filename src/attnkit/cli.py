@@ -466,6 +466,83 @@ def _add_predict(sub: argparse._SubParsersAction) -> None:
     pr.set_defaults(func=_cmd_predict)
 
 
+# ----------------------------------------------------------------------------- pseudo-label
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {value}")
+    return value
+
+
+def _cmd_pseudo_label(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from attnkit.api import load
+    from attnkit.data.readers import read_texts, read_unlabeled
+    from attnkit.tasks.pseudo_label import pseudo_label, write_pseudo_labels
+
+    output = Path(args.output).expanduser()  # a bad output fails before any work
+    if output.is_dir() or not output.parent.is_dir():
+        what = "is a folder" if output.is_dir() else "is in a folder that does not exist"
+        raise UsageError(f"--output {output} {what}")
+    if Path(args.input).expanduser().is_file():
+        texts = read_texts(args.input)
+    else:
+        texts = read_unlabeled(args.input, args.data_dir)
+    predictor = load(args.run, map_location=_device(args))
+    if predictor.task != "classify":
+        raise UsageError(f"{args.run} is a {predictor.task} run; pseudo-labels come from a "
+                         "classify run")  # fmt: skip
+    log = (lambda line: print(line, file=sys.stderr)) if not args.quiet else (lambda _: None)
+    rows, stats = pseudo_label(
+        predictor, texts, args.min_confidence, args.balance, args.batch_size, log=log
+    )
+    path = write_pseudo_labels(rows, output)
+    kept = ", ".join(f"{stats[f'kept_{name}']:,} {name}" for name in predictor.labels)
+    print(
+        f"wrote {path}: {stats['kept']:,} of {stats['texts']:,} texts ({kept}); "
+        f"{stats['confident']:,} had confidence >= {args.min_confidence}"
+    )
+    return 0
+
+
+def _add_pseudo_label(sub: argparse._SubParsersAction) -> None:
+    ps = sub.add_parser(
+        "pseudo-label",
+        help="self-training: a classify run labels unlabelled texts; the confident ones "
+        "become a TSV for data.extra_train",
+    )
+    ps.add_argument("run", help="classify run directory (the teacher)")
+    ps.add_argument(
+        "--input",
+        required=True,
+        help="a text file (one text per line, .gz too; or CSV/TSV/JSONL with a text column) "
+        "or a dataset name whose unlabelled reviews to read (nsmc, imdb)",
+    )
+    ps.add_argument(
+        "-o", "--output", required=True, help="the TSV to write (text, label, confidence)"
+    )
+    ps.add_argument(
+        "--min-confidence",
+        type=_probability,
+        default=0.9,
+        help="keep texts whose calibrated probability is at least this (default 0.9)",
+    )
+    ps.add_argument(
+        "--balance",
+        action="store_true",
+        help="keep the same number of each class (the most confident ones)",
+    )
+    ps.add_argument("--batch-size", type=_positive_int, default=256)
+    ps.add_argument("--data-dir", help="data folder (default: $ATTNKIT_DATA, ~/.cache/attnkit)")
+    ps.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _add_device(ps)
+    ps.set_defaults(func=_cmd_pseudo_label)
+
+
 # ----------------------------------------------------------------------------- tag / answer
 def _cmd_tag(args: argparse.Namespace) -> int:
     texts = _read_inputs(args)
@@ -888,6 +965,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_data,
     _add_train,
     _add_predict,
+    _add_pseudo_label,
     _add_seq2seq,
     _add_tag_answer,
     _add_generate,

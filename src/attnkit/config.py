@@ -56,6 +56,8 @@ class DataConfig:
     max_len: int = 128  # tokens per example (longer ones are truncated)
     truncation: str = "head"  # which part of a longer text is kept: head | tail | head+tail
     limit: int | None = None  # a seeded random subset of N training examples (quick runs)
+    extra_train: str | None = None  # classify: more labelled texts (e.g. pseudo-labels) for
+    # training only, added after the validation split; texts of the dataset's splits dropped
     data_dir: str | None = None
     mask_prob: float = 0.15  # mlm: share of tokens the model must predict (BERT: 15%)
     whole_word_mask: bool = False  # bert-pretrain: mask every piece of a chosen word

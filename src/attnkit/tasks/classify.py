@@ -24,7 +24,7 @@ from attnkit.config import ConfigError, RunConfig, require, short_repr
 from attnkit.data.batching import pad_batch
 from attnkit.data.catalogue import has_split
 from attnkit.data.paths import DataError
-from attnkit.data.readers import Examples, load_text_classification
+from attnkit.data.readers import Example, Examples, load_text_classification
 from attnkit.data.segments import encode_pairs
 from attnkit.data.split import split_examples
 from attnkit.device import model_device
@@ -179,18 +179,31 @@ def prepare_data(
         )
     labels = KNOWN_LABELS.get(d.name) or _sort_labels(ex.label for ex in train_ex)
     to_id = label_ids(cfg, labels)
+    extra: list[Example] = []
+    if d.extra_train:  # (after the split: validation keeps only the dataset's own texts)
+        from attnkit.tasks.pseudo_label import extra_training_examples
+
+        extra, dropped = extra_training_examples(cfg, labels, to_id, [*train_ex, *val_ex])
+        log(
+            f"data.extra_train: {len(extra):,} more training examples from {d.extra_train}"
+            f" ({dropped:,} texts dropped: already in the dataset or repeated)"
+        )
     if tokenizer is None:
         pairs = is_pair_task(cfg)  # both sentences of a pair teach the tokenizer
         texts = (t for ex in train_ex for t in ((ex.text, ex.text_b) if pairs else (ex.text,)))
         tokenizer = get_tokenizer(cfg.tokenizer, texts, f"{len(train_ex):,} texts", log)
-    train, truncated = encode_examples(train_ex, tokenizer, cfg, to_id, "train")
+    train, truncated = encode_examples([*train_ex, *extra], tokenizer, cfg, to_id, "train")
     validation, _ = encode_examples(val_ex, tokenizer, cfg, to_id, "validation")
     summary = (
-        f"data: {len(train):,} train / {len(validation):,} validation examples, "
+        f"data: {len(train):,} train"
+        + (f" ({len(extra):,} of them data.extra_train)" if extra else "")
+        + f" / {len(validation):,} validation examples, "
         f"{len(labels)} classes, vocab {tokenizer.vocab_size:,}"
         + (f", {truncated:,} truncated to max_len={d.max_len}" if truncated else "")
     )
-    run_info = {"labels": labels, "pairs": is_pair_task(cfg)}
+    run_info: dict[str, Any] = {"labels": labels, "pairs": is_pair_task(cfg)}
+    if d.extra_train:
+        run_info["extra_train_examples"] = len(extra)
     return PreparedData(tokenizer, train, validation, summary, run_info, {"truncated": truncated})
 
 
@@ -614,6 +627,10 @@ class ClassifySpec(TaskSpec):
             not cfg.data.pair_column or cfg.data.name == "file",
             f"data.pair_column names a column of your own file (data.name: file); "
             f"{cfg.data.name} has no second sentence",
+        )
+        require(
+            not cfg.data.extra_train or not is_pair_task(cfg),
+            "data.extra_train adds single texts; this recipe classifies sentence pairs",
         )
         if cfg.data.name in PAIR_DATASETS or cfg.data.pair_column:
             require(

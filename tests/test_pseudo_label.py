@@ -1,0 +1,249 @@
+"""Self-training: pseudo-labels from a teacher run (confidence threshold, class balance,
+repeats), their TSV, and data.extra_train (added after the validation split, without any
+text of the dataset's own splits); `attnkit pseudo-label` and its bad inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+
+import attnkit
+from attnkit.cli import main
+from attnkit.config import ConfigError, load_config
+from attnkit.data.readers import Example, read_table
+from attnkit.errors import DataError, InputError
+from attnkit.tasks.classify import prepare_data
+from attnkit.tasks.pseudo_label import (
+    PseudoLabel,
+    extra_training_examples,
+    pseudo_label,
+    same_text,
+    write_pseudo_labels,
+)
+from conftest import make_sentiment_rows, tiny_recipe, write_csv
+
+QUIET = {"log": lambda *_: None}
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+    root = tmp_path_factory.mktemp("teacher")
+    data = root / "data"
+    data.mkdir()
+    write_csv(data / "train.csv", make_sentiment_rows(320, seed=0))
+    write_csv(data / "test.csv", make_sentiment_rows(80, seed=1))
+    recipe = root / "tiny.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_recipe(data, epochs=4)))
+    attnkit.train(recipe, out=root / "run", **QUIET)
+    return root
+
+
+def _unlabelled(n: int = 300, seed: int = 7) -> list[str]:
+    # ' again' makes them differ from every text of the teacher's data
+    return [row["text"] + " again" for row in make_sentiment_rows(n, seed=seed)]
+
+
+def test_keeps_exactly_the_texts_at_or_above_the_threshold(teacher):
+    predictor = attnkit.load(teacher / "run")
+    texts = _unlabelled()
+    probs = {p.text: p.probability for p in predictor.predict(texts)}
+    threshold = sorted(probs.values())[len(probs) // 2]  # about half the texts pass
+    rows, stats = pseudo_label(predictor, texts, threshold, bf16=False, **QUIET)
+    expected = [same_text(t) for t in dict.fromkeys(texts) if probs[t] >= threshold]
+    assert [r.text for r in rows] == expected  # input order, repeats once
+    assert 0 < len(rows) < stats["texts"]
+    assert stats["confident"] == stats["kept"] == len(rows)
+    assert stats["texts"] == len(set(texts))
+    for r in rows:
+        assert r.label == predictor.predict(r.text)[0].label
+        assert r.confidence == pytest.approx(probs[r.text], abs=1e-5)
+
+
+def test_balance_keeps_the_most_confident_of_each_class(teacher):
+    predictor = attnkit.load(teacher / "run")
+    texts = _unlabelled(400)
+    # skew the input: three positive texts for each negative one
+    preds = predictor.predict(texts)
+    pos = [p for p in preds if p.label == "pos"]
+    neg = [p for p in preds if p.label == "neg"][: max(1, len(pos) // 3)]
+    texts = [p.text for p in [*pos, *neg]]
+    everything, _ = pseudo_label(predictor, texts, 0.5, bf16=False, **QUIET)
+    rows, stats = pseudo_label(predictor, texts, 0.5, balance=True, bf16=False, **QUIET)
+    n_neg = sum(r.label == "neg" for r in everything)
+    assert (
+        stats["kept_neg"] == stats["kept_pos"] == n_neg < sum(r.label == "pos" for r in everything)
+    )
+    lowest_kept = min(r.confidence for r in rows if r.label == "pos")
+    dropped = [r for r in everything if r.label == "pos" and r not in rows]
+    assert dropped and max(r.confidence for r in dropped) <= lowest_kept
+
+
+def test_empty_repeated_and_bad_arguments(teacher):
+    predictor = attnkit.load(teacher / "run")
+    rows, stats = pseudo_label(
+        predictor, ["great  movie", "great movie", "   ", "great movie "], 0.0, **QUIET
+    )
+    assert [r.text for r in rows] == ["great movie"] and stats["texts"] == 1
+    with pytest.raises(InputError, match="empty"):
+        pseudo_label(predictor, ["", "  "], **QUIET)
+    with pytest.raises(InputError, match="between 0 and 1"):
+        pseudo_label(predictor, ["great"], 1.5, **QUIET)
+    with pytest.raises(InputError, match="one classify run"):
+        pseudo_label(attnkit.load([teacher / "run", teacher / "run"]), ["great"], **QUIET)
+
+
+def test_bf16_labels_agree_with_fp32(teacher):
+    predictor = attnkit.load(teacher / "run")
+    texts = _unlabelled(200)
+    fp32, _ = pseudo_label(predictor, texts, 0.0, bf16=False, **QUIET)
+    bf16, _ = pseudo_label(predictor, texts, 0.0, bf16=True, chunk=64, **QUIET)
+    agree = sum(a.label == b.label for a, b in zip(fp32, bf16, strict=True))
+    assert agree >= 0.97 * len(fp32)
+    assert torch.allclose(
+        torch.tensor([r.confidence for r in fp32]),
+        torch.tensor([r.confidence for r in bf16]),
+        atol=0.05,
+    )
+
+
+def test_tsv_round_trip_keeps_text_label_and_confidence(tmp_path):
+    rows = [
+        PseudoLabel("탭\t과 줄\n바꿈", "positive", 0.98765),
+        PseudoLabel("별로", "negative", 0.9),
+    ]
+    path = write_pseudo_labels(rows, tmp_path / "p.tsv")
+    back = read_table(path)
+    assert [(ex.text, ex.label) for ex in back] == [
+        ("탭 과 줄 바꿈", "positive"),
+        ("별로", "negative"),
+    ]
+    assert path.read_text(encoding="utf-8").splitlines()[1].endswith("\t0.9877")
+    assert not list(tmp_path.glob("*.tmp*"))  # written via a temp file, renamed
+
+
+def _recipe(data, tmp_path, extra=None, **data_keys):
+    r = tiny_recipe(data)
+    r["data"].update(data_keys)
+    if extra is not None:
+        r["data"]["extra_train"] = str(extra)
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(r))
+    return load_config(path)
+
+
+def test_extra_train_drops_texts_of_every_split_and_repeats(tmp_path, teacher):
+    data = teacher / "data"
+    cfg = _recipe(data, tmp_path)
+    train = read_table(data / "train.csv")
+    test = read_table(data / "test.csv")
+    rows = [
+        PseudoLabel("a brand new  review", "pos", 0.99),
+        PseudoLabel("a brand new review", "pos", 0.99),  # a repeat (whitespace aside)
+        PseudoLabel(train[0].text + " ", "neg", 0.99),  # a training text
+        PseudoLabel(test[0].text.replace(" ", "  "), "pos", 0.99),  # a test text
+        PseudoLabel("another new one", "neg", 0.95),
+    ]
+    cfg.data.extra_train = str(write_pseudo_labels(rows, tmp_path / "p.tsv"))
+    to_id = {"neg": 0, "pos": 1}
+    extra, dropped = extra_training_examples(cfg, ["neg", "pos"], to_id, train)
+    assert extra == [Example("a brand new review", "pos"), Example("another new one", "neg")]
+    assert dropped == 3
+
+
+def test_extra_train_labels_by_name_or_raw_form_and_unknown_ones(tmp_path, teacher):
+    cfg = _recipe(teacher / "data", tmp_path)
+    path = tmp_path / "p.tsv"
+    path.write_text("text\tlabel\na\tpositive\nb\t0\n", encoding="utf-8")
+    cfg.data.extra_train = str(path)
+    names, raw = ["negative", "positive"], {"0": 0, "1": 1}  # how NSMC's labels map
+    extra, _ = extra_training_examples(cfg, names, raw, [])
+    assert [ex.label for ex in extra] == ["1", "0"]
+    path.write_text("text\tlabel\na\tneutral\n", encoding="utf-8")
+    with pytest.raises(DataError, match="'neutral' is not one of the classes"):
+        extra_training_examples(cfg, names, raw, [])
+
+
+def test_extra_train_joins_training_after_the_validation_split(tmp_path, teacher):
+    data = teacher / "data"
+    base = prepare_data(_recipe(data, tmp_path), **QUIET)
+    rows = [PseudoLabel(t, "pos", 0.99) for t in ("fresh text one", "fresh text two")]
+    extra = write_pseudo_labels(rows, tmp_path / "p.tsv")
+    more = prepare_data(_recipe(data, tmp_path, extra), base.tokenizer, **QUIET)
+    assert more.validation == base.validation  # the same held-out examples
+    assert more.train[: len(base.train)] == base.train
+    assert len(more.train) == len(base.train) + 2
+    assert more.run_info["extra_train_examples"] == 2
+    assert "extra_train_examples" not in base.run_info
+
+
+def test_extra_train_refused_for_sentence_pairs(tmp_path, teacher):
+    path = tmp_path / "pairs.csv"
+    path.write_text("a,b,label\nx,y,yes\nz,w,no\n", encoding="utf-8")
+    r = tiny_recipe(teacher / "data")
+    r["data"] = {"name": "file", "train": str(path), "text_column": "a", "pair_column": "b",
+                 "extra_train": str(path)}  # fmt: skip
+    r["model"] = {"arch": "bert-classifier", "preset": "tiny"}
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(r))
+    with pytest.raises(ConfigError, match="extra_train adds single texts"):
+        attnkit.train(tmp_path / "r.yaml", out=tmp_path / "run", **QUIET)
+
+
+def _cli(argv, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_writes_the_tsv_a_recipe_trains_on(teacher, tmp_path, capsys):
+    corpus = tmp_path / "u.txt"
+    corpus.write_text("\n".join(_unlabelled()) + "\n", encoding="utf-8")
+    out = tmp_path / "p.tsv"
+    argv = ["pseudo-label", str(teacher / "run"), "--input", str(corpus), "-o", str(out)]
+    code, stdout, stderr = _cli([*argv, "--balance", "--min-confidence", "0.7"], capsys)
+    assert code == 0, stderr
+    assert stdout.startswith(f"wrote {out}: ") and "had confidence >= 0.7" in stdout
+    assert "labelled 300/300 texts" in stderr
+    table = read_table(out)
+    labels = [ex.label for ex in table]
+    assert labels.count("pos") == labels.count("neg") > 0
+    student = tmp_path / "student.yaml"
+    r = tiny_recipe(teacher / "data", epochs=1)
+    r["data"]["extra_train"] = str(out)
+    student.write_text(yaml.safe_dump(r))
+    assert _cli(["train", str(student), "--out", str(tmp_path / "s")], capsys)[0] == 0
+    saved = attnkit.load(tmp_path / "s").run_dir / "config.json"
+    assert f'"extra_train_examples": {len(table)}' in saved.read_text()
+
+
+@pytest.mark.parametrize(
+    "tail, message",
+    [
+        (["--min-confidence", "1.5"], "expected a number from 0 to 1"),
+        (["-o", "{tmp}/missing/p.tsv"], "in a folder that does not exist"),
+        (["-o", "{tmp}"], "is a folder"),
+        (["--input", "no-such-dataset"], "no unlabelled text for dataset 'no-such-dataset'"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_writes_nothing(teacher, tmp_path, capsys, tail, message):
+    corpus = tmp_path / "u.txt"
+    corpus.write_text("good movie\n", encoding="utf-8")
+    argv = ["pseudo-label", str(teacher / "run"), "--input", str(corpus), "-o",
+            str(tmp_path / "p.tsv")]  # fmt: skip
+    argv += [a.format(tmp=tmp_path) for a in tail]
+    code, _, stderr = _cli(argv, capsys)
+    assert code == 2
+    assert message in stderr and len(stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "p.tsv").exists()
+
+
+def test_cli_refuses_a_run_that_is_not_a_classifier(served_runs, tmp_path, capsys):
+    corpus = tmp_path / "u.txt"
+    corpus.write_text("good movie\n", encoding="utf-8")
+    code, _, stderr = _cli(
+        ["pseudo-label", str(served_runs["verse"]), "--input", str(corpus), "-o",
+         str(tmp_path / "p.tsv")], capsys)  # fmt: skip
+    assert code == 2 and "is a lm run; pseudo-labels come from a classify run" in stderr
