@@ -130,3 +130,29 @@ def test_minutes_before_a_resume_add_every_interrupted_segment(bert, tmp_path):
     lines.insert(2, json.dumps({"step": 2, "val_loss": 1.0}))  # rows without a clock are skipped
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     assert bert._seconds_before_resume(run) == 80.0
+
+
+def test_self_training_labels_then_fine_tunes_on_the_extra_examples(bert, tmp_path):
+    """--pseudo-from: the teacher's pseudo-labels are counted in the record, and the
+    fine-tuning reports how many extra examples it trained on."""
+    import attnkit
+    from conftest import make_sentiment_rows, tiny_recipe, write_csv
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_csv(data / "train.csv", make_sentiment_rows(320, seed=0))
+    write_csv(data / "test.csv", make_sentiment_rows(80, seed=1))
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_recipe(data, epochs=2)), encoding="utf-8")
+    attnkit.train(recipe, out=tmp_path / "teacher", log=lambda *_: None)
+    corpus = tmp_path / "u.txt"
+    rows = make_sentiment_rows(200, seed=3)
+    corpus.write_text("\n".join(r["text"] + " again" for r in rows) + "\n", encoding="utf-8")
+    tsv = tmp_path / "p.tsv"
+    info = bert.pseudo_labels(str(tmp_path / "teacher"), str(corpus), tsv, 0.5, True)
+    assert info["pseudo_texts"] == len({r["text"] for r in rows})
+    assert info["pseudo_confident"] == info["pseudo_texts"]  # two classes: max prob >= 0.5
+    assert 0 < info["pseudo_kept"] <= info["pseudo_confident"] and info["pseudo_kept"] % 2 == 0
+    record = bert.finetune(str(recipe), "student", [f"data.extra_train={tsv}"])
+    assert record["extra_train_examples"] == info["pseudo_kept"]
+    assert "extra_train_examples" not in bert.finetune(str(recipe), "plain", [])
