@@ -120,16 +120,26 @@ def pretrain(
 
 
 def pseudo_labels(
-    teacher: str, source: str, out: Path, min_confidence: float, balance: bool
+    teachers: list[str],
+    source: str,
+    out: Path,
+    min_confidence: float,
+    balance: bool,
+    soft: bool = False,
 ) -> dict:
-    """Self-training's first step: the classify run ``teacher`` labels the texts of
-    ``source`` (a dataset's unlabelled reviews, or a text file) into the TSV ``out``."""
+    """Self-training's first step: the classify run ``teachers`` (several: their ensemble)
+    label the texts of ``source`` (a dataset's unlabelled reviews, or a text file) into the
+    TSV ``out`` (``soft``: with their class probabilities)."""
     start = time.perf_counter()
     texts = read_texts(source) if Path(source).is_file() else read_unlabeled(source)
-    rows, stats = pseudo_label(load(teacher), texts, min_confidence, balance, log=lambda *_: None)
-    write_pseudo_labels(rows, out)
+    teacher = load(teachers)
+    rows, stats = pseudo_label(
+        teacher, texts, min_confidence, balance, soft=soft, log=lambda *_: None
+    )
+    write_pseudo_labels(rows, out, teacher.labels)
     return {
-        "pseudo_teacher": teacher,
+        "pseudo_teacher": teachers[0] if len(teachers) == 1 else teachers,
+        **({"pseudo_soft": True} if soft else {}),
         "pseudo_input": source,
         "pseudo_min_confidence": min_confidence,
         "pseudo_balance": balance,
@@ -189,12 +199,16 @@ def main() -> int:
     parser.add_argument(
         "--pseudo-from",
         metavar="RUN",
-        help="self-training: this classify run labels --pseudo-input first; the confident "
-        "texts are added to the training data (data.extra_train)",
+        action="append",
+        default=[],
+        help="self-training: this classify run (repeated: their ensemble) labels "
+        "--pseudo-input first; the confident texts are added to the training data "
+        "(data.extra_train)",
     )
     parser.add_argument("--pseudo-input", default="nsmc", help="dataset name or text file")
     parser.add_argument("--pseudo-min-confidence", type=float, default=0.9)
     parser.add_argument("--pseudo-balance", action="store_true", help="as many of each class")
+    parser.add_argument("--pseudo-soft", action="store_true", help="soft targets (distillation)")
     parser.add_argument("--only-docs", action="store_true", help="just rebuild docs/results.md")
     args = parser.parse_args()
     if args.only_docs:
@@ -225,6 +239,7 @@ def main() -> int:
                     tsv,
                     args.pseudo_min_confidence,
                     args.pseudo_balance,
+                    args.pseudo_soft,
                 )
             )
             overrides.append(f"data.extra_train={tsv}")

@@ -455,6 +455,32 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "run:runs/bench-bert-pretrain-ko-6l",
             "run:runs/bench-nsmc-bert-6l-mean",
         ),
+    ),
+    # distillation: the ensemble of the three 6-layer fine-tunings above gives its class
+    # probabilities for every unlabelled review, and a new fine-tuning of the same encoder
+    # learns them (soft targets) next to NSMC's labelled training reviews; one BERT results
+    Benchmark(
+        "nsmc-bert-6l-distill",
+        (
+            "benchmarks/bert.py",
+            "configs/nsmc-bert.yaml",
+            "--init",
+            "runs/bench-bert-pretrain-ko-6l",
+            *("--pseudo-from", "runs/bench-nsmc-bert-6l-mean"),
+            *("--pseudo-from", "runs/bench-nsmc-bert-6l"),
+            *("--pseudo-from", "runs/bench-nsmc-bert-6l-self"),
+            *("--pseudo-min-confidence", "0", "--pseudo-soft"),
+            *("--set", "training.epochs=2", "--set", "training.lr=2e-4"),
+            *("--set", "model.pooling=mean", "--name", "nsmc-bert-6l-distill"),
+        ),  # fmt: skip
+        minutes=60,
+        needs=(
+            *NSMC_PRE,
+            "run:runs/bench-bert-pretrain-ko-6l",
+            "run:runs/bench-nsmc-bert-6l-mean",
+            "run:runs/bench-nsmc-bert-6l",
+            "run:runs/bench-nsmc-bert-6l-self",
+        ),
         pending=True,
     ),
     *(

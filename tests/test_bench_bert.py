@@ -149,7 +149,7 @@ def test_self_training_labels_then_fine_tunes_on_the_extra_examples(bert, tmp_pa
     rows = make_sentiment_rows(200, seed=3)
     corpus.write_text("\n".join(r["text"] + " again" for r in rows) + "\n", encoding="utf-8")
     tsv = tmp_path / "p.tsv"
-    info = bert.pseudo_labels(str(tmp_path / "teacher"), str(corpus), tsv, 0.5, True)
+    info = bert.pseudo_labels([str(tmp_path / "teacher")], str(corpus), tsv, 0.5, True)
     assert info["pseudo_texts"] == len({r["text"] for r in rows})
     assert info["pseudo_confident"] == info["pseudo_texts"]  # two classes: max prob >= 0.5
     assert 0 < info["pseudo_kept"] <= info["pseudo_confident"] and info["pseudo_kept"] % 2 == 0

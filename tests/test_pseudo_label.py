@@ -13,7 +13,7 @@ from attnkit.cli import main
 from attnkit.config import ConfigError, load_config
 from attnkit.data.readers import Example, read_table
 from attnkit.errors import DataError, InputError
-from attnkit.tasks.classify import prepare_data
+from attnkit.tasks.classify import ClassificationTask, prepare_data
 from attnkit.tasks.pseudo_label import (
     PseudoLabel,
     extra_training_examples,
@@ -89,8 +89,8 @@ def test_empty_repeated_and_bad_arguments(teacher):
         pseudo_label(predictor, ["", "  "], **QUIET)
     with pytest.raises(InputError, match="between 0 and 1"):
         pseudo_label(predictor, ["great"], 1.5, **QUIET)
-    with pytest.raises(InputError, match="one classify run"):
-        pseudo_label(attnkit.load([teacher / "run", teacher / "run"]), ["great"], **QUIET)
+    with pytest.raises(InputError, match="a classify run or an ensemble"):
+        pseudo_label(object(), ["great"], **QUIET)
 
 
 def test_bf16_labels_agree_with_fp32(teacher):
@@ -146,9 +146,9 @@ def test_extra_train_drops_texts_of_every_split_and_repeats(tmp_path, teacher):
     ]
     cfg.data.extra_train = str(write_pseudo_labels(rows, tmp_path / "p.tsv"))
     to_id = {"neg": 0, "pos": 1}
-    extra, dropped = extra_training_examples(cfg, ["neg", "pos"], to_id, train)
+    extra, soft, dropped = extra_training_examples(cfg, ["neg", "pos"], to_id, train)
     assert extra == [Example("a brand new review", "pos"), Example("another new one", "neg")]
-    assert dropped == 3
+    assert dropped == 3 and soft is None  # (no prob_ columns: hard labels)
 
 
 def test_extra_train_labels_by_name_or_raw_form_and_unknown_ones(tmp_path, teacher):
@@ -157,7 +157,7 @@ def test_extra_train_labels_by_name_or_raw_form_and_unknown_ones(tmp_path, teach
     path.write_text("text\tlabel\na\tpositive\nb\t0\n", encoding="utf-8")
     cfg.data.extra_train = str(path)
     names, raw = ["negative", "positive"], {"0": 0, "1": 1}  # how NSMC's labels map
-    extra, _ = extra_training_examples(cfg, names, raw, [])
+    extra, _, _ = extra_training_examples(cfg, names, raw, [])
     assert [ex.label for ex in extra] == ["1", "0"]
     path.write_text("text\tlabel\na\tneutral\n", encoding="utf-8")
     with pytest.raises(DataError, match="'neutral' is not one of the classes"):
@@ -247,3 +247,62 @@ def test_cli_refuses_a_run_that_is_not_a_classifier(served_runs, tmp_path, capsy
         ["pseudo-label", str(served_runs["verse"]), "--input", str(corpus), "-o",
          str(tmp_path / "p.tsv")], capsys)  # fmt: skip
     assert code == 2 and "is a lm run; pseudo-labels come from a classify run" in stderr
+
+
+def test_an_ensemble_teacher_averages_its_members(teacher, tmp_path):
+    other = tiny_recipe(teacher / "data", epochs=2)
+    other["model"] = {"arch": "gru", "d_model": 32, "hidden_size": 32}
+    (tmp_path / "gru.yaml").write_text(yaml.safe_dump(other))
+    attnkit.train(tmp_path / "gru.yaml", out=tmp_path / "gru", **QUIET)
+    texts = _unlabelled(100)
+    one, _ = pseudo_label(attnkit.load(teacher / "run"), texts, 0.0, soft=True, **QUIET)
+    two, _ = pseudo_label(attnkit.load(tmp_path / "gru"), texts, 0.0, soft=True, **QUIET)
+    both = attnkit.load([teacher / "run", tmp_path / "gru"])
+    rows, _ = pseudo_label(both, texts, 0.0, soft=True, **QUIET)
+    for a, b, r in zip(one, two, rows, strict=True):
+        mean = [(x + y) / 2 for x, y in zip(a.probabilities, b.probabilities, strict=True)]
+        assert r.probabilities == pytest.approx(mean, abs=1e-5)
+        assert r.confidence == pytest.approx(max(mean), abs=1e-5)
+        assert r.label == both.labels[mean.index(max(mean))]
+
+
+def test_soft_targets_reach_the_loss_as_distributions(teacher, tmp_path):
+    predictor = attnkit.load(teacher / "run")
+    rows, _ = pseudo_label(predictor, _unlabelled(50), 0.0, soft=True, **QUIET)
+    assert all(sum(r.probabilities) == pytest.approx(1.0, abs=1e-5) for r in rows)
+    with pytest.raises(InputError, match="class names"):
+        write_pseudo_labels(rows, tmp_path / "p.tsv")
+    path = write_pseudo_labels(rows, tmp_path / "p.tsv", predictor.labels)
+    assert path.read_text(encoding="utf-8").splitlines()[0].split("\t") == [
+        "text", "label", "confidence", "prob_neg", "prob_pos"]  # fmt: skip
+    data = prepare_data(_recipe(teacher / "data", tmp_path, path), **QUIET)
+    base = len(data.train) - len(rows)
+    assert all(isinstance(it[1], int) for it in data.train[:base])  # the labelled ones
+    soft = [it[1] for it in data.train[base:]]
+    assert soft == [pytest.approx(r.probabilities, abs=1e-4) for r in rows]
+    task = ClassificationTask(["neg", "pos"], pad_id=0)
+    batch = task.collate([data.train[0], data.train[base]])
+    assert batch["labels"].shape == (2, 2)
+    assert batch["labels"][0].tolist() == [1.0 - data.train[0][1], float(data.train[0][1])]
+    logits = torch.tensor([[0.3, -0.2], [1.0, 2.0]])
+    expected = -(batch["labels"] * logits.log_softmax(-1)).sum(-1).mean()
+    model = lambda ids, mask: (logits, None)  # noqa: E731  (fixed logits, no attention)
+    assert task.loss(model, batch)[0].item() == pytest.approx(expected.item(), abs=1e-6)
+    hard = task.collate(data.train[:2])  # no soft target: class ids, as before
+    assert hard["labels"].dtype == torch.long and hard["labels"].shape == (2,)
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("text\tlabel\tprob_neg\na\tneg\t0.9\n", "missing prob_pos"),
+        ("text\tlabel\tprob_neg\tprob_pos\na\tneg\t0.9\t0.3\n", "sum to 1"),
+        ("text\tlabel\tprob_neg\tprob_pos\na\tneg\tx\t0.3\n", "not a number"),
+    ],
+)
+def test_bad_soft_targets_are_one_clear_error(teacher, tmp_path, body, message):
+    path = tmp_path / "p.tsv"
+    path.write_text(body, encoding="utf-8")
+    cfg = _recipe(teacher / "data", tmp_path, path)
+    with pytest.raises(DataError, match=message):
+        prepare_data(cfg, **QUIET)

@@ -492,15 +492,21 @@ def _cmd_pseudo_label(args: argparse.Namespace) -> int:
         texts = read_texts(args.input)
     else:
         texts = read_unlabeled(args.input, args.data_dir)
-    predictor = load(args.run, map_location=_device(args))
+    predictor = load([args.run, *args.ensemble], map_location=_device(args))
     if predictor.task != "classify":
         raise UsageError(f"{args.run} is a {predictor.task} run; pseudo-labels come from a "
                          "classify run")  # fmt: skip
     log = (lambda line: print(line, file=sys.stderr)) if not args.quiet else (lambda _: None)
     rows, stats = pseudo_label(
-        predictor, texts, args.min_confidence, args.balance, args.batch_size, log=log
+        predictor,
+        texts,
+        args.min_confidence,
+        args.balance,
+        args.batch_size,
+        soft=args.soft,
+        log=log,
     )
-    path = write_pseudo_labels(rows, output)
+    path = write_pseudo_labels(rows, output, predictor.labels)
     kept = ", ".join(f"{stats[f'kept_{name}']:,} {name}" for name in predictor.labels)
     print(
         f"wrote {path}: {stats['kept']:,} of {stats['texts']:,} texts ({kept}); "
@@ -516,6 +522,13 @@ def _add_pseudo_label(sub: argparse._SubParsersAction) -> None:
         "become a TSV for data.extra_train",
     )
     ps.add_argument("run", help="classify run directory (the teacher)")
+    ps.add_argument(
+        "--ensemble",
+        metavar="RUN",
+        action="append",
+        default=[],
+        help="another classify run (repeatable): the teacher is their ensemble",
+    )
     ps.add_argument(
         "--input",
         required=True,
@@ -535,6 +548,12 @@ def _add_pseudo_label(sub: argparse._SubParsersAction) -> None:
         "--balance",
         action="store_true",
         help="keep the same number of each class (the most confident ones)",
+    )
+    ps.add_argument(
+        "--soft",
+        action="store_true",
+        help="also write each text's class probabilities (prob_<label>): the student learns "
+        "the teacher's distribution (distillation); use with --min-confidence 0",
     )
     ps.add_argument("--batch-size", type=_positive_int, default=256)
     ps.add_argument("--data-dir", help="data folder (default: $ATTNKIT_DATA, ~/.cache/attnkit)")

@@ -62,8 +62,10 @@ __all__ = [
 # Human-readable names for the catalogued datasets' integer labels.
 KNOWN_LABELS = {"nsmc": ["negative", "positive"], "imdb": ["negative", "positive"]}
 
-# (token ids, class id), or for a BERT (token ids, class id, segment ids)
-Item = tuple[list[int], int] | tuple[list[int], int, list[int]]
+# (token ids, target), or for a BERT (token ids, target, segment ids); the target is a class
+# id, or for soft pseudo-labels (data.extra_train) a distribution over the classes
+Target = int | tuple[float, ...]
+Item = tuple[list[int], Target] | tuple[list[int], Target, list[int]]
 # datasets of sentence pairs (the model reads [CLS] A [SEP] B [SEP])
 PAIR_DATASETS = ("klue-nli",)
 
@@ -180,19 +182,24 @@ def prepare_data(
     labels = KNOWN_LABELS.get(d.name) or _sort_labels(ex.label for ex in train_ex)
     to_id = label_ids(cfg, labels)
     extra: list[Example] = []
+    soft = None
     if d.extra_train:  # (after the split: validation keeps only the dataset's own texts)
         from attnkit.tasks.pseudo_label import extra_training_examples
 
-        extra, dropped = extra_training_examples(cfg, labels, to_id, [*train_ex, *val_ex])
+        extra, soft, dropped = extra_training_examples(cfg, labels, to_id, [*train_ex, *val_ex])
         log(
             f"data.extra_train: {len(extra):,} more training examples from {d.extra_train}"
-            f" ({dropped:,} texts dropped: already in the dataset or repeated)"
+            + (" with soft targets" if soft is not None else "")
+            + f" ({dropped:,} texts dropped: already in the dataset or repeated)"
         )
     if tokenizer is None:
         pairs = is_pair_task(cfg)  # both sentences of a pair teach the tokenizer
         texts = (t for ex in train_ex for t in ((ex.text, ex.text_b) if pairs else (ex.text,)))
         tokenizer = get_tokenizer(cfg.tokenizer, texts, f"{len(train_ex):,} texts", log)
     train, truncated = encode_examples([*train_ex, *extra], tokenizer, cfg, to_id, "train")
+    if soft is not None:  # the extra examples learn the teacher's distributions
+        first = len(train_ex)
+        train[first:] = [(it[0], p, *it[2:]) for it, p in zip(train[first:], soft, strict=True)]
     validation, _ = encode_examples(val_ex, tokenizer, cfg, to_id, "validation")
     summary = (
         f"data: {len(train):,} train"
@@ -241,7 +248,10 @@ def naive_bayes_batches(
     for start in range(0, len(order), batch_size):
         rows = [items[i] for i in order[start : start + batch_size]]
         ids, mask = pad_batch([ids for ids, _ in rows], pad_id)
-        yield ids, mask, torch.tensor([y for _, y in rows])
+        targets = [
+            y if isinstance(y, int) else max(range(len(y)), key=y.__getitem__) for _, y in rows
+        ]
+        yield ids, mask, torch.tensor(targets)  # (soft targets: their likeliest class)
 
 
 def fit_temperature(logits: Tensor, labels: Tensor, low: float = 0.05, high: float = 20.0) -> float:
@@ -286,14 +296,25 @@ class ClassificationTask:
         self.label_smoothing = label_smoothing
 
     def collate(self, items: Sequence[Item]) -> dict[str, Tensor]:
+        """``labels``: (B,) class ids, or (B, num_classes) target distributions when a
+        soft target is in the batch (class ids then become one-hot rows)."""
         ids, mask = pad_batch([it[0] for it in items], self.pad_id)
-        batch = {"input_ids": ids, "attention_mask": mask,
-                 "labels": torch.tensor([it[1] for it in items])}  # fmt: skip
+        targets = [it[1] for it in items]
+        if any(isinstance(t, tuple) for t in targets):
+            eye = torch.eye(len(self.labels))
+            labels = torch.stack(
+                [torch.tensor(t) if isinstance(t, tuple) else eye[t] for t in targets]
+            )
+        else:
+            labels = torch.tensor(targets)
+        batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
         if len(items[0]) == 3:  # a BERT's segment ids
             batch["token_type_ids"], _ = pad_batch([it[2] for it in items], 0)
         return batch
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
+        """Cross-entropy -sum_c q_c log p_c with q one-hot (a class id) or a soft target
+        (knowledge distillation from a teacher's probabilities)."""
         logits, _ = model_logits(model, batch)
         loss = F.cross_entropy(
             logits.float(), batch["labels"], label_smoothing=self.label_smoothing

@@ -9,6 +9,14 @@ it is confident about join the next model's (the student's) training data.
 * ``balance`` keeps as many texts of each class as the rarest class has (the most confident
   ones), so a teacher's lean toward one class, or a corpus that leans (raw Naver reviews are
   mostly positive), does not shift the student's prior; the test sets here are balanced.
+* The teacher may be an ensemble of classify runs (their averaged probabilities), which is
+  usually more accurate than any one of them.
+* ``soft``: each text also keeps the teacher's whole distribution (columns ``prob_<label>``),
+  and the student learns to match it (cross-entropy with probability targets, knowledge
+  distillation) instead of the top label: a review the teacher finds 60/40 teaches 60/40.
+  Soft targets are usually given for every text (``min_confidence`` 0); a student whose
+  targets are the teacher's p(y | x) learns the teacher's function, whatever the class mix
+  of the unlabelled texts, so they need no balancing.
 * The file is a TSV with the header ``text  label  confidence`` (labels by name), which any
   classify recipe reads as ``data.extra_train``. The student adds those examples to its
   training split *after* the validation split is made, and drops every text that is in the
@@ -19,6 +27,7 @@ it is confident about join the next model's (the student's) training data.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -49,6 +58,10 @@ class PseudoLabel:
     text: str
     label: str  # the teacher's label (a class name)
     confidence: float  # the teacher's calibrated probability of that label
+    probabilities: tuple[float, ...] | None = None  # soft: every class's, in label order
+
+
+SOFT_PREFIX = "prob_"  # a soft-target column: prob_<class name>
 
 
 def same_text(text: str) -> str:
@@ -64,6 +77,19 @@ def _bf16_helps(device: torch.device) -> bool:
     return device.type == "cpu" and cpu_has_native_bf16()
 
 
+def _teachers(predictor) -> list:
+    """The classify runs behind ``predictor``: itself, or an ensemble's members."""
+    from attnkit.tasks.classify import ClassifierPredictor, EnsemblePredictor
+
+    if isinstance(predictor, EnsemblePredictor):
+        return list(predictor.members)
+    if not isinstance(predictor, ClassifierPredictor):
+        raise InputError("pseudo-labels come from a classify run or an ensemble of them")
+    if predictor.pairs:
+        raise InputError("this run classifies sentence pairs; pseudo-labelling reads single texts")
+    return [predictor]
+
+
 @torch.no_grad()
 def pseudo_label(
     predictor,
@@ -73,23 +99,23 @@ def pseudo_label(
     batch_size: int = 256,
     bf16: bool | None = None,
     chunk: int = 32768,
+    soft: bool = False,
     log: Log = print,
 ) -> tuple[list[PseudoLabel], dict[str, int]]:
-    """The teacher ``predictor``'s (a ClassifierPredictor) confident labels for ``texts``.
+    """The teacher ``predictor``'s (a ClassifierPredictor or an EnsemblePredictor) confident
+    labels for ``texts``.
 
     Empty texts and repeats (``same_text``) are labelled once. Keeps the texts whose
     confidence is >= ``min_confidence``; ``balance``: then the same number of each class,
-    the most confident. ``bf16``: autocast the forward pass (None: where it is fast, i.e. a
-    CUDA GPU with bf16 or a CPU with native bf16). Returns the kept labels in input order
-    and counts: ``texts`` (distinct), ``confident``, ``kept`` and ``kept_<label>``."""
-    from attnkit.tasks.classify import ClassifierPredictor, _encode
+    the most confident. ``soft``: each label also keeps the whole distribution. ``bf16``:
+    autocast the forward pass (None: where it is fast, i.e. a CUDA GPU with bf16 or a CPU
+    with native bf16). Returns the kept labels in input order and counts: ``texts``
+    (distinct), ``confident``, ``kept`` and ``kept_<label>``."""
+    from attnkit.tasks.classify import _encode
 
     if not 0.0 <= min_confidence <= 1.0 or math.isnan(min_confidence):
         raise InputError(f"min_confidence must be between 0 and 1, got {min_confidence}")
-    if not isinstance(predictor, ClassifierPredictor):
-        raise InputError("pseudo-labels come from one classify run (not an ensemble)")
-    if predictor.pairs:
-        raise InputError("this run classifies sentence pairs; pseudo-labelling reads single texts")
+    members = _teachers(predictor)
     seen: set[str] = set()
     distinct: list[str] = []
     for text in texts:
@@ -99,24 +125,28 @@ def pseudo_label(
             distinct.append(key)
     if not distinct:
         raise InputError("no text to label: the input is empty")
-    use_bf16 = _bf16_helps(predictor.device) if bf16 is None else bf16
-    autocast = (
-        torch.autocast(predictor.device.type, dtype=torch.bfloat16)
-        if use_bf16
-        else contextlib.nullcontext()
-    )
     probs = []
     start = time.perf_counter()
     for i in range(0, len(distinct), chunk):
         part = distinct[i : i + chunk]
-        ids, _, _ = _encode(predictor.tokenizer, part, predictor.config)
-        with autocast:
-            logits = predictor.logits(ids, batch_size)
-        probs.append((logits / predictor.temperature).softmax(-1))
+        p = torch.zeros(len(part), len(predictor.labels))
+        for m in members:  # p(y | x) = 1/M * sum_m softmax(logits_m / T_m)
+            use_bf16 = _bf16_helps(m.device) if bf16 is None else bf16
+            autocast = (
+                torch.autocast(m.device.type, dtype=torch.bfloat16)
+                if use_bf16
+                else contextlib.nullcontext()
+            )
+            ids, _, _ = _encode(m.tokenizer, part, m.config)
+            with autocast:
+                logits = m.logits(ids, batch_size)
+            p += (logits / m.temperature).softmax(-1) / len(members)
+        probs.append(p)
         done = i + len(part)
         rate = done / max(time.perf_counter() - start, 1e-9)
         log(f"labelled {done:,}/{len(distinct):,} texts ({rate:,.0f} texts/s)")
-    confidence, label = torch.cat(probs).max(-1)  # (N,), (N,)
+    all_probs = torch.cat(probs)  # (N, num_classes)
+    confidence, label = all_probs.max(-1)  # (N,), (N,)
     keep = (confidence >= min_confidence).nonzero().flatten().tolist()
     stats = {"texts": len(distinct), "confident": len(keep)}
     if balance:
@@ -128,7 +158,12 @@ def pseudo_label(
             for i in sorted(rows, key=lambda i: -float(confidence[i]))[:n]
         )
     rows = [
-        PseudoLabel(distinct[i], predictor.labels[int(label[i])], float(confidence[i]))
+        PseudoLabel(
+            distinct[i],
+            predictor.labels[int(label[i])],
+            float(confidence[i]),
+            tuple(all_probs[i].tolist()) if soft else None,
+        )
         for i in keep
     ]
     stats["kept"] = len(rows)
@@ -137,30 +172,79 @@ def pseudo_label(
     return rows, stats
 
 
-def write_pseudo_labels(rows: Sequence[PseudoLabel], path: str | Path) -> Path:
-    """Write ``rows`` as a TSV (``text  label  confidence``; tabs and line breaks in a text
-    become spaces), atomically: a temp file renamed into place."""
-    lines = ["text\tlabel\tconfidence"]
-    lines += [f"{same_text(r.text)}\t{r.label}\t{r.confidence:.4f}" for r in rows]
+def write_pseudo_labels(
+    rows: Sequence[PseudoLabel], path: str | Path, labels: Sequence[str] | None = None
+) -> Path:
+    """Write ``rows`` as a TSV (``text  label  confidence``, and ``prob_<label>`` for each of
+    ``labels`` when the rows are soft; tabs and line breaks in a text become spaces),
+    atomically: a temp file renamed into place."""
+    soft = bool(rows) and rows[0].probabilities is not None
+    if soft and (labels is None or len(labels) != len(rows[0].probabilities)):
+        raise InputError("soft pseudo-labels need the class names of their probabilities")
+    header = ["text", "label", "confidence"] + ([SOFT_PREFIX + n for n in labels] if soft else [])
+    lines = ["\t".join(header)]
+    for r in rows:
+        cells = [same_text(r.text), r.label, f"{r.confidence:.4f}"]
+        cells += [f"{p:.4f}" for p in r.probabilities or ()]
+        lines.append("\t".join(cells))
     return atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def _soft_targets(path: str | Path, labels: Sequence[str]) -> dict[str, tuple[float, ...]] | None:
+    """text -> (p_1, ..., p_C) from a TSV with a ``prob_<class>`` column for every class (in
+    the run's label order), or None when the file has no such columns."""
+    path = Path(path).expanduser()
+    if not path.name.lower().removesuffix(".gz").endswith(".tsv"):
+        return None
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        header = f.readline().rstrip("\n").split("\t")
+        if not any(c.startswith(SOFT_PREFIX) for c in header):
+            return None
+        wanted = [SOFT_PREFIX + n for n in labels]
+        missing = [c for c in wanted if c not in header]
+        if missing:
+            raise DataError(f"{path}: soft targets need a column for every class; "
+                            f"missing {', '.join(missing)}")  # fmt: skip
+        text_at = header.index("text") if "text" in header else 0
+        at = [header.index(c) for c in wanted]
+        out: dict[str, tuple[float, ...]] = {}
+        for lineno, line in enumerate(f, 2):
+            cells = line.rstrip("\n").split("\t")
+            if len(cells) != len(header):
+                continue  # (read_table reports malformed rows)
+            try:
+                p = tuple(float(cells[i]) for i in at)
+            except ValueError:
+                raise DataError(f"{path}: line {lineno}: a probability is not a number") from None
+            total = sum(p)
+            if not all(0.0 <= x <= 1.0 for x in p) or abs(total - 1.0) > 0.01:
+                raise DataError(f"{path}: line {lineno}: probabilities must be in [0, 1] and "
+                                f"sum to 1, got {', '.join(cells[i] for i in at)}")  # fmt: skip
+            out[same_text(cells[text_at])] = tuple(x / total for x in p)
+    return out
 
 
 def extra_training_examples(
     cfg: RunConfig, labels: Sequence[str], to_id: dict[str, int], labelled: Iterable[Example]
-) -> tuple[list[Example], int]:
+) -> tuple[list[Example], list[tuple[float, ...]] | None, int]:
     """The examples of ``data.extra_train`` (a CSV/TSV/JSONL with the recipe's text and label
     columns; labels by class name or as the dataset writes them), without repeats and
     without any text of ``labelled`` or of the dataset's test split. Returns (examples,
-    texts dropped). Each example's label is the dataset's own form (``to_id``'s keys)."""
+    their soft targets or None, texts dropped). Each example's label is the dataset's own
+    form (``to_id``'s keys); soft targets, one distribution per example in the run's label
+    order, come from a TSV with a ``prob_<class>`` column for every class."""
     from attnkit.tasks.classify import read_split
 
     d = cfg.data
     table = read_table(d.extra_train, text_column=d.text_column, label_column=d.label_column)
+    soft = _soft_targets(d.extra_train, labels)
     known = {same_text(ex.text) for ex in labelled}
     if has_split(d, "test"):
         known.update(same_text(ex.text) for ex in read_split(cfg, "test"))
     by_name = {name: key for key, i in to_id.items() for name in (labels[i],)}
     out: list[Example] = []
+    targets: list[tuple[float, ...]] = []
     dropped = 0
     for ex in table:
         label = str(ex.label).strip()
@@ -175,4 +259,6 @@ def extra_training_examples(
             continue
         known.add(text)
         out.append(Example(ex.text, key))
-    return out, dropped
+        if soft is not None:
+            targets.append(soft[text])
+    return out, (targets if soft is not None else None), dropped
