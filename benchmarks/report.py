@@ -229,10 +229,20 @@ def _bert(rows: list[dict]) -> list[str]:
             continue
         metrics = ", ".join(f"{k} {v}" for k, v in r["test"].items())
         minutes = round(r["train_minutes"] + r.get("pretrain_minutes", 0.0), 2)
+        mode = "feature-based" if r["freeze_encoder"] else "fine-tuned"
+        if "extra_train_examples" in r:  # self-training / distillation
+            teachers = r["pseudo_teacher"]
+            teachers = [teachers] if isinstance(teachers, str) else teachers
+            mode += (
+                f" + {r['extra_train_examples']:,} "
+                + ("soft targets" if r.get("pseudo_soft") else "pseudo-labels")
+                + f" from {' + '.join(f'`{t}`' for t in teachers)}"
+                + f" ({r['pseudo_minutes']} min to label)"
+            )
         lines.append(
             f"| {r['name']} | {r['task']} | {r['dataset']} | {r['arch']} "
             f"| {r['num_parameters']:,} | {_start(r)} "
-            f"| {'feature-based' if r['freeze_encoder'] else 'fine-tuned'} | {metrics} "
+            f"| {mode} | {metrics} "
             f"| {minutes} | {r['tokens_per_s'] or '-':,} "
             f"| {'yes' if r.get('cpu_native_bf16') else 'no'} | `{r['command']}` |"
         )

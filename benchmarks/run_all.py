@@ -481,7 +481,6 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "run:runs/bench-nsmc-bert-6l",
             "run:runs/bench-nsmc-bert-6l-self",
         ),
-        pending=True,
     ),
     *(
         Benchmark(
