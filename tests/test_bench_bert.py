@@ -143,11 +143,11 @@ def test_self_training_labels_then_fine_tunes_on_the_extra_examples(bert, tmp_pa
     write_csv(data / "train.csv", make_sentiment_rows(320, seed=0))
     write_csv(data / "test.csv", make_sentiment_rows(80, seed=1))
     recipe = tmp_path / "tiny.yaml"
-    recipe.write_text(yaml.safe_dump(tiny_recipe(data, epochs=2)), encoding="utf-8")
+    recipe.write_text(yaml.safe_dump(tiny_recipe(data, epochs=8)), encoding="utf-8")
     attnkit.train(recipe, out=tmp_path / "teacher", log=lambda *_: None)
     corpus = tmp_path / "u.txt"
     rows = make_sentiment_rows(200, seed=3)
-    corpus.write_text("\n".join(r["text"] + " again" for r in rows) + "\n", encoding="utf-8")
+    corpus.write_text("\n".join(r["text"] + " the the" for r in rows) + "\n", encoding="utf-8")
     tsv = tmp_path / "p.tsv"
     info = bert.pseudo_labels([str(tmp_path / "teacher")], str(corpus), tsv, 0.5, True)
     assert info["pseudo_texts"] == len({r["text"] for r in rows})
