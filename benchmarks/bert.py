@@ -34,8 +34,7 @@ import time
 from pathlib import Path
 
 from attnkit.api import evaluate, load, train
-from attnkit.data.readers import read_texts, read_unlabeled
-from attnkit.tasks.pseudo_label import pseudo_label, write_pseudo_labels
+from attnkit.tasks.pseudo_label import pseudo_label, read_unlabelled, write_pseudo_labels
 from report import (
     ROOT,
     command_line,
@@ -131,7 +130,7 @@ def pseudo_labels(
     label the texts of ``source`` (a dataset's unlabelled reviews, or a text file) into the
     TSV ``out`` (``soft``: with their class probabilities)."""
     start = time.perf_counter()
-    texts = read_texts(source) if Path(source).is_file() else read_unlabeled(source)
+    texts = read_unlabelled(source)
     teacher = load(teachers)
     rows, stats = pseudo_label(
         teacher, texts, min_confidence, balance, soft=soft, log=lambda *_: None

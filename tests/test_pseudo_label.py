@@ -4,6 +4,8 @@ text of the dataset's own splits); `attnkit pseudo-label` and its bad inputs."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import yaml
@@ -317,3 +319,16 @@ def test_bad_soft_targets_are_one_clear_error(teacher, tmp_path, body, message):
     cfg = _recipe(teacher / "data", tmp_path, path)
     with pytest.raises(DataError, match=message):
         prepare_data(cfg, **QUIET)
+
+
+def test_soft_targets_from_json_lines(teacher, tmp_path):
+    path = tmp_path / "p.jsonl"
+    rows = [
+        {"text": "fresh text one", "label": "pos", "prob_neg": 0.2, "prob_pos": 0.8},
+        {"text": "fresh text two", "label": "neg", "prob_neg": 0.7, "prob_pos": 0.3},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    cfg = _recipe(teacher / "data", tmp_path, path)
+    extra, soft, dropped = extra_training_examples(cfg, ["neg", "pos"], {"neg": 0, "pos": 1}, [])
+    assert [ex.text for ex in extra] == ["fresh text one", "fresh text two"] and dropped == 0
+    assert soft == [pytest.approx((0.2, 0.8)), pytest.approx((0.7, 0.3))]

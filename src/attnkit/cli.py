@@ -481,17 +481,13 @@ def _cmd_pseudo_label(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from attnkit.api import load
-    from attnkit.data.readers import read_texts, read_unlabeled
-    from attnkit.tasks.pseudo_label import pseudo_label, write_pseudo_labels
+    from attnkit.tasks.pseudo_label import pseudo_label, read_unlabelled, write_pseudo_labels
 
     output = Path(args.output).expanduser()  # a bad output fails before any work
     if output.is_dir() or not output.parent.is_dir():
         what = "is a folder" if output.is_dir() else "is in a folder that does not exist"
         raise UsageError(f"--output {output} {what}")
-    if Path(args.input).expanduser().is_file():
-        texts = read_texts(args.input)
-    else:
-        texts = read_unlabeled(args.input, args.data_dir)
+    texts = read_unlabelled(args.input, args.data_dir)
     predictor = load([args.run, *args.ensemble], map_location=_device(args))
     if predictor.task != "classify":
         raise UsageError(f"{args.run} is a {predictor.task} run; pseudo-labels come from a "

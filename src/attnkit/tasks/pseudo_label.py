@@ -27,7 +27,6 @@ it is confident about join the next model's (the student's) training data.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -39,13 +38,22 @@ import torch
 from attnkit.checkpoint import atomic_write_text
 from attnkit.config import RunConfig
 from attnkit.data.catalogue import has_split
-from attnkit.data.readers import Example, read_table
+from attnkit.data.readers import (
+    Example,
+    _chain,
+    _infer_format,
+    _rows,
+    read_table,
+    read_texts,
+    read_unlabeled,
+)
 from attnkit.errors import DataError, InputError
 
 __all__ = [
     "PseudoLabel",
     "extra_training_examples",
     "pseudo_label",
+    "read_unlabelled",
     "same_text",
     "write_pseudo_labels",
 ]
@@ -146,23 +154,23 @@ def pseudo_label(
         rate = done / max(time.perf_counter() - start, 1e-9)
         log(f"labelled {done:,}/{len(distinct):,} texts ({rate:,.0f} texts/s)")
     all_probs = torch.cat(probs)  # (N, num_classes)
-    confidence, label = all_probs.max(-1)  # (N,), (N,)
-    keep = (confidence >= min_confidence).nonzero().flatten().tolist()
+    best, top = all_probs.max(-1)  # (N,), (N,)
+    keep = (best >= min_confidence).nonzero().flatten().tolist()
+    confidence, label = best.tolist(), top.tolist()  # (Python lists: indexed per text below)
     stats = {"texts": len(distinct), "confident": len(keep)}
     if balance:
         by_class = {k: [i for i in keep if label[i] == k] for k in range(len(predictor.labels))}
         n = min(len(rows) for rows in by_class.values())
         keep = sorted(
-            i
-            for rows in by_class.values()
-            for i in sorted(rows, key=lambda i: -float(confidence[i]))[:n]
+            i for rows in by_class.values() for i in sorted(rows, key=lambda i: -confidence[i])[:n]
         )
+    distributions = all_probs.tolist() if soft else None
     rows = [
         PseudoLabel(
             distinct[i],
-            predictor.labels[int(label[i])],
-            float(confidence[i]),
-            tuple(all_probs[i].tolist()) if soft else None,
+            predictor.labels[label[i]],
+            confidence[i],
+            tuple(distributions[i]) if distributions is not None else None,
         )
         for i in keep
     ]
@@ -190,39 +198,52 @@ def write_pseudo_labels(
     return atomic_write_text(path, "\n".join(lines) + "\n")
 
 
-def _soft_targets(path: str | Path, labels: Sequence[str]) -> dict[str, tuple[float, ...]] | None:
-    """text -> (p_1, ..., p_C) from a TSV with a ``prob_<class>`` column for every class (in
-    the run's label order), or None when the file has no such columns."""
+def _soft_targets(
+    path: str | Path, labels: Sequence[str], text_column: str
+) -> dict[str, tuple[float, ...]] | None:
+    """text -> (p_1, ..., p_C) from a CSV/TSV/JSONL (already read by ``read_table``: its
+    ``text_column`` exists) with a ``prob_<class>`` column for every class, in the run's
+    label order; None when the file has no such column."""
     path = Path(path).expanduser()
-    if not path.name.lower().removesuffix(".gz").endswith(".tsv"):
+    rows = _rows(path, _infer_format(path))
+    first = next(rows, None)
+    if first is None:
         return None
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        header = f.readline().rstrip("\n").split("\t")
-        if not any(c.startswith(SOFT_PREFIX) for c in header):
-            return None
-        wanted = [SOFT_PREFIX + n for n in labels]
-        missing = [c for c in wanted if c not in header]
-        if missing:
-            raise DataError(f"{path}: soft targets need a column for every class; "
-                            f"missing {', '.join(missing)}")  # fmt: skip
-        text_at = header.index("text") if "text" in header else 0
-        at = [header.index(c) for c in wanted]
-        out: dict[str, tuple[float, ...]] = {}
-        for lineno, line in enumerate(f, 2):
-            cells = line.rstrip("\n").split("\t")
-            if len(cells) != len(header):
-                continue  # (read_table reports malformed rows)
-            try:
-                p = tuple(float(cells[i]) for i in at)
-            except ValueError:
-                raise DataError(f"{path}: line {lineno}: a probability is not a number") from None
-            total = sum(p)
-            if not all(0.0 <= x <= 1.0 for x in p) or abs(total - 1.0) > 0.01:
-                raise DataError(f"{path}: line {lineno}: probabilities must be in [0, 1] and "
-                                f"sum to 1, got {', '.join(cells[i] for i in at)}")  # fmt: skip
-            out[same_text(cells[text_at])] = tuple(x / total for x in p)
+    keyed = isinstance(first[1], dict)  # JSON Lines: every row names its columns
+    header = list(first[1]) if keyed else [str(c).strip() for c in first[1]]
+    if not any(c.startswith(SOFT_PREFIX) for c in header):
+        return None
+    wanted = [SOFT_PREFIX + n for n in labels]
+    missing = [c for c in wanted if c not in header]
+    if missing:
+        raise DataError(f"{path}: soft targets need a column for every class; "
+                        f"missing {', '.join(missing)}")  # fmt: skip
+    if keyed:
+        rows = _chain(first, rows)
+        at, text_at = wanted, text_column
+    else:
+        at, text_at = [header.index(c) for c in wanted], header.index(text_column)
+    out: dict[str, tuple[float, ...]] = {}
+    for lineno, row in rows:
+        try:
+            text, p = str(row[text_at]), tuple(float(row[i]) for i in at)
+        except (IndexError, KeyError):
+            continue  # (read_table reports malformed rows)
+        except (TypeError, ValueError):
+            raise DataError(f"{path}: line {lineno}: a probability is not a number") from None
+        if not all(0.0 <= x <= 1.0 for x in p) or abs(sum(p) - 1.0) > 0.01:
+            raise DataError(f"{path}: line {lineno}: probabilities must be in [0, 1] and "
+                            f"sum to 1, got {', '.join(map(str, p))}")  # fmt: skip
+        out[same_text(text)] = tuple(x / sum(p) for x in p)
     return out
+
+
+def read_unlabelled(source: str, data_dir: str | Path | None = None) -> list[str]:
+    """The texts to pseudo-label: a file (one text per line, .gz too, or a CSV/TSV/JSONL's
+    text column) or a catalogued dataset's unlabelled reviews (nsmc, imdb)."""
+    if Path(source).expanduser().is_file():
+        return read_texts(source)
+    return read_unlabeled(source, data_dir)
 
 
 def extra_training_examples(
@@ -238,7 +259,7 @@ def extra_training_examples(
 
     d = cfg.data
     table = read_table(d.extra_train, text_column=d.text_column, label_column=d.label_column)
-    soft = _soft_targets(d.extra_train, labels)
+    soft = _soft_targets(d.extra_train, labels, d.text_column)
     known = {same_text(ex.text) for ex in labelled}
     if has_split(d, "test"):
         known.update(same_text(ex.text) for ex in read_split(cfg, "test"))
