@@ -42,6 +42,7 @@ from report import (
     machine,
     peak_rss_mb,
     publish,
+    run_precision,
     write_results_md,
 )
 
@@ -164,7 +165,8 @@ def finetune(config: str, name: str, overrides: list[str]) -> dict:
         "init_from": cfg["model"].get("init_from"),
         "freeze_encoder": bool(cfg["model"].get("freeze_encoder")),
         "num_parameters": cfg["num_parameters"],
-        "bf16": cfg["training"]["bf16"],
+        "precision": run_precision(cfg),
+        "bf16": run_precision(cfg) == "bf16",
         "max_len": cfg["data"]["max_len"],
         "test": {k: round(report[k], 4) for k, _ in HEADLINE.get(task, []) if k in report},
         "test_examples": report.get("num_examples", report.get("count")),

@@ -57,6 +57,7 @@ from report import (
     machine,
     peak_rss_mb,
     publish,
+    run_precision,
     write_results_md,
 )
 
@@ -159,7 +160,8 @@ def lm_benchmark(
         },
         "num_parameters": cfg["num_parameters"],
         "batch_size": t["batch_size"],
-        "bf16": t["bf16"],
+        "precision": run_precision(cfg),
+        "bf16": run_precision(cfg) == "bf16",
         "steps": result.step,
         "train_tokens": result.step * t["batch_size"] * m["max_len"],  # at most (packed blocks)
         "train_minutes": round(result.train_seconds / 60, 2),

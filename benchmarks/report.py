@@ -34,6 +34,7 @@ def machine() -> str:
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     return (
         f"{platform.machine()}, {where}, {torch.get_num_threads()} threads, "
+        f"native bf16 {'yes' if device.type == 'cpu' and cpu_native_bf16() else 'no'}, "
         f"torch {torch.__version__}, attnkit {attnkit.__version__}"
     )
 
@@ -41,11 +42,18 @@ def machine() -> str:
 def cpu_native_bf16() -> bool:
     """True where the CPU computes bf16 natively (``avx512_bf16`` or ``amx_bf16`` in
     /proc/cpuinfo); elsewhere bf16 autocast is emulated and slower than fp32."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    from attnkit.device import cpu_has_native_bf16
+
+    return cpu_has_native_bf16()
+
+
+def run_precision(run_config: dict) -> str:
+    """The precision a run trained in (fp32 | bf16 | fp16): what training recorded in its
+    config.json (``training.bf16: auto`` decides per machine), else read off the recipe."""
+    if run_config.get("precision"):
+        return run_config["precision"]
+    t = run_config["training"]
+    return "fp16" if t.get("fp16") else "bf16" if t.get("bf16") is True else "fp32"
 
 
 def peak_rss_mb() -> int:

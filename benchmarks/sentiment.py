@@ -27,7 +27,15 @@ import time
 from pathlib import Path
 
 from attnkit.api import evaluate, train
-from report import ROOT, command_line, machine, peak_rss_mb, publish, write_results_md
+from report import (
+    ROOT,
+    command_line,
+    machine,
+    peak_rss_mb,
+    publish,
+    run_precision,
+    write_results_md,
+)
 
 
 def _sets(overrides: list[str]) -> str:
@@ -146,7 +154,8 @@ def run(
         "dataset": cfg["data"]["name"],
         "arch": record["arch"],
         "num_parameters": record["num_parameters"],
-        "bf16": cfg["training"]["bf16"],
+        "precision": run_precision(cfg),
+        "bf16": run_precision(cfg) == "bf16",
         "init_from": cfg["model"].get("init_from") if not pretrain_config else None,
         "test_accuracy": round(report["accuracy"], 4),
         "test_macro_f1": round(report["macro_f1"], 4),

@@ -1,14 +1,29 @@
 """Shared fixtures: a tiny synthetic sentiment dataset (English + Korean) and a tiny recipe,
-so that training tests run in seconds and never need the shared datasets."""
+so that training tests run in seconds and never need the shared datasets. Hypothesis tests
+draw the same examples every run (derandomized, always when CI is set); ATTNKIT_FUZZ=1 draws
+new random examples each run, locally, for exploring."""
 
 from __future__ import annotations
 
 import csv
+import os
 import random
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import settings
+
+# every hypothesis test (explicit @settings inherit it): a gate in CI, not a lottery
+_FUZZ = bool(os.environ.get("ATTNKIT_FUZZ")) and not os.environ.get("CI")
+settings.register_profile("attnkit", derandomize=not _FUZZ)
+settings.load_profile("attnkit")
+
+# The suite behaves alike on every CPU: `training.bf16: auto` and `precision="auto"` take the
+# path of a CPU without native bf16 (fp32), as on a laptop with AVX2 only; the tests of the
+# bf16 path set ATTNKIT_CPU_BF16=1 themselves (tests/test_precision.py). Set before any
+# test starts, so that subprocesses (torchrun, the CLI) inherit it.
+os.environ.setdefault("ATTNKIT_CPU_BF16", "0")
 
 POS = ["great", "wonderful", "loved", "excellent", "최고", "재미있어요", "감동"]
 NEG = ["awful", "boring", "hated", "terrible", "최악", "지루해요", "실망"]

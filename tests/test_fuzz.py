@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import os
 import sys
 from pathlib import Path
 
@@ -22,11 +21,10 @@ from attnkit.data.readers import load_text_classification, read_table, read_text
 from attnkit.errors import AttnkitError
 from attnkit.tokenization import train_tokenizer
 
-# CI sees the same examples every run (a gate, not a lottery); ATTNKIT_FUZZ=1 draws new
-# ones each run, for exploring (that is how the "@text read as a file" bug was found)
+# the same examples every run (conftest's hypothesis profile); ATTNKIT_FUZZ=1 draws new ones
+# each run, for exploring (that is how the "@text read as a file" bug was found)
 FAST = settings(
     max_examples=60,
-    derandomize=not os.environ.get("ATTNKIT_FUZZ"),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -12,8 +12,9 @@ pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, assume, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from starlette import testclient as starlette_testclient  # noqa: E402
 
 from attnkit.serve import Limits, create_app  # noqa: E402
 from attnkit.serve.runs import load_runs  # noqa: E402
@@ -21,6 +22,8 @@ from attnkit.serve.schemas import REQUESTS  # noqa: E402
 
 ENDPOINTS = ["classify", "translate", "chat", "generate", "tag", "answer"]
 MODELS = ["sentiment", "ngram", "translator", "bot", "verse", "nope"]
+# refused by the TestClient's HTTP client before sending (httpx's, httpx2's with starlette 1.x)
+CLIENT_REFUSALS = (starlette_testclient.httpx.InvalidURL,)
 SETTINGS = settings(
     max_examples=40,
     deadline=None,
@@ -119,11 +122,19 @@ def test_raw_bytes_get_a_4xx(client, endpoint: str, raw: bytes, content_type: st
 
 @SETTINGS
 @given(
-    path=st.text(alphabet="abcdefv1/._-%", max_size=20),
+    path=st.text(alphabet="abcdefv1/._-%", max_size=20).map(lambda p: "/" + p),
     method=st.sampled_from(["GET", "POST", "PUT", "DELETE"]),
 )
+@example(path="///", method="GET")  # refused by the test client of starlette 1.x, once
+@example(path="//docs", method="POST")
 def test_any_path_and_method_gets_json(client, path: str, method: str) -> None:
-    response = client.request(method, "/" + path)
+    # an absolute URL: the path is sent as written, as curl sends it ("//a" as a relative URL
+    # would name the host "a", and newer clients refuse it); what the client still refuses
+    # before sending (InvalidURL) was never sent: not a server failure
+    try:
+        response = client.request(method, "http://testserver" + path)
+    except CLIENT_REFUSALS:
+        assume(False)
     assert response.status_code < 500
     if response.status_code >= 400:
         assert response.json()["error"]["message"]

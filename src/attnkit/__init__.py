@@ -3,12 +3,13 @@
 __version__ = "0.2.0"  # 0.2: run format 2 (complete model configs), task registry
 
 
-def load(run_dir, map_location="cpu"):
+def load(run_dir, map_location="cpu", **kwargs):
     """Load a trained run for prediction: ``attnkit.load("runs/nsmc").predict([...])``;
-    ``map_location="cuda"`` puts the model on the GPU (inputs follow it)."""
+    ``map_location="cuda"`` puts the model on the GPU (inputs follow it); ``precision``
+    auto (bf16 where the device has it natively) | fp32 | bf16; ``quantize="int8"``."""
     from attnkit.api import load as _load
 
-    return _load(run_dir, map_location=map_location)
+    return _load(run_dir, map_location=map_location, **kwargs)
 
 
 def train(*args, **kwargs):

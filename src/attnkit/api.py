@@ -16,6 +16,7 @@ in ``attnkit.tasks`` by the recipe's ``task:``) at each; nothing here knows a ta
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,13 +27,14 @@ import torch
 from attnkit import __version__, distributed
 from attnkit.checkpoint import atomic_write_text
 from attnkit.config import ConfigError, RunConfig, load_config
+from attnkit.device import FP32, Precision, default_threads, resolve_precision
 from attnkit.interop.onnx import ONNX_FILE, OnnxModel, export_onnx, onnx_signature
 from attnkit.models import build_model
 from attnkit.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quantize_int8, save_int8
 from attnkit.run import RunDir
 from attnkit.tasks import get_task
 from attnkit.tasks.base import RunError
-from attnkit.training import Trainer, TrainResult, autocast_dtype, resolve_device
+from attnkit.training import Trainer, TrainResult, resolve_device, training_precision
 
 __all__ = ["RunError", "calibrate", "evaluate", "export", "load", "train"]
 
@@ -57,13 +59,16 @@ def train(
     force: bool = False,
     log=print,
     device: str | None = None,
+    threads: int | None = None,
 ) -> TrainResult:
     """Train a model from a recipe into ``out`` (default ``runs/<recipe name>``).
 
     ``resume=True`` continues ``out`` from its ``last/`` checkpoint with the run's own saved
     config (the recipe is not needed) and reproduces the uninterrupted trajectory.
     ``device`` (auto | cpu | cuda | cuda:N | mps) replaces ``training.device``, also when
-    resuming: a run started on one machine can continue on another.
+    resuming: a run started on one machine can continue on another; ``threads`` replaces
+    ``training.num_threads`` the same way. The first lines logged say which device,
+    precision (``training.bf16: auto`` decides per machine) and threads were chosen, and why.
 
     Nothing is lost or mixed: ``out`` must be empty, an unfinished run (killed before its
     first checkpoint), or, with ``force``, a finished run, which is replaced only once the
@@ -94,9 +99,13 @@ def train(
         saved = {}
     if device is not None:
         cfg.training.device = device
+    if threads is not None:
+        cfg.training.num_threads = threads
     # the device and precision exist here? (before anything is read, written or removed)
-    autocast_dtype(cfg.training, resolve_device(cfg.training.device))
+    precision = training_precision(cfg.training, resolve_device(cfg.training.device))
     where, _ = distributed.setup(resolve_device(cfg.training.device))
+    if where.is_main:
+        _log_machine_choices(cfg, precision, log)
     try:
         if not where.is_main:  # rank 0 checks, locks and writes the run directory
             return _train(cfg, run, resume, saved, lambda *_: None, where)
@@ -108,6 +117,28 @@ def train(
             return _train(cfg, run, resume, saved, log, where)
     finally:
         distributed.finish()
+
+
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def _log_machine_choices(cfg: RunConfig, precision: Precision, log) -> None:
+    """The first lines of a training log: device, precision and threads, and why; one
+    warning line (stderr) where bf16 was forced on a device that only emulates it."""
+    device = resolve_device(cfg.training.device)
+    threads = cfg.training.num_threads or default_threads()
+    source = (
+        "training.num_threads" if cfg.training.num_threads else "the cores this process may use"
+    )
+    log(f"device: {device}; precision: {precision.name} ({precision.reason})")
+    if device.type == "cpu":
+        log(f"threads: {threads} ({source}; --threads or training.num_threads to change)")
+    if precision.emulated:
+        print(
+            f"attnkit: warning: training.bf16 is true but {device} has no native bf16: it is "
+            "emulated here and much slower than fp32 (~20x on a CPU; use auto or false)",
+            file=sys.stderr,
+        )
 
 
 def _check_new_run_target(run: RunDir, force: bool) -> None:
@@ -185,6 +216,10 @@ def _train(
                 "vocab_size": data.tokenizer.vocab_size,
                 "num_parameters": n_params,
                 "attnkit_version": __version__,
+                # what training.bf16 (auto by default) chose on this machine
+                "precision": training_precision(
+                    cfg.training, resolve_device(cfg.training.device)
+                ).name,
             }
         )
     try:
@@ -213,6 +248,7 @@ def load(
     run_dir: str | Path | Sequence[str | Path],
     map_location: str = "cpu",
     quantize: str | None = None,
+    precision: str = "auto",
 ) -> Any:
     """A predictor for a finished (or in-progress, best-so-far) run, from its task:
     ``ClassifierPredictor`` (``.predict``) for classify runs, ``Seq2SeqPredictor``
@@ -221,14 +257,21 @@ def load(
     ensemble (classify: ``EnsemblePredictor``, averaged probabilities).
 
     ``quantize="int8"``: every Linear dynamically quantized to int8 (CPU only; see
-    ``attnkit.quantize``). A run exported with ``--quantize int8`` loads quantized anyway."""
+    ``attnkit.quantize``). A run exported with ``--quantize int8`` loads quantized anyway.
+
+    ``precision``: what the predictor computes in (its ``.precision``, applied by every
+    method): ``auto`` = bf16 autocast where the device computes bf16 natively (CUDA >= 8.0,
+    a CPU with avx512_bf16/amx_bf16), fp32 elsewhere, the rule training follows; ``fp32``;
+    ``bf16``. int8 and ONNX models run as they are (fp32 activations)."""
     if quantize not in (None, "int8"):
         raise RunError(f"quantize must be int8 (or None), got {quantize!r}")
+    if precision not in PRECISIONS:
+        raise RunError(f"precision must be {' | '.join(PRECISIONS)}, got {precision!r}")
     if not isinstance(run_dir, (str, Path)):
         runs = list(run_dir)
         if len(runs) == 1:
-            return load(runs[0], map_location, quantize)
-        members = [load(r, map_location, quantize) for r in runs]
+            return load(runs[0], map_location, quantize, precision)
+        members = [load(r, map_location, quantize, precision) for r in runs]
         return get_task(members[0].config.task).ensemble(members, runs)
     run = RunDir(run_dir)
     if not run.is_run():
@@ -243,7 +286,9 @@ def load(
         if quantize or torch.device(device).type != "cpu":
             raise RunError(f"{run} is an ONNX export: it runs as exported, on the CPU")
         model = OnnxModel(onnx_file, saved["onnx"]["inputs"], saved["onnx"]["outputs"])
-        return get_task(cfg.task).predictor(model, tokenizer, cfg, run, saved)
+        predictor = get_task(cfg.task).predictor(model, tokenizer, cfg, run, saved)
+        predictor.precision = FP32
+        return predictor
     model = build_model(cfg.model)
     if not run.has_weights() or quantize:  # int8: on the CPU
         if torch.device(device).type != "cpu":
@@ -256,7 +301,18 @@ def load(
     else:
         run.load_weights(model, map_location=device)
     model.to(device)  # the predictor sends its inputs where the weights are
-    return get_task(cfg.task).predictor(model, tokenizer, cfg, run, saved)
+    predictor = get_task(cfg.task).predictor(model, tokenizer, cfg, run, saved)
+    quantized = quantize or not run.has_weights()
+    predictor.precision = (
+        FP32
+        if quantized
+        else resolve_precision(
+            {"auto": "auto", "fp32": False, "bf16": True}[precision],
+            torch.device(device),
+            what="precision",
+        )
+    )
+    return predictor
 
 
 def calibrate(run_dir: str | Path, data_dir: str | None = None, log=print) -> dict[str, Any]:
@@ -275,6 +331,7 @@ def evaluate(
     data_dir: str | None = None,
     batch_size: int = 128,
     map_location: str = "cpu",
+    precision: str = "auto",
     **options: Any,
 ) -> dict[str, Any]:
     """A run's metrics on a dataset split, as its task defines them: accuracy, macro-F1 and
@@ -283,9 +340,15 @@ def evaluate(
     (translate; ``beam=N`` decodes with beam search); loss and perplexity (chat)."""
     if not isinstance(run_dir, (str, Path)) and len(run_dir) == 1:
         run_dir = run_dir[0]
-    predictor = load(run_dir, map_location)
+    predictor = load(run_dir, map_location, precision=precision)
     spec = get_task(predictor.config.task)
-    return spec.evaluate(predictor, split, data_dir=data_dir, batch_size=batch_size, **options)
+    members = getattr(predictor, "members", None) or [predictor]
+    with members[0].precision.autocast():  # also where a task runs the model itself
+        report = spec.evaluate(
+            predictor, split, data_dir=data_dir, batch_size=batch_size, **options
+        )
+    report.setdefault("precision", members[0].precision.name)
+    return report
 
 
 EXPORT_FORMATS = ("hf", "attnkit", "onnx")

@@ -210,7 +210,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from attnkit.api import evaluate
 
     report = evaluate(
-        args.run, args.split, args.data_dir, beam=args.beam, map_location=_device(args)
+        args.run,
+        args.split,
+        args.data_dir,
+        beam=args.beam,
+        map_location=_device(args),
+        precision=args.precision,
     )
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
@@ -392,7 +397,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         from attnkit.viz import check_output_path
 
         check_output_path(args.explain)
-    predictor = load([args.run, *args.ensemble], map_location=_device(args))
+    predictor = load(
+        [args.run, *args.ensemble], map_location=_device(args), precision=args.precision
+    )
     _require_verb(predictor, "predict", args.run)
     if args.explain and not hasattr(predictor, "explain"):
         raise UsageError(f"--explain has nothing to draw for a {predictor.task} run")
@@ -488,7 +495,9 @@ def _cmd_pseudo_label(args: argparse.Namespace) -> int:
         what = "is a folder" if output.is_dir() else "is in a folder that does not exist"
         raise UsageError(f"--output {output} {what}")
     texts = read_unlabelled(args.input, args.data_dir)
-    predictor = load([args.run, *args.ensemble], map_location=_device(args))
+    predictor = load(
+        [args.run, *args.ensemble], map_location=_device(args), precision=args.precision
+    )
     if predictor.task != "classify":
         raise UsageError(f"{args.run} is a {predictor.task} run; pseudo-labels come from a "
                          "classify run")  # fmt: skip
@@ -673,6 +682,13 @@ def _add_device(parser: argparse.ArgumentParser) -> None:
         default="cpu",
         help="where the model runs: cpu (default) | cuda | cuda:N | mps | auto",
     )
+    parser.add_argument(
+        "--precision",
+        choices=("auto", "fp32", "bf16"),
+        default="auto",
+        help="auto (default): bf16 where the device computes it natively (CUDA >= 8.0, a CPU "
+        "with avx512_bf16/amx_bf16), fp32 elsewhere",
+    )
 
 
 def _device(args: argparse.Namespace) -> str:
@@ -685,7 +701,7 @@ def _device(args: argparse.Namespace) -> str:
 def _load_for(run: str, verb: str, args: argparse.Namespace):
     from attnkit.api import load
 
-    predictor = load(run, map_location=_device(args))
+    predictor = load(run, map_location=_device(args), precision=args.precision)
     _require_verb(predictor, verb, run)
     return predictor
 
@@ -949,7 +965,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         timeout_s=args.timeout,
     )
-    serve(args.run, host=args.host, port=args.port, limits=limits, map_location=_device(args))
+    serve(
+        args.run,
+        host=args.host,
+        port=args.port,
+        limits=limits,
+        map_location=_device(args),
+        precision=args.precision,
+    )
     return 0
 
 
@@ -975,6 +998,24 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     sv.set_defaults(func=_cmd_serve)
 
 
+# ----------------------------------------------------------------------------- env
+def _cmd_env(args: argparse.Namespace) -> int:
+    import json
+
+    from attnkit.env_report import collect, format_report
+
+    info = collect(args.data_dir)
+    print(json.dumps(info, indent=2) if args.json else format_report(info))
+    return 0
+
+
+def _add_env(sub: argparse._SubParsersAction) -> None:
+    env = sub.add_parser("env", help="machine and version facts for a bug report")
+    env.add_argument("--json", action="store_true", help="one JSON object")
+    env.add_argument("--data-dir", help="data folder (default: $ATTNKIT_DATA, ~/.cache/attnkit)")
+    env.set_defaults(func=_cmd_env)
+
+
 # ----------------------------------------------------------------------------- main
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_data,
@@ -987,6 +1028,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_export,
     _add_serve,
     _add_plot,
+    _add_env,
 ]
 
 

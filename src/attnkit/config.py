@@ -97,7 +97,9 @@ class TrainingConfig:
     device: str = (
         "auto"  # auto | cpu | cuda | cuda:N | mps (auto: CUDA if present, else MPS, else CPU)
     )
-    bf16: bool = False  # bf16 autocast on CPU and CUDA (a CPU needs hardware bf16 to be faster)
+    # bf16 autocast: auto = on where the device computes bf16 natively (CUDA >= 8.0, a CPU
+    # with avx512_bf16/amx_bf16), off elsewhere; true where it is emulated is ~20x slower
+    bf16: bool | str = "auto"
     fp16: bool = False  # fp16 autocast with a GradScaler (CUDA only)
     compile: bool = False  # torch.compile the model (the first steps are slow while it compiles)
     eval_every: int | None = None  # optimizer steps between evaluations (None: every epoch)
@@ -309,6 +311,12 @@ def coerce(value: Any, annotation: str, where: str) -> Any:
             if not isinstance(value, bool):
                 raise TypeError
             return value
+        if base == "bool | str":  # a switch that also takes "auto"
+            if isinstance(value, str) and value.strip().lower() == "auto":
+                return "auto"
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where} must be true, false or auto, got {short_repr(value)}")
+            return value
         if base == "int":
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise TypeError
@@ -402,7 +410,7 @@ def _validate(cfg: RunConfig) -> None:
         at_least("training.patience", t.patience, 1, optional=True),
         at_least("training.log_every", t.log_every, 1),
         at_least("training.num_threads", t.num_threads, 1, optional=True),
-        (not (t.bf16 and t.fp16), "training.bf16 and training.fp16 exclude each other"),
+        (not (t.bf16 is True and t.fp16), "training.bf16 and training.fp16 exclude each other"),
         (d.max_len > 1, f"data.max_len must be > 1, got {short_repr(d.max_len)}"),
         (d.truncation in TRUNCATION, f"data.truncation must be {'|'.join(TRUNCATION)}"),
         (

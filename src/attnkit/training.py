@@ -8,8 +8,10 @@ the task's metric, a progress bar (loss, tokens/s, lr, ETA), ``metrics.jsonl`` a
 
 Devices (``training.device``): auto | cpu | cuda | cuda:N | mps, auto = CUDA if present, else
 MPS, else CPU. The model moves there once; every batch is copied there (on CUDA from pinned
-memory, without blocking). Mixed precision: ``bf16`` autocasts to bfloat16 on CPU and CUDA,
-``fp16`` autocasts to float16 with a GradScaler (CUDA only); MPS trains in fp32. ``compile``
+memory, without blocking). Mixed precision (``attnkit.device.resolve_precision``): ``bf16``
+auto (the default) autocasts to bfloat16 where the device computes it natively (CUDA >= 8.0,
+a CPU with avx512_bf16/amx_bf16) and trains in fp32 elsewhere; ``true`` forces it, ``false``
+turns it off. ``fp16`` autocasts to float16 with a GradScaler (CUDA only); MPS trains in fp32. ``compile``
 runs the training forward through ``torch.compile``; evaluation and saving use the plain
 module, so weight names never change. Checkpoints load on whichever device resumes them.
 
@@ -30,7 +32,6 @@ import math
 import random
 import sys
 import time
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +43,16 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from attnkit import distributed
-from attnkit.config import ConfigError, TrainingConfig
+from attnkit.config import TrainingConfig
 from attnkit.data.batching import BucketBatchSampler
-from attnkit.device import resolve_device, to_device
+from attnkit.device import (
+    Precision,
+    apply_threads,
+    cpu_has_native_bf16,
+    resolve_device,
+    resolve_precision,
+    to_device,
+)
 from attnkit.run import RunDir
 
 __all__ = [
@@ -53,6 +61,7 @@ __all__ = [
     "TrainResult",
     "cpu_has_native_bf16",
     "lr_multiplier",
+    "training_precision",
     "make_adamw",
     "autocast_dtype",
     "resolve_device",
@@ -142,36 +151,21 @@ def make_adamw(model: nn.Module, config: TrainingConfig) -> torch.optim.AdamW:
         return torch.optim.AdamW(groups, foreach=True, **kwargs)
 
 
-def cpu_has_native_bf16() -> bool:
-    """True if the CPU advertises bf16 matrix instructions (AVX512-BF16 or AMX-BF16).
-
-    Without them bf16 autocast on the CPU still works but is emulated, and slower than fp32.
-    """
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
 def schedule_width(model: nn.Module) -> int:
     """The d_model the Noam schedule scales by: ``model.config.hidden_width``, else 512."""
     width = getattr(getattr(model, "config", None), "hidden_width", None)
     return NOAM_DEFAULT_WIDTH if width is None else int(width)
 
 
+def training_precision(config: TrainingConfig, device: torch.device) -> Precision:
+    """What ``training.bf16`` / ``training.fp16`` mean on ``device`` (see
+    ``attnkit.device.resolve_precision``); raises ConfigError for what it cannot run."""
+    return resolve_precision(config.bf16, device, fp16=config.fp16)
+
+
 def autocast_dtype(config: TrainingConfig, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for ``config.bf16`` / ``config.fp16`` on ``device`` (None: fp32)."""
-    where = f"(training.device resolved to {device})"
-    if config.bf16 and config.fp16:
-        raise ConfigError("training.bf16 and training.fp16 are both on: choose one")
-    if config.fp16 and device.type != "cuda":
-        raise ConfigError(f"training.fp16 needs a CUDA device {where}")
-    if config.bf16 and device.type not in ("cpu", "cuda"):
-        raise ConfigError(f"training.bf16 needs a CPU or CUDA device {where}")
-    if config.bf16:
-        return torch.bfloat16
-    return torch.float16 if config.fp16 else None
+    return training_precision(config, device).dtype
 
 
 class TaskLoss(nn.Module):
@@ -228,13 +222,8 @@ class Trainer:
         self.train_items, self.val_items = train_items, val_items
         self.run = run if isinstance(run, RunDir) else RunDir(run)
         self.where, self.device = distributed.setup(resolve_device(config.device))
-        self.autocast_dtype = autocast_dtype(config, self.device)
-        if config.bf16 and self.device.type == "cpu" and not cpu_has_native_bf16():
-            warnings.warn(
-                "training.bf16 is on but this CPU has no native bf16 (avx512_bf16/amx_bf16): "
-                "autocast is emulated and usually slower than fp32",
-                stacklevel=2,
-            )
+        self.precision = training_precision(config, self.device)  # api.train logs it
+        self.autocast_dtype = self.precision.dtype
         # self.model: saved, loaded, evaluated, optimized; self.train_model: the training
         # forward; self.train_loss: task.loss on it (under torchrun: in DDP, which averages
         # the gradients over the processes)
@@ -281,8 +270,7 @@ class Trainer:
         cfg = self.cfg
         if self.where.is_main:
             self.run.create()
-        if cfg.num_threads:
-            torch.set_num_threads(cfg.num_threads)
+        apply_threads(cfg.num_threads)  # None: the cores this process may use
         # other dropout masks on each process (the batches come from the sampler's own seed)
         torch.manual_seed(cfg.seed + self.where.rank)
         random.seed(cfg.seed + self.where.rank)
@@ -431,9 +419,7 @@ class Trainer:
         return lr
 
     def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+        return self.precision.autocast()
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self) -> dict[str, Any]:

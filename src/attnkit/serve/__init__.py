@@ -21,6 +21,7 @@ def serve(
     limits: Limits | None = None,
     map_location: str = "cpu",
     log=print,
+    precision: str = "auto",
 ) -> None:
     """Load ``runs`` and serve them until interrupted (uvicorn)."""
     import uvicorn
@@ -29,7 +30,7 @@ def serve(
 
     loopback = host in ("127.0.0.1", "localhost", "::1")
     hosts = ["127.0.0.1", "localhost", "[::1]", "::1"] if loopback else None
-    app = _create_app(runs, limits, map_location, allowed_hosts=hosts)
+    app = _create_app(runs, limits, map_location, allowed_hosts=hosts, precision=precision)
     names = ", ".join(f"{r.name} (/v1/{r.endpoint})" for r in app.state.server.runs.values())
     log(f"serving {names}")
     if not loopback:

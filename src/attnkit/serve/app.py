@@ -9,7 +9,7 @@
     POST /v1/generate       {"prompt": "...", "max_new_tokens"?, ..., "stream"?: bool}
     POST /v1/tag            {"texts": [...]}
     POST /v1/answer         {"question": "...", "context": "..."}
-    GET  /docs              OpenAPI (Swagger UI, served from the installed package)
+    GET  /docs              OpenAPI (Swagger UI 5 from the installed fastapi-offline, no CDN)
 
 Every error is JSON, ``{"error": {"status": 422, "type": "invalid_request", "message":
 "..."}}``: 404 unknown model or path, 413 over a size limit, 422 a bad body or parameter,
@@ -293,6 +293,7 @@ def create_app(
     limits: Limits | None = None,
     map_location: str = "cpu",
     allowed_hosts: Sequence[str] | None = None,
+    precision: str = "auto",
 ) -> FastAPI:
     """The FastAPI app serving ``runs`` (loaded ``ServedRun``s by name, or run directories /
     ``NAME=RUN`` strings to load). ``allowed_hosts``: the Host headers accepted (others get
@@ -300,7 +301,7 @@ def create_app(
     None accepts any."""
     limits = limits or Limits()
     if not isinstance(runs, dict):
-        runs = load_runs(runs, map_location=map_location)
+        runs = load_runs(runs, map_location=map_location, precision=precision)
     server = _Server(runs, limits)
     app = FastAPI(
         title="attnkit",
@@ -422,12 +423,17 @@ def korean_font_bytes() -> bytes:
 
 
 def _mount_docs(app: FastAPI) -> None:
-    """/docs: Swagger UI from the ``swagger-ui-bundle`` package (no CDN), if installed;
-    otherwise a page pointing at /openapi.json."""
+    """/docs: Swagger UI 5 (it reads the OpenAPI 3.1 that FastAPI writes) from the files the
+    ``fastapi-offline`` package ships (no CDN), if installed; otherwise a page pointing at
+    /openapi.json. Only its static files are used, not its FastAPIOffline factory."""
     try:
-        from swagger_ui_bundle import swagger_ui_path
+        import fastapi_offline
     except ImportError:  # pragma: no cover - it is a dependency
         swagger_ui_path = None
+    else:
+        swagger_ui_path = Path(fastapi_offline.__file__).parent / "static"
+        if not (swagger_ui_path / "swagger-ui-bundle.js").is_file():  # pragma: no cover
+            swagger_ui_path = None
 
     if swagger_ui_path is not None:
         app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
@@ -441,5 +447,5 @@ def _mount_docs(app: FastAPI) -> None:
             title="attnkit API",
             swagger_js_url="/docs-assets/swagger-ui-bundle.js",
             swagger_css_url="/docs-assets/swagger-ui.css",
-            swagger_favicon_url="/docs-assets/favicon-32x32.png",
+            swagger_favicon_url="/docs-assets/favicon.png",
         )

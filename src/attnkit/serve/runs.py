@@ -60,7 +60,9 @@ def _name_and_path(spec: str | Path) -> tuple[str, Path]:
     return path.resolve().name, path
 
 
-def load_runs(specs: Sequence[str | Path], map_location: str = "cpu") -> dict[str, ServedRun]:
+def load_runs(
+    specs: Sequence[str | Path], map_location: str = "cpu", precision: str = "auto"
+) -> dict[str, ServedRun]:
     """Load each run (``RUN`` or ``NAME=RUN``) for serving, by name. A run whose task has no
     endpoint, or two runs of one name, is a one-line ``RunError``."""
     from attnkit.api import load
@@ -75,7 +77,7 @@ def load_runs(specs: Sequence[str | Path], map_location: str = "cpu") -> dict[st
                 f"two runs are named {name!r} ({runs[name].path} and {path}); "
                 f"name them: attnkit serve a={runs[name].path} b={path}"
             )
-        predictor = load(path, map_location=map_location)
+        predictor = load(path, map_location=map_location, precision=precision)
         task = predictor.config.task
         endpoint = get_task(task).endpoint
         if endpoint is None:

@@ -34,7 +34,7 @@ from attnkit.data.batching import pad_batch
 from attnkit.data.mlm import chunk_ids
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.data.split import split_examples
-from attnkit.device import model_device
+from attnkit.device import inference, model_device
 from attnkit.errors import DataError, InputError, RunError
 from attnkit.models.elmo import BiLM, ELMoEmbedder
 from attnkit.models.elmo_classifier import elmo_vectors
@@ -241,7 +241,7 @@ class BiLMPredictor:
                 raise InputError(f"input is empty or whitespace only: {text!r}")
         return texts
 
-    @torch.no_grad()
+    @inference
     def _scores(self, texts: list[str], batch_size: int) -> list[tuple[float, float, int]]:
         """Per text: (forward NLL sum, backward NLL sum, predictions), over its pieces."""
         pieces, owner = encode_pieces(self.tokenizer, texts, self.config.data.max_len)
@@ -286,7 +286,7 @@ class BiLMPredictor:
         ids = self.tokenizer.encode(self._texts(text)[0], max_len=self.config.data.max_len)
         return [self.tokenizer.id_to_token(i) or "?" for i in ids]
 
-    @torch.no_grad()
+    @inference
     def embed(self, texts: Sequence[str] | str, batch_size: int = 64) -> list[Tensor]:
         """ELMo vectors of each text's tokens (``tokens(text)``), (n_tokens, 2 * hidden)
         each, on the CPU: the biLM reads ``[BOS] text [EOS]`` (texts cut to

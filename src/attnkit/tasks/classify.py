@@ -27,7 +27,7 @@ from attnkit.data.paths import DataError
 from attnkit.data.readers import Example, Examples, load_text_classification
 from attnkit.data.segments import encode_pairs
 from attnkit.data.split import split_examples
-from attnkit.device import model_device
+from attnkit.device import inference, model_device
 from attnkit.errors import InputError
 from attnkit.metrics import accuracy, classification_report
 from attnkit.run import RunDir
@@ -425,7 +425,7 @@ class ClassifierPredictor:
                 )
         return ids, types, cut
 
-    @torch.no_grad()
+    @inference
     def predict(
         self,
         texts: Sequence[str] | str,
@@ -447,7 +447,7 @@ class ClassifierPredictor:
         )
         return _predictions(shown, probs, cut, self.labels)
 
-    @torch.no_grad()
+    @inference
     def logits(
         self,
         ids: Sequence[Sequence[int]],
@@ -480,7 +480,7 @@ class ClassifierPredictor:
         with the run's fitted temperature T (``attnkit calibrate``; 1 if never fitted)."""
         return (self.logits(ids, batch_size, types) / self.temperature).softmax(-1)
 
-    @torch.no_grad()
+    @inference
     def ngram_contributions(self, text: str) -> list[tuple[str, float]]:
         """A bag-of-n-grams model's exact explanation of one text: (n-gram, how much it
         raises the predicted class's logit above the mean of all logits), largest effect
@@ -497,7 +497,7 @@ class ClassifierPredictor:
         ]
         return sorted(out, key=lambda gv: -abs(gv[1]))
 
-    @torch.no_grad()
+    @inference
     def attention(self, text: str) -> tuple[list[str], list[Tensor]]:
         """(tokens, per-layer self-attention weights (H, T, T)) for one text."""
         if not self.model.returns_attention:

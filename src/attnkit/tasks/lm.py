@@ -73,7 +73,7 @@ from attnkit.config import ConfigError, RunConfig, require
 from attnkit.data.batching import pad_batch
 from attnkit.data.readers import read_imdb, read_nsmc, read_unlabeled
 from attnkit.data.split import limit_examples, split_examples
-from attnkit.device import model_device, to_device
+from attnkit.device import inference, model_device, to_device
 from attnkit.errors import DataError, InputError, RunError
 from attnkit.generation import sample
 from attnkit.run import RunDir
@@ -557,7 +557,7 @@ class LMPredictor:
             if not isinstance(s, str) or not s:
                 raise InputError(f"a stop string must be a non-empty string, got {s!r}")
 
-    @torch.no_grad()
+    @inference
     def _one(
         self,
         prompt: str,

@@ -30,7 +30,7 @@ from attnkit.data.batching import pad_batch
 from attnkit.data.mlm import IGNORE_INDEX, chunk_ids, mask_tokens
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.data.split import split_examples
-from attnkit.device import model_device
+from attnkit.device import inference, model_device
 from attnkit.errors import DataError, InputError, RunError
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
@@ -337,7 +337,7 @@ class FillMaskPredictor:
         self.config = config
         self.run_dir = run_dir
 
-    @torch.no_grad()
+    @inference
     def fill_mask(self, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
         """For each [MASK] in ``text`` (left to right): ``top_k`` (token, probability)."""
         if not isinstance(text, str) or not text.strip():

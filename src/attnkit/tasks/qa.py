@@ -46,7 +46,7 @@ from attnkit.data.paths import DataError
 from attnkit.data.qa import QAFeature, best_answer, make_features
 from attnkit.data.qa_data import QAExample, read_korquad, read_squad_file
 from attnkit.data.split import limit_examples, split_examples
-from attnkit.device import model_device, to_device
+from attnkit.device import inference, model_device, to_device
 from attnkit.errors import InputError
 from attnkit.metrics import qa_report
 from attnkit.run import RunDir
@@ -417,7 +417,7 @@ class QAPredictor:
         self.doc_stride, self.max_question_len, self.max_answer_len = qa_settings(config)
 
     # ------------------------------------------------------------------ model
-    @torch.no_grad()
+    @inference
     def window_logits(
         self, features: Sequence[QAFeature], batch_size: int = 32
     ) -> list[tuple[Tensor, Tensor]]:

@@ -43,7 +43,7 @@ from attnkit.data.parallel import (
 )
 from attnkit.data.paths import DataError
 from attnkit.data.split import split_examples
-from attnkit.device import model_device, to_device
+from attnkit.device import inference, model_device, to_device
 from attnkit.errors import InputError
 from attnkit.generation import beam_search, greedy, sample
 from attnkit.metrics import bleu, perplexity
@@ -453,6 +453,7 @@ class Seq2SeqPredictor:
                 )
         return ids
 
+    @inference
     def _run(self, texts: Sequence[str], batch_size: int = 32, **options) -> list[str]:
         """Decode every non-empty text (empty / whitespace-only -> "")."""
         if isinstance(texts, str):
@@ -461,13 +462,12 @@ class Seq2SeqPredictor:
         out = [""] * len(texts)
         todo = [i for i, text in enumerate(texts) if text.strip() and ids[i]]
         tk = self.tokenizer
-        with torch.no_grad():
-            for start in range(0, len(todo), batch_size):
-                chunk = todo[start : start + batch_size]
-                src, src_mask = self._batch([ids[i] for i in chunk])
-                rows = decode(self.model, src, src_mask, tk.bos_id, tk.eos_id, tk.pad_id, **options)
-                for i, text in zip(chunk, tk.decode_batch(rows), strict=True):
-                    out[i] = text
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            src, src_mask = self._batch([ids[i] for i in chunk])
+            rows = decode(self.model, src, src_mask, tk.bos_id, tk.eos_id, tk.pad_id, **options)
+            for i, text in zip(chunk, tk.decode_batch(rows), strict=True):
+                out[i] = text
         return out
 
     # ------------------------------------------------------------------ public API
@@ -526,7 +526,7 @@ class Seq2SeqPredictor:
             raise InputError("the input is empty or whitespace only")
         return self._encode([text])[0]
 
-    @torch.no_grad()
+    @inference
     def trace(
         self, text: str, top: int = 5, max_len: int | None = None
     ) -> tuple[str, list[TraceStep]]:
@@ -556,7 +556,7 @@ class Seq2SeqPredictor:
         )
         return tk.decode(rows[0]), steps
 
-    @torch.no_grad()
+    @inference
     def alignment(self, text: str, beam: int = 1, max_len: int | None = None) -> Alignment:
         """Decode ``text`` and return its cross-attention alignment (output x source).
 

@@ -64,7 +64,7 @@ from attnkit.data.ner import (
 from attnkit.data.paths import DataError
 from attnkit.data.split import split_examples
 from attnkit.data.tagged import TAGGED_DATASETS, TaggedSentence, load_tagged
-from attnkit.device import model_device
+from attnkit.device import inference, model_device
 from attnkit.errors import InputError
 from attnkit.metrics import entity_f1, get_entities
 from attnkit.run import RunDir
@@ -437,7 +437,7 @@ class TagPredictor:
         self.word_unit = word_unit
         self.outside_id = self.labels.index("O") if "O" in self.labels else 0
 
-    @torch.no_grad()
+    @inference
     def word_label_ids(
         self, sentences: Sequence[Sequence[str]], batch_size: int = 32
     ) -> tuple[list[list[int]], list[bool]]:
@@ -470,7 +470,7 @@ class TagPredictor:
                 out[i] = predicted[row]
         return out
 
-    @torch.no_grad()
+    @inference
     def unit_label_ids(
         self, sentences: Sequence[tuple[str, Sequence[tuple[int, int]]]], batch_size: int = 32
     ) -> tuple[list[list[int]], list[bool]]:
