@@ -171,14 +171,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
         out = args.config  # `attnkit train --resume runs/NAME` is accepted too
     if out is not None:
         _check_run_folder(out)
-    result = train(
-        args.config if not args.resume else None,
-        out,
-        overrides,
-        args.resume,
-        args.force,
-        device=args.device,
-    )
+    try:
+        result = train(
+            args.config if not args.resume else None,
+            out,
+            overrides,
+            args.resume,
+            args.force,
+            device=args.device,
+            threads=args.threads,
+        )
+    except KeyboardInterrupt:
+        print(f"attnkit: interrupted; {_resume_hint(args, out)}", file=sys.stderr)
+        return 130
     from attnkit.distributed import placement
 
     if not placement().is_main:  # under torchrun: rank 0 reports
@@ -189,6 +194,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
         f"metric {best} (step {result.best_step}); run in {result.run_dir}"
     )
     return 0
+
+
+def _resume_hint(args: argparse.Namespace, out: str | None) -> str:
+    """How to go on after Ctrl-C: the resume command where a checkpoint exists."""
+    from pathlib import Path
+
+    from attnkit.run import RunDir
+
+    if out is None and args.config:
+        out = str(Path("runs") / Path(args.config).stem)  # the default --out
+    if out is not None and RunDir(out).has_checkpoint():
+        return f"continue with: attnkit train --resume --out {out}"
+    return "no checkpoint was written yet: start again with the same command"
 
 
 def _check_run_folder(out: str) -> None:
@@ -1052,7 +1070,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for add in COMMANDS:
         add(sub)
+    _add_threads(parser)
     return parser
+
+
+def _add_threads(parser: argparse.ArgumentParser) -> None:
+    """``--threads N`` on every command: torch's intra-op threads (default: the cores this
+    process may use; for train, the recipe's training.num_threads first)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        parser.add_argument(
+            "--threads",
+            type=_positive_int,
+            help="CPU threads for torch (default: the cores this process may use; on a "
+            "machine busy with other work, fewer can be faster)",
+        )
+        return
+    for child in {id(p): p for p in subs[0].choices.values()}.values():
+        _add_threads(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1067,6 +1102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        # train applies --threads or training.num_threads itself; data needs no torch
+        if args.command not in ("train", "data"):
+            from attnkit.device import apply_threads
+
+            apply_threads(getattr(args, "threads", None))
         return int(args.func(args) or 0)
     except (UsageError, *_user_errors()) as exc:
         if os.environ.get("ATTNKIT_DEBUG"):

@@ -164,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     the traceback instead)."""
     try:
         return _main(argv)
+    except KeyboardInterrupt:
+        print("attnkit demo: interrupted (run `make demo` again to start over)", file=sys.stderr)
+        return 130
     except AttnkitError as err:
         if os.environ.get("ATTNKIT_DEBUG"):
             raise

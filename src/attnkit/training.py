@@ -519,14 +519,71 @@ class Trainer:
         except Exception as exc:  # a plot must never kill a training run
             print(f"warning: could not draw curves.png: {exc}")
 
-    def _progress_bar(self, step: int) -> tqdm:
-        interactive = sys.stderr.isatty()
+    def _progress_bar(self, step: int) -> tqdm | LineProgress:
+        """A redrawn bar on a terminal; elsewhere (a log file, a pipe) one plain line every
+        ``LineProgress.interval`` seconds."""
+        disable = not self.cfg.progress or not self.where.is_main
+        if not sys.stderr.isatty():
+            return LineProgress(self.total_steps, step, disable=disable)
         return tqdm(
             total=self.total_steps,
             initial=step,
-            disable=not self.cfg.progress or not self.where.is_main,
+            disable=disable,
             unit="step",
             dynamic_ncols=True,
             desc="train",
-            mininterval=0.1 if interactive else 30.0,  # a log file gets a line every 30 s
+            mininterval=0.1,
         )
+
+
+class LineProgress:
+    """Progress for a log file or a pipe: one line per ``interval`` seconds on stderr,
+    ``train: step 120/2227 (5%), loss 0.5321, tok_s 4,200, lr 9.8e-04, 1m02s, ETA 18m40s``,
+    never a redrawn bar. The same methods as the tqdm bar the Trainer uses on a terminal."""
+
+    interval = 30.0
+
+    def __init__(self, total: int, initial: int = 0, disable: bool = False) -> None:
+        self.total, self.n, self.disable = total, initial, disable
+        self.start_n, self.start = initial, time.perf_counter()
+        self.last_line = self.start
+        self.postfix: dict[str, str] = {}
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        now = time.perf_counter()
+        if now - self.last_line >= self.interval or self.n >= self.total:
+            self.last_line = now
+            self._line(now)
+
+    def set_postfix(self, **values: str) -> None:
+        self.postfix = values
+
+    def write(self, text: str) -> None:
+        if not self.disable:
+            print(text, flush=True)
+
+    def close(self) -> None:
+        pass
+
+    def _line(self, now: float) -> None:
+        if self.disable:
+            return
+        elapsed = now - self.start
+        rate = (self.n - self.start_n) / max(elapsed, 1e-9)
+        eta = (self.total - self.n) / rate if rate > 0 else float("nan")
+        pct = 100 * self.n / max(self.total, 1)
+        parts = [f"train: step {self.n}/{self.total} ({pct:.0f}%)"]
+        parts += [f"{k} {v}" for k, v in self.postfix.items()]
+        parts += [_duration(elapsed), f"ETA {_duration(eta)}"]
+        print(", ".join(parts), file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    """``1h02m``, ``3m05s``, ``42s`` (``?`` when unknown)."""
+    if not math.isfinite(seconds):
+        return "?"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
