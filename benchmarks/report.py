@@ -598,6 +598,30 @@ def _recipe_speed(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _threads(rows: list[dict]) -> list[str]:
+    """1 vs 2 torch threads, quiet and with one core busy (benchmarks/threads.py)."""
+    lines = []
+    for run in (r for r in rows if r.get("kind") == "threads"):
+        speed = {(r["condition"], r["threads"]): r["tokens_per_s"] for r in run["rows"]}
+        lines += [
+            f"## Threads: {run['recipe']} with 1 and 2 torch threads",
+            "",
+            f"{run['steps']} training steps in fp32 per cell, tokens/s = the Trainer's median "
+            "over its log windows (the first dropped); busy = another process spinning on one "
+            f"core meanwhile. {run['usable_cores']} usable cores; {run['machine']}; "
+            f"{run['date']}. Command: `{run['command']}`",
+            "",
+            "| machine state | 1 thread tokens/s | 2 threads tokens/s | 2 / 1 |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        for condition in ("quiet", "busy"):
+            one, two = speed.get((condition, 1)), speed.get((condition, 2))
+            if one and two:
+                lines.append(f"| {condition} | {one:,} | {two:,} | {two / one:.2f}x |")
+        lines.append("")
+    return lines
+
+
 def _quantize(rows: list[dict]) -> list[str]:
     """int8 vs float weights of a run (benchmarks/quantize.py, kind "quantize")."""
     runs = [r for r in rows if r.get("kind") == "quantize"]
@@ -658,6 +682,7 @@ def render(rows: list[dict]) -> str:
     lines += _serve(rows)
     lines += _speed_ratios(rows)
     lines += _recipe_speed(rows)
+    lines += _threads(rows)
     lines += _quantize(rows)
     machines = sorted({r["machine"] for r in rows if "machine" in r})
     lines += ["Machines: " + "; ".join(machines), ""]

@@ -110,6 +110,23 @@ def tiny_config(tmp_path: Path, tiny_data: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def tiny_run_once(tmp_path_factory) -> Path:
+    """The tiny recipe (1 epoch) trained once per session: tests copy it
+    (``shutil.copytree``) instead of training the same run again; never change it."""
+    import attnkit
+
+    root = tmp_path_factory.mktemp("tiny-once")
+    data = root / "data"
+    data.mkdir()
+    write_csv(data / "train.csv", make_sentiment_rows(320, seed=0))
+    write_csv(data / "test.csv", make_sentiment_rows(80, seed=1))
+    recipe = root / "tiny.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_recipe(data, epochs=1)), encoding="utf-8")
+    attnkit.train(recipe, out=root / "run", log=lambda *_: None)
+    return root / "run"
+
+
 # --------------------------------------------------------------------------- served runs
 LEGACY_RUNS = Path(__file__).parent / "fixtures" / "legacy_runs"
 SERVE_LM_TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\n\n" * 20

@@ -65,6 +65,7 @@ def _rows(run: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in drop} for r in _timed(run)]
 
 
+@pytest.mark.slow
 def test_an_interrupted_pretraining_resumes_to_the_uninterrupted_run(bert, recipe, monkeypatch):
     full, info = bert.pretrain(recipe, [], "full")
     assert info["pretrain_steps"] == 12 and "pretrain_resumed" not in info
@@ -132,6 +133,7 @@ def test_minutes_before_a_resume_add_every_interrupted_segment(bert, tmp_path):
     assert bert._seconds_before_resume(run) == 80.0
 
 
+@pytest.mark.slow
 def test_self_training_labels_then_fine_tunes_on_the_extra_examples(bert, tmp_path):
     """--pseudo-from: the teacher's pseudo-labels are counted in the record, and the
     fine-tuning reports how many extra examples it trained on."""

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("git") is None
     or subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode,

@@ -114,6 +114,7 @@ def test_report_renders_the_speed_ratios(bench):
     assert "Speed against the peers" not in report.render([])
 
 
+@pytest.mark.slow
 def test_every_section_times_both_contenders_at_a_tiny_shape(bench):
     _, speed = bench
     args = speed.parse_args(TINY)
@@ -149,6 +150,7 @@ def test_every_section_times_both_contenders_at_a_tiny_shape(bench):
     assert gen["same_tokens"] is True and gen["target"] == 3.0
 
 
+@pytest.mark.slow
 def test_the_peers_get_attnkits_weights(bench):
     _, speed = bench
     encs = speed.build_encoders(speed.Shape(2, 32, 4), vocab=100, seq=12, with_ad0=False)

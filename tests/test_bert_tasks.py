@@ -191,6 +191,7 @@ def hf_dir(tmp_path_factory) -> Path:
     return d
 
 
+@pytest.mark.slow
 def test_init_from_a_hf_directory_copies_the_encoder(hf_dir, pair_file, tmp_path) -> None:
     recipe = {
         "task": "classify",

@@ -73,6 +73,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.slow
 def test_bilm_trains_and_reports_both_perplexities(runs, capsys) -> None:
     run = runs["bilm"]
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]

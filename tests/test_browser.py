@@ -45,7 +45,7 @@ def _chromium() -> tuple[str | None, str]:
 
 
 CHROMIUM, WHY_NOT = _chromium()
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=WHY_NOT)
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason=WHY_NOT), pytest.mark.slow]
 
 REVIEW = "이 영화 정말 재미있어요 최고"
 
@@ -92,6 +92,7 @@ def page(browser, url):
     page.close()
 
 
+@pytest.mark.slow
 def test_classify_a_korean_review_with_attention(page, served_runs, tmp_path: Path) -> None:
     page.select_option("#classify-model", "sentiment")
     assert not page.is_visible("#classify-pair")  # not a sentence-pair model
@@ -169,6 +170,7 @@ def test_chat_and_streamed_generation(page, served_runs, tmp_path: Path) -> None
     page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
 
 
+@pytest.mark.slow
 def test_docs_renders_the_openapi_document(browser, url) -> None:
     """/docs in the browser: Swagger UI (5.x, from fastapi-offline) renders FastAPI's OpenAPI
     3.1 document with every operation listed; Swagger UI 4 answered "Unable to render this

@@ -42,6 +42,7 @@ def _run(argv, capsys, stdin: bytes | None = None, monkeypatch=None):
     return code, out.out, out.err
 
 
+@pytest.mark.slow
 def test_train_wrote_a_complete_run(trained):
     run = trained / "run"
     names = {p.name for p in run.iterdir()}
@@ -57,6 +58,7 @@ def test_train_wrote_a_complete_run(trained):
     assert cfg["labels"] == ["neg", "pos"] and cfg["model"]["d_model"] == 32
 
 
+@pytest.mark.slow
 def test_evaluate_prints_accuracy_f1_confusion(trained, capsys):
     code, out, _ = _run(["evaluate", str(trained / "run"), "--split", "test"], capsys)
     assert code == 0
@@ -67,6 +69,7 @@ def test_evaluate_prints_accuracy_f1_confusion(trained, capsys):
     assert sum(map(sum, report["confusion_matrix"])) == 80
 
 
+@pytest.mark.slow
 def test_predict_text_stdin_file_json_explain(trained, capsys, monkeypatch, tmp_path):
     run = str(trained / "run")
     texts = ["the movie was really great", "이 영화 정말 지루해요 최악"]
@@ -95,6 +98,7 @@ def test_predict_text_stdin_file_json_explain(trained, capsys, monkeypatch, tmp_
     assert code == 0 and png.is_file() and "wrote" in err
 
 
+@pytest.mark.slow
 def test_evaluate_and_predict_an_ensemble(trained, capsys):
     runs = [str(trained / "run"), str(trained / "gru")]
     code, out, _ = _run(["evaluate", *runs, "--json"], capsys)
@@ -118,6 +122,7 @@ def test_evaluate_and_predict_an_ensemble(trained, capsys):
     ]
 
 
+@pytest.mark.slow
 def test_ensemble_of_a_missing_run_is_a_clean_error(trained, capsys, tmp_path):
     code, out, err = _run(["evaluate", str(trained / "run"), str(tmp_path)], capsys)
     assert code == 2 and "not a run directory" in err and len(err.strip().splitlines()) == 1
@@ -127,6 +132,7 @@ def test_ensemble_of_a_missing_run_is_a_clean_error(trained, capsys, tmp_path):
     assert code == 2 and "not a run directory" in err and out == ""
 
 
+@pytest.mark.slow
 def test_predict_overlong_input_truncates_with_warning(trained, capsys):
     long_text = " ".join(["great"] * 200)
     code, out, err = _run(["predict", str(trained / "run"), long_text], capsys)
@@ -134,6 +140,7 @@ def test_predict_overlong_input_truncates_with_warning(trained, capsys):
     assert "truncated" in err and "max_len=16" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv_tail, stdin, message",
     [

@@ -452,6 +452,7 @@ def test_train_val_split_last_keeps_neighbours_together():
         train_val_split(rows, 0.1, how="first")
 
 
+@pytest.mark.slow
 @needs_shared
 def test_offline_copy_readers():
     train = read_nsmc("train", SHARED)

@@ -114,6 +114,7 @@ def klue_ner() -> dict[str, list[TaggedSentence]]:
     return {split: read_klue_ner(split, SHARED) for split in (*SPLITS, "dev")}
 
 
+@pytest.mark.slow
 @needs_shared
 def test_conll2003_counts_and_iob2():
     expected = {
@@ -134,6 +135,7 @@ def test_conll2003_counts_and_iob2():
     assert first.tags[:3] == ["B-ORG", "O", "B-MISC"] and first.text().startswith("EU rejects")
 
 
+@pytest.mark.slow
 @needs_shared
 def test_klue_ner_split_tags_and_text(klue_ner):
     dev = klue_ner["dev"]

@@ -8,10 +8,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from attnkit.data.catalogue import get_dataset
 from attnkit.demo import main, train_reverser
 
 
+@pytest.mark.slow
 def test_toy_demo_writes_figures(tmp_path, capsys):
     assert main(["--toy", "--steps", "30", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "positional_encoding.png").is_file()
@@ -19,6 +22,7 @@ def test_toy_demo_writes_figures(tmp_path, capsys):
     assert "token accuracy" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_reverser_learns_beyond_chance():
     _, acc = train_reverser(steps=150, log_every=0)
     assert acc > 0.3  # chance is 0.1 (ten digits)
@@ -55,6 +59,7 @@ def test_demo_offline_is_one_error_line(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "out" / "nsmc-quick").exists()
 
 
+@pytest.mark.slow
 def test_demo_module_offline_exits_2_without_traceback(tmp_path):
     """``python -m attnkit.demo`` with an empty data folder and a mirror that is not there
     (no network needed: the download fails on a missing file:// URL)."""

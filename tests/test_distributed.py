@@ -111,6 +111,7 @@ def runs(recipe, tmp_path_factory) -> dict[str, Path]:
     return {"one": out / "one", "two": out / "two", "out": out}
 
 
+@pytest.mark.slow
 def test_two_processes_follow_the_one_process_trajectory(runs):
     rows = _rows(runs["two"])
     steps = [r["step"] for r in rows if "train_loss" in r]
@@ -122,6 +123,7 @@ def test_two_processes_follow_the_one_process_trajectory(runs):
         assert (runs["two"] / name).is_file(), name
 
 
+@pytest.mark.slow
 def test_two_processes_with_gradient_accumulation(recipe, runs):
     """Micro-batches of 8 (4 per process), 2 per step: gradients are averaged over the
     processes once per optimizer step (no_sync before), and match one process."""
@@ -132,6 +134,7 @@ def test_two_processes_with_gradient_accumulation(recipe, runs):
     _assert_same_run(runs["out"] / "acc-one", runs["out"] / "acc-two")
 
 
+@pytest.mark.slow
 def test_a_crashed_two_process_run_resumes_exactly(recipe, runs, tmp_path):
     killer = tmp_path / "killer.py"
     killer.write_text(KILLER, encoding="utf-8")

@@ -110,6 +110,7 @@ def test_versions_match_metadata(capsys, monkeypatch):
     assert _value(env_report.format_report(info), "onnxruntime").strip() == "not installed"
 
 
+@pytest.mark.slow
 def test_env_imports_neither_transformers_nor_onnxruntime():
     import subprocess
     import sys

@@ -123,6 +123,7 @@ def test_the_tokenizer_takes_any_text(tokenizer, text: str, max_len: int) -> Non
     assert isinstance(tokenizer.decode(ids), str)
 
 
+@pytest.mark.slow
 def test_a_huge_input_is_truncated_quickly(tokenizer) -> None:
     huge = "정말 재미있어요 " * 200_000  # 2.6 MB
     assert len(tokenizer.encode(huge, max_len=64)) == 64
@@ -142,6 +143,7 @@ def run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 @FAST
 @given(texts=st.lists(TEXT.filter(lambda t: t.strip() and t != "-"), min_size=1, max_size=3))
 def test_predict_prints_one_line_per_text_or_one_error(run: Path, capsys, texts) -> None:

@@ -182,6 +182,7 @@ def _prepared(recipe: dict):
     return cfg, data, model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lm", ["char_lm", "doc_lm"])
 def test_init_from_copies_the_lm_run_exactly_and_reads_text_as_it_did(runs, lm: str) -> None:
     data = {"name": "file", "train": str(runs["csv"] / "train.csv")}
@@ -251,6 +252,7 @@ def test_cli_predicts_explains_and_evaluates(runs, tmp_path: Path, capsys) -> No
     assert "accuracy" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_char_level_lm_run_fine_tunes_too(runs, tmp_path: Path) -> None:
     data = {"name": "file", "train": str(runs["csv"] / "train.csv"),
             "test": str(runs["csv"] / "test.csv"), "max_len": 24}  # fmt: skip

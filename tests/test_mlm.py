@@ -112,6 +112,7 @@ def _mlm_recipe(corpus: Path, **training) -> dict:
     return recipe
 
 
+@pytest.mark.slow
 def test_pretrain_then_fine_tune_from_the_encoder(tmp_path: Path, tiny_data: Path) -> None:
     corpus = _corpus(tmp_path / "corpus.txt")
     run = tmp_path / "pretrain"
@@ -237,6 +238,7 @@ def test_electra_task_replaces_only_masked_positions() -> None:
     assert set(metrics) >= {"mlm_loss", "rtd_loss", "rtd_accuracy", "replaced_fraction"}
 
 
+@pytest.mark.slow
 def test_electra_pretraining_learns_and_fine_tunes(tmp_path: Path, tiny_data: Path) -> None:
     # one sentiment per line: a replacement from the other side is given away by its context
     rng = random.Random(0)
@@ -325,6 +327,7 @@ def test_unlabeled_readers(tmp_path: Path) -> None:
         read_texts(tmp_path / "missing.txt")
 
 
+@pytest.mark.slow
 def test_cli_pretrain_predict_fill_mask_and_errors(tmp_path: Path, capsys) -> None:
     from attnkit.cli import main
 

@@ -139,6 +139,7 @@ def test_config_checks_for_the_ngram_arch(tmp_path: Path):
         RunConfig.from_dict(raw)
 
 
+@pytest.mark.slow
 def test_train_load_predict_and_ensemble(tmp_path: Path, tiny_data: Path):
     raw = tiny_recipe(tiny_data, epochs=3, batch_size=32, lr=0.05, weight_decay=0.0)
     raw["model"] = {"arch": "ngram", "ngram_max": 2, "num_buckets": 4096}

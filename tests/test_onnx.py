@@ -79,6 +79,7 @@ def _export(run: Path, tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["transformer", "bert-classifier", "gpt-classifier"])
 def test_classifier_export_predicts_like_the_run(runs, arch, tmp_path):
     run = runs[arch]
@@ -110,6 +111,7 @@ def test_classifier_export_predicts_like_the_run(runs, arch, tmp_path):
         assert np.abs(logits - want.numpy()).max() < 1e-4
 
 
+@pytest.mark.slow
 def test_serve_answers_from_an_onnx_export(runs, tmp_path):
     from fastapi.testclient import TestClient
 
@@ -127,6 +129,7 @@ def test_serve_answers_from_an_onnx_export(runs, tmp_path):
         assert got["probabilities"] == pytest.approx(want.probabilities, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_sentence_pair_export_uses_segment_ids(runs, tmp_path):
     run = runs["pairs"]
     out = _export(run, tmp_path)
@@ -144,6 +147,7 @@ def test_sentence_pair_export_uses_segment_ids(runs, tmp_path):
         load(out).predict(a)
 
 
+@pytest.mark.slow
 def test_tagger_and_qa_export(tmp_path):
     from test_qa_task import _squad, _write
     from test_tag_task import _recipe as tag_recipe
@@ -173,6 +177,7 @@ def test_tagger_and_qa_export(tmp_path):
     assert got.text == ref.text and got.score == pytest.approx(ref.score, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_cli_export_and_bad_input(runs, tmp_path, capsys):
     run = runs["transformer"]
     assert main(["export", str(run), "--format", "onnx", "-o", str(tmp_path / "x")]) == 0

@@ -138,6 +138,7 @@ def test_forced_bf16_where_emulated_is_one_warning_line(tiny_data, tmp_path, cap
     assert not bf16_warnings  # a line, not a Python UserWarning
 
 
+@pytest.mark.slow
 def test_inference_follows_the_same_rule(tiny_data, tmp_path, monkeypatch):
     _train(tiny_data, tmp_path)
     run = tmp_path / "run"

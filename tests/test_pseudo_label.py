@@ -54,6 +54,7 @@ def _unlabelled(n: int = 300, seed: int = 7) -> list[str]:
     return [row["text"] + " the the" for row in make_sentiment_rows(n, seed=seed)]
 
 
+@pytest.mark.slow
 def test_keeps_exactly_the_texts_at_or_above_the_threshold(teacher):
     predictor = _teacher(teacher)
     texts = _unlabelled()
@@ -70,6 +71,7 @@ def test_keeps_exactly_the_texts_at_or_above_the_threshold(teacher):
         assert r.confidence == pytest.approx(probs[r.text], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_balance_keeps_the_most_confident_of_each_class(teacher):
     predictor = _teacher(teacher)
     texts = _unlabelled(400)
@@ -89,6 +91,7 @@ def test_balance_keeps_the_most_confident_of_each_class(teacher):
     assert dropped and max(r.confidence for r in dropped) <= lowest_kept
 
 
+@pytest.mark.slow
 def test_empty_repeated_and_bad_arguments(teacher):
     predictor = attnkit.load(teacher / "run")
     rows, stats = pseudo_label(
@@ -103,6 +106,7 @@ def test_empty_repeated_and_bad_arguments(teacher):
         pseudo_label(object(), ["great"], **QUIET)
 
 
+@pytest.mark.slow
 def test_bf16_labels_agree_with_fp32(teacher):
     predictor = _teacher(teacher)
     texts = _unlabelled(200)
@@ -142,6 +146,7 @@ def _recipe(data, tmp_path, extra=None, **data_keys):
     return load_config(path)
 
 
+@pytest.mark.slow
 def test_extra_train_drops_texts_of_every_split_and_repeats(tmp_path, teacher):
     data = teacher / "data"
     cfg = _recipe(data, tmp_path)
@@ -161,6 +166,7 @@ def test_extra_train_drops_texts_of_every_split_and_repeats(tmp_path, teacher):
     assert dropped == 3 and soft is None  # (no prob_ columns: hard labels)
 
 
+@pytest.mark.slow
 def test_extra_train_labels_by_name_or_raw_form_and_unknown_ones(tmp_path, teacher):
     cfg = _recipe(teacher / "data", tmp_path)
     path = tmp_path / "p.tsv"
@@ -174,6 +180,7 @@ def test_extra_train_labels_by_name_or_raw_form_and_unknown_ones(tmp_path, teach
         extra_training_examples(cfg, names, raw, [])
 
 
+@pytest.mark.slow
 def test_extra_train_joins_training_after_the_validation_split(tmp_path, teacher):
     data = teacher / "data"
     base = prepare_data(_recipe(data, tmp_path), **QUIET)
@@ -187,6 +194,7 @@ def test_extra_train_joins_training_after_the_validation_split(tmp_path, teacher
     assert "extra_train_examples" not in base.run_info
 
 
+@pytest.mark.slow
 def test_extra_train_refused_for_sentence_pairs(tmp_path, teacher):
     path = tmp_path / "pairs.csv"
     path.write_text("a,b,label\nx,y,yes\nz,w,no\n", encoding="utf-8")
@@ -208,6 +216,7 @@ def _cli(argv, capsys):
     return code, out.out, out.err
 
 
+@pytest.mark.slow
 def test_cli_writes_the_tsv_a_recipe_trains_on(teacher, tmp_path, capsys):
     corpus = tmp_path / "u.txt"
     corpus.write_text("\n".join(_unlabelled()) + "\n", encoding="utf-8")
@@ -232,6 +241,7 @@ def test_cli_writes_the_tsv_a_recipe_trains_on(teacher, tmp_path, capsys):
     assert f'"extra_train_examples": {len(new)}' in saved.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "tail, message",
     [
@@ -262,6 +272,7 @@ def test_cli_refuses_a_run_that_is_not_a_classifier(served_runs, tmp_path, capsy
     assert code == 2 and "is a lm run; pseudo-labels come from a classify run" in stderr
 
 
+@pytest.mark.slow
 def test_an_ensemble_teacher_averages_its_members(teacher, tmp_path):
     other = tiny_recipe(teacher / "data", epochs=2)
     other["model"] = {"arch": "gru", "d_model": 32, "hidden_size": 32}
@@ -279,6 +290,7 @@ def test_an_ensemble_teacher_averages_its_members(teacher, tmp_path):
         assert r.label == both.labels[mean.index(max(mean))]
 
 
+@pytest.mark.slow
 def test_soft_targets_reach_the_loss_as_distributions(teacher, tmp_path):
     predictor = attnkit.load(teacher / "run")
     rows, _ = pseudo_label(predictor, _unlabelled(50), 0.0, soft=True, **QUIET)
@@ -305,6 +317,7 @@ def test_soft_targets_reach_the_loss_as_distributions(teacher, tmp_path):
     assert hard["labels"].dtype == torch.long and hard["labels"].shape == (2,)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "body, message",
     [
@@ -321,6 +334,7 @@ def test_bad_soft_targets_are_one_clear_error(teacher, tmp_path, body, message):
         prepare_data(cfg, **QUIET)
 
 
+@pytest.mark.slow
 def test_soft_targets_from_json_lines(teacher, tmp_path):
     path = tmp_path / "p.jsonl"
     rows = [

@@ -269,6 +269,7 @@ def test_the_cli_and_bad_input(tmp_path: Path, recipe: dict, capsys) -> None:
         qa.answer_batch([("Who?", "Some context."), ("Who?", "")])
 
 
+@pytest.mark.slow
 def test_a_tiny_model_learns_its_training_answers(tmp_path: Path, recipe: dict) -> None:
     """Overfitting 3 questions (each about its own 6-sentence paragraph, read in several
     windows): EM 100 on them, so windows, targets, loss and decoding agree."""

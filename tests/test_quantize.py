@@ -38,6 +38,7 @@ def tiny_run(tmp_path_factory):
     return d / "run"
 
 
+@pytest.mark.slow
 def test_export_writes_int8_weights_and_loads_for_prediction(tiny_run, tmp_path):
     out = export(tiny_run, tmp_path / "q", fmt="attnkit", quantize="int8")
     assert sorted(p.name for p in out.iterdir()) == ["config.json", INT8_WEIGHTS, "tokenizer.json"]
@@ -107,6 +108,7 @@ def test_export_bad_input(tiny_run, tmp_path):
         load(out, map_location="meta")
 
 
+@pytest.mark.slow
 def test_cli_export_quantize(tiny_run, tmp_path):
     run = [sys.executable, "-m", "attnkit"]
     done = subprocess.run(
@@ -141,6 +143,7 @@ def test_cli_export_quantize(tiny_run, tmp_path):
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_quantize_benchmark_measures_both_and_renders(tiny_run, tmp_path):
     import shutil
 

@@ -223,6 +223,7 @@ def toy_recipe(tmp_path: Path) -> dict:
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_task_and_a_model_from_outside_train_save_load_evaluate_and_predict(
     tmp_path: Path, toy_recipe: dict, capsys
 ) -> None:

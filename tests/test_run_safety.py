@@ -29,9 +29,10 @@ def _cfg(tiny_data: Path, **training) -> RunConfig:
 
 
 @pytest.fixture
-def finished(tmp_path: Path, tiny_data: Path) -> Path:
+def finished(tmp_path: Path, tiny_run_once: Path) -> Path:
+    """A finished run of the tiny recipe (1 epoch): a copy of the one trained per session."""
     out = tmp_path / "run"
-    attnkit.train(_cfg(tiny_data), out=out, **QUIET)
+    shutil.copytree(tiny_run_once, out)
     return out
 
 
@@ -160,7 +161,8 @@ def _damage(run: Path, tmp_path: Path, case: str) -> None:
         weights.write_bytes(pickle.dumps({"embed.weight": [1, 2, 3]}))
     elif case == "weights of another model":
         other = tmp_path / "other"
-        recipe = tiny_recipe(tmp_path / "data", epochs=1)
+        data = Path(json.loads(config.read_text(encoding="utf-8"))["data"]["train"]).parent
+        recipe = tiny_recipe(data, epochs=1)
         recipe["model"]["d_model"] = 16
         attnkit.train(RunConfig.from_dict(recipe), out=other, **QUIET)
         shutil.copy(other / "model.safetensors", weights)

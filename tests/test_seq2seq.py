@@ -243,6 +243,7 @@ def test_loss_ignores_padding(toy, arch):
 
 
 # ----------------------------------------------------------------------------- training
+@pytest.mark.slow
 def test_cli_training_wrote_a_translate_run(runs):
     run = runs / "mt"
     assert {
@@ -427,6 +428,7 @@ def test_two_aligned_files_by_prefix(tmp_path):
 
 
 # ----------------------------------------------------------------------------- resume
+@pytest.mark.slow
 def test_seq2seq_resume_after_sigkill_is_exact(tmp_path):
     """An LSTM with dropout and teacher forcing 0.5 (both draw random numbers) killed mid-run
     and resumed logs the same losses and ends with the same weights as an unbroken run."""

@@ -331,6 +331,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_cli_serves_until_stopped(served_runs) -> None:
     port = _free_port()
     proc = subprocess.Popen(

@@ -327,6 +327,7 @@ KLUE = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 @KLUE
 @pytest.mark.parametrize("label_unit", [None, "char"])
 def test_klue_ner_tags_characters(tmp_path: Path, label_unit: str | None) -> None:

@@ -180,6 +180,7 @@ def test_bf16_autocast_trains_in_bf16_on_cpu(tmp_path):
 
 
 # ---------------------------------------------------------------------- schedule
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("make_model", "width"), [(lambda: ConfiguredModel(hidden_width=64), 64), (ToyModel, 512)]
 )
@@ -235,6 +236,7 @@ def test_checkpoint_with_cuda_rng_states_loads_without_cuda(tmp_path, monkeypatc
     assert state == {"step": 3}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("n_train", "grad_accum"),
     [

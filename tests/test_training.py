@@ -52,6 +52,7 @@ def _rows(run):
     return [json.loads(x) for x in lines]
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_reproduces_the_uninterrupted_run(tmp_path, tiny_data):
     # WordPiece training in `tokenizers` breaks ties differently in each process, so both
     # runs share one tokenizer file; everything after that must be bit-for-bit reproducible.
@@ -103,6 +104,7 @@ def test_early_stopping_and_best_checkpoint(tmp_path, tiny_data):
     assert load(tmp_path / "run").predict(["the movie was great"])[0].label in ("neg", "pos")
 
 
+@pytest.mark.slow
 def test_training_learns_the_tiny_task(tmp_path, tiny_data):
     cfg = RunConfig.from_dict(tiny_recipe(tiny_data, epochs=6))
     result = train(cfg, out=tmp_path / "run", log=lambda *_: None)
@@ -121,6 +123,7 @@ def test_grad_accumulation_counts_optimizer_steps(tmp_path, tiny_data):
     assert [(r["step"], r["epoch"]) for r in evals] == [(5, 0), (10, 1)]
 
 
+@pytest.mark.slow
 def test_existing_run_is_not_overwritten(tmp_path, tiny_data):
     cfg = RunConfig.from_dict(tiny_recipe(tiny_data, max_steps=2))
     train(cfg, out=tmp_path / "run", log=lambda *_: None)

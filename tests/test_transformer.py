@@ -69,6 +69,7 @@ def test_cached_and_uncached_decoding_give_identical_tokens():
     assert ba.tokens == bb.tokens
 
 
+@pytest.mark.slow
 def test_learns_to_copy_with_teacher_forcing():
     torch.manual_seed(0)
     model = Transformer(

@@ -560,8 +560,9 @@ class LineProgress:
         self.postfix = values
 
     def write(self, text: str) -> None:
-        if not self.disable:
-            print(text, flush=True)
+        """A line of its own (the evaluation results), printed even without progress, as
+        tqdm's ``write`` does."""
+        print(text, flush=True)
 
     def close(self) -> None:
         pass
