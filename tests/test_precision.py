@@ -178,3 +178,13 @@ def test_threads_default_to_the_usable_cores(monkeypatch):
         assert apply_threads(2) == 2 and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_busy_machine_suggests_fewer_threads(monkeypatch):
+    monkeypatch.setattr(dev, "usable_cores", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))  # one core taken
+    note = dev.busy_note(2)
+    assert note and "busy (load average 1.0 on 2 cores)" in note and "--threads 1" in note
+    assert dev.busy_note(1) is None  # one thread does not wait for another
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    assert dev.busy_note(2) is None  # a quiet machine

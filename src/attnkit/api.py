@@ -27,7 +27,7 @@ import torch
 from attnkit import __version__, distributed
 from attnkit.checkpoint import atomic_write_text
 from attnkit.config import ConfigError, RunConfig, load_config
-from attnkit.device import FP32, Precision, default_threads, resolve_precision
+from attnkit.device import FP32, Precision, busy_note, default_threads, resolve_precision
 from attnkit.interop.onnx import ONNX_FILE, OnnxModel, export_onnx, onnx_signature
 from attnkit.models import build_model
 from attnkit.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quantize_int8, save_int8
@@ -133,6 +133,9 @@ def _log_machine_choices(cfg: RunConfig, precision: Precision, log) -> None:
     log(f"device: {device}; precision: {precision.name} ({precision.reason})")
     if device.type == "cpu":
         log(f"threads: {threads} ({source}; --threads or training.num_threads to change)")
+        busy = busy_note(threads)
+        if busy:
+            log(busy)
     if precision.emulated:
         print(
             f"attnkit: warning: training.bf16 is true but {device} has no native bf16: it is "

@@ -28,6 +28,7 @@ __all__ = [
     "Precision",
     "cpu_flags",
     "apply_threads",
+    "busy_note",
     "cpu_has_native_bf16",
     "default_threads",
     "inference",
@@ -216,6 +217,24 @@ def usable_cores() -> int:
 def default_threads() -> int:
     """torch's intra-op threads when nothing is set: the usable cores."""
     return usable_cores()
+
+
+def busy_note(threads: int) -> str | None:
+    """A note when other processes already keep cores busy (1-minute load average) and
+    ``threads`` would share them: there OpenMP threads spin waiting for the one that lost its
+    core (2 threads ran at 0.38x of 1 on a 2-core machine with one core busy, docs/results.md
+    "Threads"). None when the machine looks free, or on systems without a load average."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+    cores = usable_cores()
+    if threads < 2 or load < 0.9 or load + threads <= cores + 0.5:
+        return None
+    return (
+        f"note: this machine is busy (load average {load:.1f} on {cores} cores); if training "
+        "is slow, try --threads 1 (threads that share a busy core wait for each other)"
+    )
 
 
 def apply_threads(threads: int | None = None) -> int:
