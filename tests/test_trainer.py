@@ -1,5 +1,6 @@
 """The Trainer on a toy task (CPU): devices, precision, the Noam width, checkpoints, resume,
-torch.compile. The end-to-end runs of real tasks are in test_training.py."""
+torch.compile. Resume after SIGKILL, early stopping and schedules on a real task are in
+test_trainer_resume.py."""
 
 from __future__ import annotations
 

@@ -279,9 +279,11 @@ class Trainer:
         self.model.train()
         s.start = s.window_start = time.perf_counter()
         done = s.step >= self.total_steps
-        while not done:
-            done = self._train_epoch(s)
-        self._bar.close()
+        try:
+            while not done:
+                done = self._train_epoch(s)
+        finally:  # also on Ctrl-C: the bar ends before the CLI's one line, not after it
+            self._bar.close()
         if s.best is None and self.where.is_main:  # no validation data: the last weights
             self.run.save_weights(self.model)
         self._plot()

@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +47,7 @@ from attnkit.data.readers import (
     read_texts,
     read_unlabeled,
 )
+from attnkit.device import resolve_precision
 from attnkit.errors import DataError, InputError
 
 __all__ = [
@@ -77,12 +78,17 @@ def same_text(text: str) -> str:
     return " ".join(text.split())
 
 
-def _bf16_helps(device: torch.device) -> bool:
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    from attnkit.training import cpu_has_native_bf16
-
-    return device.type == "cpu" and cpu_has_native_bf16()
+@contextlib.contextmanager
+def _precision(member, bf16: bool | None) -> Iterator[None]:
+    """The member's own precision (``attnkit.load``'s rule: bf16 where native), or for the
+    duration the one ``bf16`` asks for (True / False)."""
+    saved = getattr(member, "precision", None)
+    if bf16 is not None:
+        member.precision = resolve_precision(bf16, member.device, what="bf16")
+    try:
+        yield
+    finally:
+        member.precision = saved
 
 
 def _teachers(predictor) -> list:
@@ -116,8 +122,9 @@ def pseudo_label(
     Empty texts and repeats (``same_text``) are labelled once. Keeps the texts whose
     confidence is >= ``min_confidence``; ``balance``: then the same number of each class,
     the most confident. ``soft``: each label also keeps the whole distribution. ``bf16``:
-    autocast the forward pass (None: where it is fast, i.e. a CUDA GPU with bf16 or a CPU
-    with native bf16). Returns the kept labels in input order and counts: ``texts``
+    autocast the forward pass or not (None: each teacher's own ``precision``, by default
+    ``attnkit.load``'s rule: bf16 where the device computes it natively). Returns the kept
+    labels in input order and counts: ``texts``
     (distinct), ``confident``, ``kept`` and ``kept_<label>``."""
     from attnkit.tasks.classify import _encode
 
@@ -139,14 +146,8 @@ def pseudo_label(
         part = distinct[i : i + chunk]
         p = torch.zeros(len(part), len(predictor.labels))
         for m in members:  # p(y | x) = 1/M * sum_m softmax(logits_m / T_m)
-            use_bf16 = _bf16_helps(m.device) if bf16 is None else bf16
-            autocast = (
-                torch.autocast(m.device.type, dtype=torch.bfloat16)
-                if use_bf16
-                else contextlib.nullcontext()
-            )
             ids, _, _ = _encode(m.tokenizer, part, m.config)
-            with autocast:
+            with _precision(m, bf16):
                 logits = m.logits(ids, batch_size)
             p += (logits / m.temperature).softmax(-1) / len(members)
         probs.append(p)

@@ -1,4 +1,5 @@
-"""The Trainer: exact resume after SIGKILL, early stopping, atomic checkpoints, schedules."""
+"""The Trainer on a real (tiny) task: exact resume after SIGKILL, early stopping, atomic
+checkpoints, schedules (the toy-task unit tests are in test_trainer.py)."""
 
 import copy
 import json
