@@ -4,9 +4,15 @@ regenerate docs/results.md.
 
     python benchmarks/bert.py configs/conll2003-minilm.yaml
     python benchmarks/bert.py configs/klue-nli-bert.yaml --pretrain configs/bert-pretrain-ko.yaml
-    python benchmarks/bert.py configs/klue-nli-bert.yaml --init runs/bench-bert-pretrain-ko \\
-        --set model.freeze_encoder=true --name klue-nli-bert-frozen
+    python benchmarks/bert.py configs/experiments/klue-nli-bert-frozen.yaml
+    python benchmarks/bert.py configs/experiments/nsmc-bert-6l-mean.yaml \\
+        --pretrain configs/experiments/bert-pretrain-ko-6l.yaml
     python benchmarks/bert.py --pretrain configs/bert-pretrain-ko.yaml   # pretraining only
+
+A result is named after its recipe file (``--name`` otherwise), a pretraining run after its
+recipe file (``--pretrain-name`` otherwise). A benchmark's recipes are files: those that
+differ from a shipped one are in configs/experiments/ (benchmarks/run_all.py runs them);
+``--set``, ``--pretrain-set`` and ``--init RUN`` (``model.init_from``) are for trials.
 
 ``--resume``: an interrupted pretraining (its runs/bench-NAME/last/) continues where it
 stopped instead of starting over; the trainer's exact resume reproduces the uninterrupted
@@ -22,7 +28,8 @@ gives at least ``--pseudo-min-confidence``; those join the fine-tuning's trainin
 ``--pretrain CONFIG`` (task bert-pretrain) trains into runs/bench-<its name> (or
 runs/bench-<--pretrain-name>) first and starts
 the fine-tuning from it (``model.init_from``); ``--init RUN`` starts from an existing run.
-Results: benchmarks/results/NAME.json (kind "bert") -> the "BERT" table of docs/results.md.
+Results: benchmarks/results/NAME.json (kind "bert"; the schema: benchmarks/report.py) -> the
+"BERT" table of docs/results.md.
 """
 
 from __future__ import annotations
@@ -109,13 +116,15 @@ def pretrain(
         **({"pretrain_resumed": True} if resume else {}),
         "pretrain_total_minutes": round(wall / 60, 2),
         "pretrain_tokens_per_s": _speed(rows),
-        "pretrain_val_mlm_accuracy": round(last["val_mlm_accuracy"], 4),
-        "pretrain_val_mlm_loss": round(last["val_mlm_loss"], 4),
-        **(
-            {"pretrain_val_nsp_accuracy": round(last["val_nsp_accuracy"], 4)}
-            if "val_nsp_accuracy" in last
-            else {}
-        ),
+        "pretrain_validation": {
+            "mlm_accuracy": round(last["val_mlm_accuracy"], 4),
+            "mlm_loss": round(last["val_mlm_loss"], 4),
+            **(
+                {"nsp_accuracy": round(last["val_nsp_accuracy"], 4)}
+                if "val_nsp_accuracy" in last
+                else {}
+            ),
+        },
     }
 
 
@@ -136,6 +145,7 @@ def pseudo_labels(
     rows, stats = pseudo_label(
         teacher, texts, min_confidence, balance, soft=soft, log=lambda *_: None
     )
+    out.parent.mkdir(parents=True, exist_ok=True)  # (write_pseudo_labels makes no folders)
     write_pseudo_labels(rows, out, teacher.labels)
     return {
         "pseudo_teacher": teachers[0] if len(teachers) == 1 else teachers,

@@ -31,7 +31,8 @@ split, and the learned s_j and gamma are recorded: kind "elmo". The two classifi
 must agree on data and training (checked before anything trains).
 
 ``--runs DIR`` trains elsewhere than runs/ and ``--json PATH`` writes the record to PATH
-without touching benchmarks/results or docs/results.md (for trial runs).
+without touching benchmarks/results or docs/results.md (for trial runs). The records'
+schema: benchmarks/report.py.
 """
 
 from __future__ import annotations
@@ -167,11 +168,13 @@ def lm_benchmark(
         "train_minutes": round(result.train_seconds / 60, 2),
         "total_minutes": round(wall / 60, 2),
         "tokens_per_s": _speed(rows),
-        "val_loss": round(final["loss"], 4),
-        "val_perplexity": round(final["perplexity"], 3),
-        "val_bits_per_char": round(final["bits_per_char"], 4),
-        "val_bits_per_token": round(final["bits_per_token"], 4),
-        "val_tokens": final.get("num_tokens"),
+        "validation": {  # the best weights on the whole held-out split, in fp32
+            "loss": round(final["loss"], 4),
+            "perplexity": round(final["perplexity"], 3),
+            "bits_per_char": round(final["bits_per_char"], 4),
+            "bits_per_token": round(final["bits_per_token"], 4),
+        },
+        "validation_tokens": final.get("num_tokens"),
         "best_val_loss": round(best["val_loss"], 4) if best else None,
         "best_step": best["step"] if best else None,
         "last_val_loss": round(evals[-1]["val_loss"], 4) if evals else None,
@@ -312,10 +315,12 @@ def _classifier(config: str, out: Path, overrides: list[str]) -> dict:
         "arch": cfg["model"]["arch"],
         "num_parameters": cfg["num_parameters"],
         "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
-        "test_accuracy": round(report["accuracy"], 4),
-        "test_macro_f1": round(report["macro_f1"], 4),
+        "test": {
+            "accuracy": round(report["accuracy"], 4),
+            "macro_f1": round(report["macro_f1"], 4),
+        },
         "test_examples": report["num_examples"],
-        "best_val_accuracy": result.best_metric,
+        "best_val_metric": result.best_metric,
         "steps": result.step,
         "train_minutes": round(result.train_seconds / 60, 2),
         "total_minutes": round(wall / 60, 2),
@@ -367,10 +372,12 @@ def elmo_benchmark(
         "train_minutes": round(result.train_seconds / 60, 2),
         "total_minutes": round(wall / 60, 2),
         "tokens_per_s": _speed(rows),
-        "val_forward_perplexity": round(best["val_forward_perplexity"], 2),
-        "val_backward_perplexity": round(best["val_backward_perplexity"], 2),
-        "val_perplexity": round(best["val_perplexity"], 2),
-        "val_loss": round(best["val_loss"], 4),
+        "validation": {  # its best evaluation (best_step)
+            "forward_perplexity": round(best["val_forward_perplexity"], 2),
+            "backward_perplexity": round(best["val_backward_perplexity"], 2),
+            "perplexity": round(best["val_perplexity"], 2),
+            "loss": round(best["val_loss"], 4),
+        },
     }
     elmo = _classifier(
         recipes["elmo"], runs / f"bench-{name}", [f"model.init_from={bilm_dir}", *overrides]
@@ -390,7 +397,7 @@ def elmo_benchmark(
         "bilm": bilm,
         "elmo": elmo,
         "baseline": baseline,
-        "accuracy_gain": round(elmo["test_accuracy"] - baseline["test_accuracy"], 4),
+        "accuracy_gain": round(elmo["test"]["accuracy"] - baseline["test"]["accuracy"], 4),
         "same_budget": elmo["steps"] == baseline["steps"] and same_tokenizer,
         **_environment(),
     }

@@ -2,9 +2,43 @@
 
 Each benchmark script writes its JSON record and calls ``write_results_md()``; the tables
 are rebuilt from every record, each row with the command that produced it, followed by the
-hand-written notes in benchmarks/notes-*.md.
+hand-written notes in benchmarks/notes-*.md. Every table is ``table(rows, columns)``: the
+records (or rows made from them) and a list of ``Col`` specs.
 
     python benchmarks/report.py        # rebuild docs/results.md only
+
+The results schema: one record per benchmark run, benchmarks/results/NAME.json
+-----------------------------------------------------------------------------------------
+Every record has ``name`` (its file name), ``kind`` (the section of docs/results.md:
+sentiment, bert, translate, chat, lm, generation, elmo, speed, dropout_speed,
+speed_ratios, recipe_speed, threads, quantize, serve), ``command`` (how it was started,
+from the repository root, with the recipe files it trained) and ``date``; where measured,
+``machine``, ``threads``, ``peak_rss_mb`` and ``cpu_native_bf16``.
+
+A model trained and scored (kinds sentiment, bert, translate, chat, lm; the classifiers and
+biLM of elmo; every ensemble member) records its scores as one mapping per split, metric
+name -> value:
+
+- ``test``: the final model on the test split, the task's metrics: classify ``accuracy``,
+  ``macro_f1``; tag ``f1``, ``precision``, ``recall``; qa ``exact_match``, ``f1``;
+  translate and chat ``loss``, ``perplexity`` (translate: sacreBLEU of each decoding in
+  ``decodings``); ``test_examples``: reviews / sentences / questions / pairs scored.
+- ``validation``: a language model's on the held-out split (it has no test split): ``loss``,
+  ``perplexity``, ``bits_per_char``, ``bits_per_token``, with ``validation_tokens``; the
+  ELMo biLM's ``forward_perplexity``, ``backward_perplexity``, ``perplexity``, ``loss`` at
+  its best evaluation (``best_step``).
+- ``pretrain_validation``: the last evaluation of a pretraining run by the same command
+  (``pretrain_*`` keys: its steps, minutes, recipe): ``mlm_loss``, ``mlm_accuracy``, and
+  ``nsp_accuracy`` (BERT) or ``rtd_accuracy`` (ELECTRA's discriminator).
+- ``best_val_metric``: the best value of the recipe's validation metric the training logged;
+  ``val_log`` (seq2seq) / ``best_val_loss``, ``last_val_loss`` (lm): the training log's
+  evaluations. Minutes: ``train_minutes`` (training), ``total_minutes`` (the whole command).
+
+The other kinds time things (``*_tokens_per_s``, ``*_ms``, ``speedup``): their keys are
+the columns of their tables below; quantize has one mapping per weights (``fp32``, ``int8``,
+``onnx``): the task's metrics on ``split`` and the timings. ``check_record`` says what in a
+record breaks this, the flat keys of the earlier schemas (``test_accuracy``, ``val_loss``,
+...) included.
 """
 
 from __future__ import annotations
@@ -15,7 +49,10 @@ import resource
 import shlex
 import statistics
 import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -23,6 +60,52 @@ import attnkit
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
+KINDS = {
+    *("sentiment", "bert", "translate", "chat", "lm", "generation", "elmo", "speed"),
+    *("dropout_speed", "speed_ratios", "recipe_speed", "threads", "quantize", "serve"),
+}
+# keys of the earlier schemas: a split's scores are now one mapping (test, validation, ...)
+OLD_KEYS = {
+    *("test_accuracy", "test_macro_f1", "test_loss", "test_perplexity", "test_pairs"),
+    *("best_val_accuracy", "val_loss", "val_perplexity", "val_bits_per_char"),
+    *("val_bits_per_token", "val_tokens", "val_forward_perplexity", "val_backward_perplexity"),
+    *("pretrain_val_loss", "pretrain_val_accuracy", "pretrain_val_rtd_accuracy"),
+    *("pretrain_val_mlm_accuracy", "pretrain_val_mlm_loss", "pretrain_val_nsp_accuracy"),
+}
+# where a kind's scores are: (part of the record, its split mapping)
+SCORED = {
+    "sentiment": [("", "test")],
+    "translate": [("", "test")],
+    "chat": [("", "test")],
+    "lm": [("", "validation")],
+    "elmo": [("bilm", "validation"), ("elmo", "test"), ("baseline", "test")],
+}
+
+
+def check_record(record: dict) -> list[str]:
+    """What in ``record`` does not follow the results schema (above); [] when it does."""
+    problems = [f"no {k}" for k in ("name", "kind", "command", "date") if k not in record]
+    kind = record.get("kind")
+    if "kind" in record and kind not in KINDS:
+        problems.append(f"unknown kind {kind!r}")
+    parts = {"": record}  # the record and its nested stages
+    parts |= {k: record[k] for k in ("bilm", "elmo", "baseline") if isinstance(record.get(k), dict)}
+    parts |= {f"ensemble[{i}]": m for i, m in enumerate(record.get("ensemble") or [])}
+    for where, part in parts.items():
+        at = f"{where}." if where else ""
+        problems += [f"old key {at}{k}" for k in part if k in OLD_KEYS]
+        for split in ("test", "validation", "pretrain_validation"):
+            scores = part.get(split)
+            if split in part and not (
+                isinstance(scores, dict)
+                and all(isinstance(v, int | float) for v in scores.values())
+            ):
+                problems.append(f"{at}{split} is not a mapping of metric -> number")
+    needed = SCORED.get(kind, []) + ([("", "test")] if kind == "bert" and "task" in record else [])
+    for where, split in needed:
+        if split not in parts.get(where, {}):
+            problems.append(f"no {where + '.' if where else ''}{split} scores")
+    return problems
 
 
 def machine() -> str:
@@ -66,6 +149,10 @@ def peak_rss_mb() -> int:
 
 
 def save(record: dict) -> Path:
+    """Write ``record`` to benchmarks/results/NAME.json (after saying on stderr what in it
+    does not follow the schema: a record is never lost to a check)."""
+    for problem in check_record(record):
+        print(f"report.py: warning: {record.get('name')}: {problem}", file=sys.stderr)
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{record['name']}.json"
     path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -101,6 +188,79 @@ def _notes(name: str) -> list[str]:
     return [path.read_text(encoding="utf-8").strip(), ""] if path.is_file() else []
 
 
+# --------------------------------------------------------------------------------------
+# One table helper: rows + column specs -> markdown
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Col:
+    """A column of a markdown table: its header, its cell for a row (a key of the row, dotted
+    for a nested one, e.g. ``test.accuracy``, or a function of the row) and, for a key, the
+    format spec of its value (``","``, ``".4f"``); ``right``: right-aligned (numbers)."""
+
+    label: str
+    cell: str | Callable[[Any], object]
+    spec: str = ""
+    right: bool = False
+
+
+def get(row: dict, key: str) -> Any:
+    """``row[key]``, following dots into nested records; None where a part is missing."""
+    value: Any = row
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def fmt(value: Any, spec: str = "") -> str:
+    """``value`` formatted with ``spec``; "-" for None (not measured)."""
+    return "-" if value is None else format(value, spec)
+
+
+def num(label: str, key: str, spec: str = "") -> Col:
+    """A right-aligned column of a record's number."""
+    return Col(label, key, spec, right=True)
+
+
+def command(label: str = "command", key: str = "command") -> Col:
+    """The command that produced a row, as code."""
+    return Col(label, lambda r: f"`{get(r, key)}`")
+
+
+def table(rows: Iterable[Any], columns: Sequence[Col]) -> list[str]:
+    """The lines of a markdown table of ``rows``: a header, the alignment line, one line per
+    row. A key column's cell is its value formatted with the column's spec ("" where the row
+    lacks the key, "-" for None); a function column's is what it returns. "|" in a cell is
+    escaped; an empty cell is "| |"."""
+
+    def cell(row: Any, col: Col) -> str:
+        if callable(col.cell):
+            text = str(col.cell(row))
+        else:
+            text = fmt(get(row, col.cell), col.spec) if _has(row, col.cell) else ""
+        return text.replace("|", "\\|")
+
+    def line(cells: Iterable[str]) -> str:
+        return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"
+
+    out = [line(c.label for c in columns), line("---:" if c.right else "---" for c in columns)]
+    return out + [line(cell(row, c) for c in columns) for row in rows]
+
+
+def _has(row: Any, key: str) -> bool:
+    """Whether ``row`` has the (dotted) ``key``, even with the value None."""
+    *parents, last = key.split(".")
+    for part in parents:
+        row = row.get(part) if isinstance(row, dict) else None
+    return isinstance(row, dict) and last in row
+
+
+def yes_no(value: object) -> str:
+    return "yes" if value else "no"
+
+
+# --------------------------------------------------------------------------------------
+# The sections of docs/results.md, one per kind of record
+# --------------------------------------------------------------------------------------
 def _recipe_init_from(command: str) -> str | None:
     """``model.init_from`` of the recipe a benchmark command names (``configs/X.yaml``)."""
     import yaml
@@ -110,6 +270,76 @@ def _recipe_init_from(command: str) -> str | None:
         return None
     raw = yaml.safe_load((ROOT / recipe).read_text(encoding="utf-8")) or {}
     return (raw.get("model") or {}).get("init_from")
+
+
+def _sentiment_start(r: dict) -> str:
+    """Where a sentiment classifier started: scratch, a run, or the pretraining in the same
+    command; an ensemble adds each member's own test accuracy."""
+    pre = r.get("pretrain_validation")
+    if r.get("pretrain_minutes") is None:  # no pretraining: scratch or init_from
+        # (records written before init_from was recorded: their recipe's)
+        init = r.get("init_from", _recipe_init_from(r["command"]))
+        start = f"`{init}`" if init else "scratch"
+    elif r.get("pretrain_objective") == "electra":
+        start = (
+            f"ELECTRA, {r['pretrain_steps']:,} steps (generator val loss "
+            f"{pre['mlm_loss']}, RTD acc {pre['rtd_accuracy']})"
+        )
+    else:
+        start = f"MLM, {r['pretrain_steps']:,} steps (val loss {pre['mlm_loss']})"
+    if r.get("ensemble"):  # each member's own test accuracy; the others are from scratch
+        first, *others = r["ensemble"]
+        start += f" [alone {first['test']['accuracy']:.4f}]" + "".join(
+            f" + {m['arch']} from scratch [alone {m['test']['accuracy']:.4f}]" for m in others
+        )
+    return start
+
+
+SENTIMENT = [
+    Col("run", "name"),
+    Col("dataset", "dataset"),
+    Col("model", "arch"),
+    num("params", "num_parameters", ","),
+    Col("start", _sentiment_start),
+    Col("bf16", lambda r: "on" if r["bf16"] else "off"),
+    num("test acc", "test.accuracy", ".4f"),
+    num("macro-F1", "test.macro_f1", ".4f"),
+    Col("pretrain min", lambda r: fmt(r.get("pretrain_minutes")), right=True),
+    num("train min", "train_minutes"),
+    Col(
+        "total min",
+        lambda r: round(r["total_minutes"] + r.get("pretrain_total_minutes", 0.0), 2),
+        right=True,
+    ),
+    num("tokens/s", "tokens_per_s", ","),
+    num("peak RSS MB", "peak_rss_mb", ","),
+    command(),
+]
+BF16_SPEED = [
+    Col("recipe", "recipe"),
+    num("steps", "steps"),
+    num("fp32 tok/s", "fp32_tokens_per_s", ","),
+    num("bf16 tok/s", "bf16_tokens_per_s", ","),
+    Col("bf16 / fp32", lambda r: f"{r['bf16_speedup']:.2f}x", right=True),
+    Col("CPU has native bf16", lambda r: yes_no(r["cpu_native_bf16"])),
+    num("threads", "threads"),
+    command(),
+]
+
+
+def _with_speedup(variant: str) -> Callable[[dict], str]:
+    return lambda r: f"{r['tokens_per_s'][variant]:,} ({r['speedup'][variant]:.2f}x)"
+
+
+DROPOUT_SPEED = [
+    Col("recipe", "recipe"),
+    num("steps", "steps"),
+    num("as in the recipe", "tokens_per_s.recipe", ","),
+    Col("attention_dropout=0", _with_speedup("attention_dropout=0"), right=True),
+    Col("dropout=0", _with_speedup("dropout=0"), right=True),
+    num("threads", "threads"),
+    command(),
+]
 
 
 def _sentiment(rows: list[dict]) -> list[str]:
@@ -124,55 +354,17 @@ def _sentiment(rows: list[dict]) -> list[str]:
         "*pretrain min* + *train min* = the training time of the recipe; "
         "*total min* adds reading data, tokenizer training and evaluation.",
         "",
-        "| run | dataset | model | params | start | bf16 | test acc | macro-F1 | pretrain min "
-        "| train min | total min | tokens/s | peak RSS MB | command |",
-        "| --- | --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| --- |",
+        *table([r for r in rows if r.get("kind") == "sentiment"], SENTIMENT),
+        "",
     ]
-    for r in rows:
-        if "test_accuracy" not in r:
-            continue
-        pre = r.get("pretrain_minutes")
-        if pre is None:  # (records written before init_from was recorded: their recipe's)
-            init = r.get("init_from", _recipe_init_from(r["command"]))
-            start = f"`{init}`" if init else "scratch"
-        elif r.get("pretrain_objective") == "electra":
-            start = (
-                f"ELECTRA, {r['pretrain_steps']:,} steps (generator val loss "
-                f"{r['pretrain_val_loss']}, RTD acc {r['pretrain_val_rtd_accuracy']})"
-            )
-        else:
-            start = f"MLM, {r['pretrain_steps']:,} steps (val loss {r['pretrain_val_loss']})"
-        if r.get("ensemble"):  # each member's own test accuracy; the others are from scratch
-            first, *others = r["ensemble"]
-            start += f" [alone {first['test_accuracy']:.4f}]" + "".join(
-                f" + {m['arch']} from scratch [alone {m['test_accuracy']:.4f}]" for m in others
-            )
-        total = round(r["total_minutes"] + r.get("pretrain_total_minutes", 0.0), 2)
-        lines.append(
-            f"| {r['name']} | {r['dataset']} | {r['arch']} | {r['num_parameters']:,} | {start} "
-            f"| {'on' if r['bf16'] else 'off'} | {r['test_accuracy']:.4f} | {r['test_macro_f1']:.4f} "
-            f"| {pre if pre is not None else '-'} | {r['train_minutes']} | {total} "
-            f"| {r['tokens_per_s']:,} | {r['peak_rss_mb']:,} | `{r['command']}` |"
-        )
-    lines.append("")
     speed = [r for r in rows if r.get("kind") == "speed"]
     if speed:
         lines += [
             "### bf16 autocast vs fp32 (training tokens/s, same recipe and batches)",
             "",
-            "| recipe | steps | fp32 tok/s | bf16 tok/s | bf16 / fp32 | CPU has native bf16 "
-            "| threads | command |",
-            "| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |",
+            *table(speed, BF16_SPEED),
+            "",
         ]
-        for r in speed:
-            lines.append(
-                f"| {r['recipe']} | {r['steps']} | {r['fp32_tokens_per_s']:,} "
-                f"| {r['bf16_tokens_per_s']:,} | {r['bf16_speedup']:.2f}x "
-                f"| {'yes' if r['cpu_native_bf16'] else 'no'} | {r['threads']} "
-                f"| `{r['command']}` |"
-            )
-        lines.append("")
     drop = [r for r in rows if r.get("kind") == "dropout_speed"]
     if drop:
         lines += [
@@ -181,33 +373,81 @@ def _sentiment(rows: list[dict]) -> list[str]:
             "`attention_dropout=0`: no dropout on the attention weights (the fused attention "
             "kernel runs); `dropout=0`: no dropout anywhere.",
             "",
-            "| recipe | steps | as in the recipe | attention_dropout=0 | dropout=0 | threads "
-            "| command |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+            *table(drop, DROPOUT_SPEED),
+            "",
         ]
-        for r in drop:
-            t, x = r["tokens_per_s"], r["speedup"]
-            lines.append(
-                f"| {r['recipe']} | {r['steps']} | {t['recipe']:,} "
-                f"| {t['attention_dropout=0']:,} ({x['attention_dropout=0']:.2f}x) "
-                f"| {t['dropout=0']:,} ({x['dropout=0']:.2f}x) | {r['threads']} "
-                f"| `{r['command']}` |"
-            )
-        lines.append("")
     return lines + _notes("sentiment")
 
 
 def _start(r: dict) -> str:
     """How a BERT run started: pretrained in the same command, or from a run / checkpoint."""
     if "pretrain_steps" in r:
-        nsp = r.get("pretrain_val_nsp_accuracy")
+        pre = r["pretrain_validation"]
+        nsp = pre.get("nsp_accuracy")
         return (
             f"{r['pretrain_arch']} on {r['pretrain_dataset']}, {r['pretrain_steps']:,} steps, "
-            f"{r['pretrain_minutes']} min (val MLM acc {r['pretrain_val_mlm_accuracy']}"
+            f"{r['pretrain_minutes']} min (val MLM acc {pre['mlm_accuracy']}"
             + (f", NSP acc {nsp}" if nsp is not None else "")
             + ")"
         )
     return f"`{r['init_from']}`" if r.get("init_from") else "scratch"
+
+
+def _bert_mode(r: dict) -> str:
+    """Fine-tuned or feature-based, and the pseudo-labels / soft targets it learned from."""
+    if "task" not in r:  # pretraining only
+        return "-"
+    mode = "feature-based" if r["freeze_encoder"] else "fine-tuned"
+    if "extra_train_examples" in r:  # self-training / distillation
+        teachers = r["pseudo_teacher"]
+        teachers = [teachers] if isinstance(teachers, str) else teachers
+        mode += (
+            f" + {r['extra_train_examples']:,} "
+            + ("soft targets" if r.get("pseudo_soft") else "pseudo-labels")
+            + f" from {' + '.join(f'`{t}`' for t in teachers)}"
+            + f" ({r['pseudo_minutes']} min to label)"
+        )
+    return mode
+
+
+def _bert_cell(task: Callable[[dict], object], pretrain: Callable[[dict], object]) -> Callable:
+    """A cell of the BERT table: ``task`` for a fine-tuning, ``pretrain`` for a pretraining
+    record (no task)."""
+    return lambda r: task(r) if "task" in r else pretrain(r)
+
+
+BERT = [
+    Col("run", "name"),
+    Col("task", _bert_cell(lambda r: r["task"], lambda r: "bert-pretrain")),
+    Col("dataset", _bert_cell(lambda r: r["dataset"], lambda r: r["pretrain_dataset"])),
+    Col("model", _bert_cell(lambda r: r["arch"], lambda r: r["pretrain_arch"])),
+    Col(
+        "params",
+        _bert_cell(lambda r: f"{r['num_parameters']:,}", lambda r: f"{r['pretrain_parameters']:,}"),
+        right=True,
+    ),
+    Col("start", _start),
+    Col("mode", _bert_mode),
+    Col(
+        "test metrics",
+        _bert_cell(lambda r: ", ".join(f"{k} {v}" for k, v in r["test"].items()), lambda r: "-"),
+    ),
+    Col(
+        "min",
+        _bert_cell(
+            lambda r: round(r["train_minutes"] + r.get("pretrain_minutes", 0.0), 2),
+            lambda r: r["pretrain_minutes"],
+        ),
+        right=True,
+    ),
+    Col(
+        "tokens/s",
+        lambda r: fmt(r["tokens_per_s"] if "task" in r else r["pretrain_tokens_per_s"], ","),
+        right=True,
+    ),
+    Col("native bf16", lambda r: yes_no(r.get("cpu_native_bf16"))),
+    command(),
+]
 
 
 def _bert(rows: list[dict]) -> list[str]:
@@ -222,39 +462,42 @@ def _bert(rows: list[dict]) -> list[str]:
         "fine-tuned end to end, or feature-based (frozen encoder, learned mix of its layers). "
         "*min*: training minutes (pretraining + fine-tuning).",
         "",
-        "| run | task | dataset | model | params | start | mode | test metrics | min "
-        "| tokens/s | native bf16 | command |",
-        "| --- | --- | --- | --- | ---: | --- | --- | --- | ---: | ---: | --- | --- |",
+        *table(bert, BERT),
     ]
-    for r in bert:
-        if "task" not in r:  # pretraining only
-            lines.append(
-                f"| {r['name']} | bert-pretrain | {r['pretrain_dataset']} | {r['pretrain_arch']} "
-                f"| {r['pretrain_parameters']:,} | {_start(r)} | - | - "
-                f"| {r['pretrain_minutes']} | {r['pretrain_tokens_per_s']:,} "
-                f"| {'yes' if r.get('cpu_native_bf16') else 'no'} | `{r['command']}` |"
-            )
-            continue
-        metrics = ", ".join(f"{k} {v}" for k, v in r["test"].items())
-        minutes = round(r["train_minutes"] + r.get("pretrain_minutes", 0.0), 2)
-        mode = "feature-based" if r["freeze_encoder"] else "fine-tuned"
-        if "extra_train_examples" in r:  # self-training / distillation
-            teachers = r["pseudo_teacher"]
-            teachers = [teachers] if isinstance(teachers, str) else teachers
-            mode += (
-                f" + {r['extra_train_examples']:,} "
-                + ("soft targets" if r.get("pseudo_soft") else "pseudo-labels")
-                + f" from {' + '.join(f'`{t}`' for t in teachers)}"
-                + f" ({r['pseudo_minutes']} min to label)"
-            )
-        lines.append(
-            f"| {r['name']} | {r['task']} | {r['dataset']} | {r['arch']} "
-            f"| {r['num_parameters']:,} | {_start(r)} "
-            f"| {mode} | {metrics} "
-            f"| {minutes} | {r['tokens_per_s'] or '-':,} "
-            f"| {'yes' if r.get('cpu_native_bf16') else 'no'} | `{r['command']}` |"
-        )
     return [*lines, "", *_notes("bert")]
+
+
+# rows of the translation table: (record, one of its decodings)
+TRANSLATE = [
+    Col("run", lambda rd: rd[0]["name"]),
+    Col("model", lambda rd: rd[0]["model"]),
+    Col("params", lambda rd: f"{rd[0]['num_parameters']:,}", right=True),
+    Col("decoding", lambda rd: rd[1]["decoding"]),
+    Col("BLEU", lambda rd: f"{rd[1]['bleu']:.2f}", right=True),
+    Col("BLEU lc", lambda rd: f"{rd[1]['bleu_lowercase']:.2f}", right=True),
+    Col("test ppl", lambda rd: f"{rd[0]['test']['perplexity']:.2f}", right=True),
+    Col("epochs", lambda rd: rd[0]["epochs"], right=True),
+    Col("train min", lambda rd: rd[0]["train_minutes"], right=True),
+    Col("train tok/s", lambda rd: fmt(rd[0]["tokens_per_s"], ","), right=True),
+    Col("command", lambda rd: f"`{rd[0]['command']}`"),
+]
+# rows of the decoding throughput table: (record, one of its measurements)
+DECODING_SPEED = [
+    Col("run", lambda rt: rt[0]["name"]),
+    Col("decoding", lambda rt: rt[1]["decoding"]),
+    Col("KV cache", lambda rt: rt[1]["cache"]),
+    Col("sentences/s", lambda rt: f"{rt[1]['sentences_per_s']:.1f}", right=True),
+    Col(
+        "speed-up from cache",
+        lambda rt: f"{rt[1]['cache_speedup']:.2f}x" if rt[1].get("cache_speedup") else "",
+        right=True,
+    ),
+]
+CHAT_SAMPLES = [
+    Col("question", "question"),
+    Col("model's answer", "answer"),
+    Col("reference answer", "reference"),
+]
 
 
 def _seq2seq(rows: list[dict]) -> list[str]:
@@ -271,18 +514,8 @@ def _seq2seq(rows: list[dict]) -> list[str]:
             "BLEU lc = sacreBLEU with `lowercase=True` (lowercased 13a tokens, the way "
             "tutorial series report Multi30k). Signatures below the table.",
             "",
-            "| run | model | params | decoding | BLEU | BLEU lc | test ppl | epochs | train min "
-            "| train tok/s | command |",
-            "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+            *table([(r, d) for r in translate for d in r["decodings"]], TRANSLATE),
         ]
-        for r in translate:
-            for d in r["decodings"]:
-                lines.append(
-                    f"| {r['name']} | {r['model']} | {r['num_parameters']:,} | {d['decoding']} "
-                    f"| {d['bleu']:.2f} | {d['bleu_lowercase']:.2f} | {r['test_perplexity']:.2f} "
-                    f"| {r['epochs']} | {r['train_minutes']} | {r['tokens_per_s']:,} "
-                    f"| `{r['command']}` |"
-                )
         sigs = sorted(
             {
                 d[k]
@@ -298,36 +531,64 @@ def _seq2seq(rows: list[dict]) -> list[str]:
             lines += [
                 f"### Decoding throughput (the first {n} test sentences, batches of 32)",
                 "",
-                "| run | decoding | KV cache | sentences/s | speed-up from cache |",
-                "| --- | --- | --- | ---: | ---: |",
+                *table([(r, t) for r in speed for t in r["throughput"]], DECODING_SPEED),
+                "",
             ]
-            for r in speed:
-                for t in r["throughput"]:
-                    gain = f"{t['cache_speedup']:.2f}x" if t.get("cache_speedup") else ""
-                    lines.append(
-                        f"| {r['name']} | {t['decoding']} | {t['cache']} "
-                        f"| {t['sentences_per_s']:.1f} | {gain} |"
-                    )
-            lines.append("")
     for r in chat:
+        test = r["test"]
         lines += [
             f"## Korean chatbot ({r['name']}): held-out test questions",
             "",
-            f"Test loss {r['test_loss']:.3f}, **perplexity {r['test_perplexity']:.2f}** on "
-            f"{r['test_pairs']:,} pairs ({r['test_tokens']:,} answer tokens) whose questions "
+            f"Test loss {test['loss']:.3f}, **perplexity {test['perplexity']:.2f}** on "
+            f"{r['test_examples']:,} pairs ({r['test_tokens']:,} answer tokens) whose questions "
             f"never occur in training; {r['num_parameters']:,} parameters, {r['epochs']} "
             f"epochs, {r['train_minutes']} min. Command: `{r['command']}`",
             "",
             f"Ten test questions and the model's answers ({r['sampling']}):",
             "",
-            "| question | model's answer | reference answer |",
-            "| --- | --- | --- |",
+            *table(r["samples"], CHAT_SAMPLES),
+            "",
         ]
-        for s in r["samples"]:
-            cells = [s[k].replace("|", "\\|") for k in ("question", "answer", "reference")]
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
     return lines + _notes("seq2seq")
+
+
+def _lm_target(r: dict) -> str:
+    """When a language model first reached its target validation loss."""
+    if r.get("target_loss") is None:
+        return "-"
+    reached = r.get("target_step")
+    return f"<= {r['target_loss']:.2f}: " + (
+        f"step {reached:,}, {r['target_minutes']} min" if reached else "not reached"
+    )
+
+
+GPT = [
+    Col("run", "name"),
+    Col("dataset", "dataset"),
+    Col("tokenizer", lambda r: f"{r['tokenizer']} {r['vocab_size']:,}"),
+    Col(
+        "model",
+        lambda r: (
+            f"{r['model']['num_layers']} x {r['model']['d_model']}, {r['model']['num_heads']} heads"
+        ),
+    ),  # fmt: skip
+    num("params", "num_parameters", ","),
+    Col("batch x context", lambda r: f"{r['batch_size']} x {r['model']['context']}"),
+    num("steps", "steps", ","),
+    num("val loss", "validation.loss", ".4f"),
+    Col("best / last", lambda r: f"{r['best_val_loss']} / {r['last_val_loss']}"),
+    num("ppl", "validation.perplexity", ".2f"),
+    num("bits/char", "validation.bits_per_char", ".3f"),
+    Col("target", _lm_target),
+    num("min", "train_minutes"),
+    num("tokens/s", "tokens_per_s", ","),
+    Col(
+        "bf16",
+        lambda r: ("on" if r.get("cpu_native_bf16") else "on (emulated)") if r["bf16"] else "off",
+    ),
+    num("threads", "threads"),
+    command(),
+]
 
 
 def _gpt(rows: list[dict]) -> list[str]:
@@ -344,30 +605,9 @@ def _gpt(rows: list[dict]) -> list[str]:
         "target loss (`not reached` if never; `-`: no target, e.g. a subword model, since "
         "1.60 is in nats per character). *min*: training minutes, evaluations included.",
         "",
-        "| run | dataset | tokenizer | model | params | batch x context | steps | val loss "
-        "| best / last | ppl | bits/char | target | min | tokens/s | bf16 | threads | command |",
-        "| --- | --- | --- | --- | ---: | --- | ---: | ---: | --- | ---: | ---: | --- | ---: "
-        "| ---: | --- | ---: | --- |",
+        *table(lm, GPT),
+        "",
     ]
-    for r in lm:
-        m = r["model"]
-        target = "-"
-        if r.get("target_loss") is not None:
-            reached = r.get("target_step")
-            target = f"<= {r['target_loss']:.2f}: " + (
-                f"step {reached:,}, {r['target_minutes']} min" if reached else "not reached"
-            )
-        bf16 = ("on" if r.get("cpu_native_bf16") else "on (emulated)") if r["bf16"] else "off"
-        lines.append(
-            f"| {r['name']} | {r['dataset']} | {r['tokenizer']} {r['vocab_size']:,} "
-            f"| {m['num_layers']} x {m['d_model']}, {m['num_heads']} heads "
-            f"| {r['num_parameters']:,} | {r['batch_size']} x {m['context']} | {r['steps']:,} "
-            f"| {r['val_loss']:.4f} | {r['best_val_loss']} / {r['last_val_loss']} "
-            f"| {r['val_perplexity']:.2f} | {r['val_bits_per_char']:.3f} | {target} "
-            f"| {r['train_minutes']} | {r['tokens_per_s'] or '-':,} | {bf16} | {r['threads']} "
-            f"| `{r['command']}` |"
-        )
-    lines.append("")
     for r in lm:
         s = r.get("sample")
         if s:
@@ -383,6 +623,33 @@ def _gpt(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _generation_model(r: dict) -> str:
+    m = r["model"]
+    return f"{m['num_layers']} x {m['d_model']}, vocab {r['vocab_size']:,} ({r['source']})"
+
+
+def _generation_tokens(r: dict) -> str:
+    slides = " (window slides)" if r.get("window_slides") else ""
+    return f"{r['prompt_tokens']} + {r['new_tokens']}{slides}"
+
+
+# rows: (record, one of its batch sizes' results)
+GENERATION = [
+    Col("run", lambda rt: rt[0]["name"]),
+    Col("model", lambda rt: _generation_model(rt[0])),
+    Col("params", lambda rt: f"{rt[0]['num_parameters']:,}", right=True),
+    Col("context", lambda rt: rt[0]["model"]["context"], right=True),
+    Col("prompt + new tokens", lambda rt: _generation_tokens(rt[0])),
+    Col("batch", lambda rt: rt[1]["batch"], right=True),
+    Col("with KV cache tok/s", lambda rt: f"{rt[1]['cache_tokens_per_s']:,.1f}", right=True),
+    Col("without tok/s", lambda rt: f"{rt[1]['no_cache_tokens_per_s']:,.1f}", right=True),
+    Col("speed-up", lambda rt: f"{rt[1]['cache_speedup']:.2f}x", right=True),
+    Col("same", lambda rt: "yes" if rt[0]["same_tokens"] else "NO"),
+    Col("threads", lambda rt: rt[0]["threads"], right=True),
+    Col("command", lambda rt: f"`{rt[0]['command']}`"),
+]
+
+
 def _generation(rows: list[dict]) -> list[str]:
     gen = [r for r in rows if r.get("kind") == "generation"]
     if not gen:
@@ -395,24 +662,73 @@ def _generation(rows: list[dict]) -> list[str]:
         "sequence is recomputed at every step (same tokens: *same*). Median of the repeats "
         "after a warm-up, `torch.inference_mode`, fp32.",
         "",
-        "| run | model | params | context | prompt + new tokens | batch | with KV cache tok/s "
-        "| without tok/s | speed-up | same | threads | command |",
-        "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | --- |",
+        *table([(r, t) for r in gen for t in r["results"]], GENERATION),
     ]
-    for r in gen:
-        m = r["model"]
-        model = f"{m['num_layers']} x {m['d_model']}, vocab {r['vocab_size']:,} ({r['source']})"
-        tokens = f"{r['prompt_tokens']} + {r['new_tokens']}" + (
-            " (window slides)" if r.get("window_slides") else ""
-        )
-        for t in r["results"]:
-            lines.append(
-                f"| {r['name']} | {model} | {r['num_parameters']:,} | {m['context']} | {tokens} "
-                f"| {t['batch']} | {t['cache_tokens_per_s']:,.1f} | {t['no_cache_tokens_per_s']:,.1f} "
-                f"| {t['cache_speedup']:.2f}x | {'yes' if r['same_tokens'] else 'NO'} "
-                f"| {r['threads']} | `{r['command']}` |"
-            )
     return [*lines, ""]
+
+
+BILM = [
+    Col("run", "name"),
+    Col(
+        "biLM",
+        lambda r: (
+            f"{r['bilm']['dataset']}, {r['bilm']['num_layers']} x "
+            f"{r['bilm']['hidden_size']} LSTM per direction, vocab {r['bilm']['vocab_size']:,}"
+        ),
+    ),  # fmt: skip
+    num("params", "bilm.num_parameters", ","),
+    num("steps", "bilm.steps", ","),
+    num("min", "bilm.train_minutes"),
+    num("tokens/s", "bilm.tokens_per_s", ","),
+    num("val ppl forward", "bilm.validation.forward_perplexity", ".2f"),
+    num("backward", "bilm.validation.backward_perplexity", ".2f"),
+    num("mean", "bilm.validation.perplexity", ".2f"),
+    command(key="bilm.command"),
+]
+# rows: the two classifiers' cells, then their comparison (_elmo_rows)
+ELMO_CLASSIFIERS = [
+    Col("run", "name"),
+    Col("classifier", "label"),
+    num("trainable params", "trainable_parameters", ","),
+    num("test acc", "test_accuracy"),
+    num("macro-F1", "test_macro_f1", ".4f"),
+    num("steps", "steps"),
+    num("train min", "train_minutes"),
+    Col("layer mix s_j (token layer first)", "mix"),
+    num("gamma", "gamma", ".3f"),
+    Col("command", "command"),
+]
+
+
+def _elmo_rows(r: dict) -> list[dict]:
+    """The ELMo classifier and its baseline, then a row with the accuracy gain."""
+    rows = []
+    for key, label in (("elmo", "with ELMo"), ("baseline", "without (baseline)")):
+        c = r[key]
+        rows.append(
+            {
+                "name": r["name"],
+                "label": label,
+                "trainable_parameters": c["trainable_parameters"],
+                "test_accuracy": f"{c['test']['accuracy']:.4f}",
+                "test_macro_f1": c["test"]["macro_f1"],
+                "steps": f"{c['steps']:,}",
+                "train_minutes": c["train_minutes"],
+                "mix": " / ".join(f"{w:.3f}" for w in c["mix_s"]) if "mix_s" in c else "-",
+                "gamma": c.get("mix_gamma"),
+                "command": f"`{c['command']}`",
+            }
+        )
+    rows.append(
+        {
+            "name": r["name"],
+            "label": "ELMo - baseline",
+            "test_accuracy": f"{r['accuracy_gain']:+.4f}",
+            "steps": "same steps" if r["same_budget"] else "DIFFERENT budgets",
+            "command": f"`{r['command']}`",
+        }
+    )
+    return rows
 
 
 def _elmo(rows: list[dict]) -> list[str]:
@@ -429,46 +745,37 @@ def _elmo(rows: list[dict]) -> list[str]:
         "concatenated to its input), with the same data, tokenizer, optimiser and steps; both "
         "are scored on the test split.",
         "",
-        "| run | biLM | params | steps | min | tokens/s | val ppl forward | backward | mean "
-        "| command |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
-    for r in elmo:
-        b = r["bilm"]
-        lines.append(
-            f"| {r['name']} | {b['dataset']}, {b['num_layers']} x {b['hidden_size']} LSTM per "
-            f"direction, vocab {b['vocab_size']:,} | {b['num_parameters']:,} | {b['steps']:,} "
-            f"| {b['train_minutes']} | {b['tokens_per_s'] or '-':,} "
-            f"| {b['val_forward_perplexity']:.2f} | {b['val_backward_perplexity']:.2f} "
-            f"| {b['val_perplexity']:.2f} | `{b['command']}` |"
-        )
-    lines += [
+        *table(elmo, BILM),
         "",
-        "| run | classifier | trainable params | test acc | macro-F1 | steps | train min "
-        "| layer mix s_j (token layer first) | gamma | command |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |",
+        *table([row for r in elmo for row in _elmo_rows(r)], ELMO_CLASSIFIERS),
     ]
-    for r in elmo:
-        for key, label in (("elmo", "with ELMo"), ("baseline", "without (baseline)")):
-            c = r[key]
-            mix = " / ".join(f"{w:.3f}" for w in c["mix_s"]) if "mix_s" in c else "-"
-            gamma = f"{c['mix_gamma']:.3f}" if "mix_gamma" in c else "-"
-            lines.append(
-                f"| {r['name']} | {label} | {c['trainable_parameters']:,} "
-                f"| {c['test_accuracy']:.4f} | {c['test_macro_f1']:.4f} | {c['steps']:,} "
-                f"| {c['train_minutes']} | {mix} | {gamma} | `{c['command']}` |"
-            )
-        lines.append(
-            f"| {r['name']} | ELMo - baseline | | {r['accuracy_gain']:+.4f} | | "
-            f"{'same steps' if r['same_budget'] else 'DIFFERENT budgets'} | | | | "
-            f"`{r['command']}` |"
-        )
     return [*lines, ""]
 
 
 def _lm(rows: list[dict]) -> list[str]:
     lines = _gpt(rows) + _generation(rows) + _elmo(rows)
     return lines + _notes("lm") if lines else []
+
+
+SERVE = [
+    Col("name", "name"),
+    Col("model", "model"),
+    Col("endpoint", "endpoint"),
+    num("requests", "requests", ","),
+    num("texts / request", "texts_per_request"),
+    num("concurrent", "concurrency"),
+    num("errors", "errors"),
+    num("req/s", "requests_per_s", ","),
+    num("p50 ms", "latency_ms_p50"),
+    num("p90 ms", "latency_ms_p90"),
+    num("p99 ms", "latency_ms_p99"),
+    num("max ms", "latency_ms_max"),
+    Col(
+        "server RSS before -> after (MB)",
+        lambda r: f"{r['server_rss_mb_before']:,} -> {r['server_rss_mb_after']:,}",
+    ),
+    command(),
+]
 
 
 def _serve(rows: list[dict]) -> list[str]:
@@ -483,20 +790,36 @@ def _serve(rows: list[dict]) -> list[str]:
         "sees it (queueing at the server included: inference runs one batch at a time). "
         "Memory: the server process's resident set before and after the load.",
         "",
-        "| name | model | endpoint | requests | texts / request | concurrent | errors | req/s "
-        "| p50 ms | p90 ms | p99 ms | max ms | server RSS before -> after (MB) | command |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| --- | --- |",
+        *table(load, SERVE),
     ]
-    for r in load:
-        lines.append(
-            f"| {r['name']} | {r['model']} | {r['endpoint']} | {r['requests']:,} "
-            f"| {r['texts_per_request']} | {r['concurrency']} | {r['errors']} "
-            f"| {r['requests_per_s']:,} | {r['latency_ms_p50']} | {r['latency_ms_p90']} "
-            f"| {r['latency_ms_p99']} | {r['latency_ms_max']} "
-            f"| {r['server_rss_mb_before']:,} -> {r['server_rss_mb_after']:,} | `{r['command']}` |"
-        )
     return [*lines, ""]
+
+
+def _ratio_what(r: dict) -> str:
+    same = r.get("same_tokens")
+    return r["what"] + ("" if same is None else f" (same tokens: {'yes' if same else 'NO'})")
+
+
+def _peak_share(key: str) -> Callable[[dict], str]:
+    return lambda r: f"{r[key] * 100:.1f}%" if key in r else "-"
+
+
+SPEED_RATIOS = [
+    Col("what", _ratio_what),
+    Col("shape", "shape"),
+    Col("dtype", "dtype"),
+    num("batch", "batch"),
+    Col("attnkit", "attnkit"),
+    num("attnkit ms", "attnkit_ms", ",.1f"),
+    Col("peer", "peer"),
+    num("peer ms", "peer_ms", ",.1f"),
+    Col("ratio", lambda r: f"**{r['ratio']:.2f}x**", right=True),
+    Col("target", lambda r: "-" if r["target"] is None else f"{r['target']:g}x", right=True),
+    Col("met", lambda r: "-" if r["met"] is None else yes_no(r["met"])),
+    Col("attnkit % peak", _peak_share("attnkit_peak_fraction"), right=True),
+    Col("peer % peak", _peak_share("peer_peak_fraction"), right=True),
+    Col("note", lambda r: r.get("note", "")),
+]
 
 
 def _speed_ratios(rows: list[dict]) -> list[str]:
@@ -516,41 +839,23 @@ def _speed_ratios(rows: list[dict]) -> list[str]:
         "",
     ]
     for run in runs:
-        flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in run["cpu_flags"].items())
+        flags = ", ".join(f"{k} {yes_no(v)}" for k, v in run["cpu_flags"].items())
         peak = run["peak_gflops"]
         lines += [
             f"**{run['name']}** ({run['date']}): "
             + (f"GPU {run['gpu']} ({run['device']}); " if run.get("gpu") else "")
             + f"{run['cpu']}, {run['threads']} threads; "
-            f"{flags}; native bf16: {'yes' if run['cpu_native_bf16'] else 'no'}; matmul peak "
+            f"{flags}; native bf16: {yes_no(run['cpu_native_bf16'])}; matmul peak "
             f"fp32 {peak['fp32']:,} GFLOP/s, bf16 {peak['bf16']:,} GFLOP/s ({run['matmul']}); "
             f"{run['minutes']} min. Common settings: {run['common']}. Command: "
             f"`{run['command']}`",
             "",
-            "| what | shape | dtype | batch | attnkit | attnkit ms | peer | peer ms | ratio "
-            "| target | met | attnkit % peak | peer % peak | note |",
-            "| --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: "
-            "| --- |",
+            *table(run["rows"], SPEED_RATIOS),
         ]
         settings: dict[tuple[str, str], None] = {}  # (contender, its settings), in order
         for r in run["rows"]:
             settings[r["attnkit"], r["attnkit_settings"]] = None
             settings[r["peer"], r["peer_settings"]] = None
-            what = r["what"]
-            if "same_tokens" in r:
-                what += f" (same tokens: {'yes' if r['same_tokens'] else 'NO'})"
-            target = "-" if r["target"] is None else f"{r['target']:g}x"
-            met = "-" if r["met"] is None else ("yes" if r["met"] else "no")
-            share = [
-                f"{r[k] * 100:.1f}%" if k in r else "-"
-                for k in ("attnkit_peak_fraction", "peer_peak_fraction")
-            ]
-            lines.append(
-                f"| {what} | {r['shape']} | {r['dtype']} | {r['batch']} | {r['attnkit']} "
-                f"| {r['attnkit_ms']:,.1f} | {r['peer']} | {r['peer_ms']:,.1f} "
-                f"| **{r['ratio']:.2f}x** | {target} | {met} | {share[0]} | {share[1]} "
-                f"| {r.get('note', '')} |"
-            )
         lines += ["", "Settings:", ""]
         lines += [f"- {name}: {text}" for name, text in settings]
         lines.append("")
@@ -560,18 +865,35 @@ def _speed_ratios(rows: list[dict]) -> list[str]:
     return lines + _notes("speed")
 
 
+def _recipe_speed_columns(target: float | None) -> list[Col]:
+    def met(r: dict) -> str:
+        return yes_no(r["speedup"] >= target) if target else "-"
+
+    def each(r: dict) -> str:
+        return "; ".join(f"{k}: {', '.join(f'{v:,}' for v in vs)}" for k, vs in r["runs"].items())
+
+    return [
+        Col("recipe", "recipe"),
+        num("before tokens/s", "before_tokens_per_s", ","),
+        num("after tokens/s", "after_tokens_per_s", ","),
+        Col("speedup", lambda r: f"**{r['speedup']:.2f}x**", right=True),
+        Col("target", lambda r: f"{target:g}x" if target else "-", right=True),
+        Col("met", met),
+        Col("runs", each),
+    ]
+
+
 def _recipe_speed(rows: list[dict]) -> list[str]:
     """Issue 17's end-to-end figure (benchmarks/recipe_speed.py, kind "recipe_speed")."""
     lines = []
     for run in (r for r in rows if r.get("kind") == "recipe_speed"):
-        flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in run["cpu_flags"].items())
+        flags = ", ".join(f"{k} {yes_no(v)}" for k, v in run["cpu_flags"].items())
         setting = ", ".join(f"`{o}`" for o in run.get("after_overrides") or [])
         title = (
             f"## Training throughput of the recipes with {setting} (after) and without (before)"
             if setting
             else "## Training throughput of the recipes, before and after issue 17"
         )
-        target = run["target"]
         lines += [
             title,
             "",
@@ -582,20 +904,18 @@ def _recipe_speed(rows: list[dict]) -> list[str]:
             f"the runs. {run['cpu']}, {run['threads']} threads; {flags}; {run['minutes']} min. "
             f"Command: `{run['command']}`",
             "",
-            "| recipe | before tokens/s | after tokens/s | speedup | target | met | runs |",
-            "| --- | ---: | ---: | ---: | ---: | --- | --- |",
+            *table(run["rows"], _recipe_speed_columns(run["target"])),
+            "",
         ]
-        for r in run["rows"]:
-            each = "; ".join(
-                f"{k}: {', '.join(f'{v:,}' for v in vs)}" for k, vs in r["runs"].items()
-            )
-            lines.append(
-                f"| {r['recipe']} | {r['before_tokens_per_s']:,} | {r['after_tokens_per_s']:,} "
-                f"| **{r['speedup']:.2f}x** | {f'{target:g}x' if target else '-'} "
-                f"| {('yes' if r['speedup'] >= target else 'no') if target else '-'} | {each} |"
-            )
-        lines.append("")
     return lines
+
+
+THREADS = [
+    Col("machine state", "condition"),
+    num("1 thread tokens/s", "one", ","),
+    num("2 threads tokens/s", "two", ","),
+    Col("2 / 1", lambda r: f"{r['two'] / r['one']:.2f}x", right=True),
+]
 
 
 def _threads(rows: list[dict]) -> list[str]:
@@ -603,6 +923,10 @@ def _threads(rows: list[dict]) -> list[str]:
     lines = []
     for run in (r for r in rows if r.get("kind") == "threads"):
         speed = {(r["condition"], r["threads"]): r["tokens_per_s"] for r in run["rows"]}
+        cells = [
+            {"condition": c, "one": speed.get((c, 1)), "two": speed.get((c, 2))}
+            for c in ("quiet", "busy")
+        ]
         lines += [
             f"## Threads: {run['recipe']} with 1 and 2 torch threads",
             "",
@@ -611,15 +935,60 @@ def _threads(rows: list[dict]) -> list[str]:
             f"core meanwhile. {run['usable_cores']} usable cores; {run['machine']}; "
             f"{run['date']}. Command: `{run['command']}`",
             "",
-            "| machine state | 1 thread tokens/s | 2 threads tokens/s | 2 / 1 |",
-            "| --- | ---: | ---: | ---: |",
+            *table([c for c in cells if c["one"] and c["two"]], THREADS),
+            "",
         ]
-        for condition in ("quiet", "busy"):
-            one, two = speed.get((condition, 1)), speed.get((condition, 2))
-            if one and two:
-                lines.append(f"| {condition} | {one:,} | {two:,} | {two / one:.2f}x |")
-        lines.append("")
     return lines
+
+
+QUANTIZE = [
+    Col("run", "run"),
+    Col("split", "split"),
+    Col("weights", "weights"),
+    num("accuracy", "accuracy"),
+    num("macro-F1", "macro_f1", ".4f"),
+    num("evaluate s", "evaluate_seconds"),
+    num("latency ms", "latency_ms_batch1"),
+    num("weights MB", "weights_mb"),
+    Col("command", "command"),
+]
+
+
+def _quantize_rows(r: dict) -> list[dict]:
+    """fp32, int8 and onnx weights of a run, then the change from fp32 of each."""
+    rows = [
+        {
+            **r[label],
+            "run": r["run"],
+            "split": r["split"],
+            "weights": label,
+            "accuracy": f"{r[label]['accuracy']:.4f}",
+            "command": f"`{r['command']}`",
+        }
+        for label in ("fp32", "int8", "onnx")
+        if label in r  # (records from before the ONNX export have no onnx)
+    ]
+    rows.append(
+        {
+            "weights": "int8 change",
+            "accuracy": f"{r['accuracy_change']:+.4f}",
+            "evaluate_seconds": f"{r['evaluate_speedup']}x faster",
+            "latency_ms_batch1": f"{r['latency_speedup']}x faster",
+            "command": f"{r['threads']} threads, {r['date']}",
+        }
+    )
+    if "onnx" in r:
+        rows.append(
+            {
+                "weights": "onnx change",
+                "accuracy": f"{r['onnx_accuracy_change']:+.4f}",
+                "evaluate_seconds": f"{r['onnx_evaluate_speedup']}x faster",
+                "latency_ms_batch1": f"{r['onnx_latency_speedup']}x faster",
+                "command": f"onnxruntime {r['onnxruntime']}; logits within "
+                f"{r['onnx_max_abs_diff']:.1e} of PyTorch's at export",
+            }
+        )
+    return rows
 
 
 def _quantize(rows: list[dict]) -> list[str]:
@@ -636,33 +1005,9 @@ def _quantize(rows: list[dict]) -> list[str]:
         "evaluated on the same split as the float PyTorch run (*fp32*). *latency*: one text "
         "per `predict` call, median ms.",
         "",
-        "| run | split | weights | accuracy | macro-F1 | evaluate s | latency ms | weights MB "
-        "| command |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        *table([row for r in runs for row in _quantize_rows(r)], QUANTIZE),
     ]
-    for r in runs:
-        for label in ("fp32", "int8", "onnx"):
-            if label not in r:  # records from before the ONNX export
-                continue
-            m = r[label]
-            lines.append(
-                f"| {r['run']} | {r['split']} | {label} | {m['accuracy']:.4f} "
-                f"| {m['macro_f1']:.4f} | {m['evaluate_seconds']} | {m['latency_ms_batch1']} "
-                f"| {m['weights_mb']} | `{r['command']}` |"
-            )
-        lines.append(
-            f"| | | int8 change | {r['accuracy_change']:+.4f} | | {r['evaluate_speedup']}x faster "
-            f"| {r['latency_speedup']}x faster | | {r['threads']} threads, {r['date']} |"
-        )
-        if "onnx" in r:
-            lines.append(
-                f"| | | onnx change | {r['onnx_accuracy_change']:+.4f} | "
-                f"| {r['onnx_evaluate_speedup']}x faster | {r['onnx_latency_speedup']}x faster "
-                f"| | onnxruntime {r['onnxruntime']}; logits within "
-                f"{r['onnx_max_abs_diff']:.1e} of PyTorch's at export |"
-            )
-    lines.append("")
-    return lines
+    return [*lines, ""]
 
 
 def render(rows: list[dict]) -> str:

@@ -5,12 +5,20 @@
     python benchmarks/run_all.py NAME ...     # the named ones, in the order given
     python benchmarks/run_all.py --all        # everything, sequentially (many hours on 2 cores)
 
+An experiment is files: each benchmark below is a script of benchmarks/ and the recipe files
+it trains (configs/NAME.yaml as shipped, or configs/experiments/NAME.yaml: a shipped recipe
+with the settings that benchmark changed, written out), plus the script's own options that
+are no recipe setting (``--steps``, ``--name``, ``--pseudo-from``, ...). No command here
+carries ``--set``: tests/test_run_all.py checks that, and that every experiment file
+resolves to the config its benchmark trained.
+
 Each benchmark runs as a subprocess of this Python, from the repository root, and prints its
 own output; this runner adds start / end lines with the elapsed time and a summary. A
 benchmark whose dataset is not in the data folder (``ATTNKIT_DATA``; unset, it defaults to
-../shared/data when that exists, as in the Makefile) is skipped with the reason: nothing is
-downloaded. Exit status: 0 when every benchmark that ran passed, 1 when one failed (or a
-benchmark named on the command line was skipped), 2 for an unknown name.
+../shared/data when that exists, as in the Makefile) or whose starting run (``run:...``,
+another benchmark trains it) is missing is skipped with the reason: nothing is downloaded.
+Exit status: 0 when every benchmark that ran passed, 1 when one failed (or a benchmark named
+on the command line was skipped), 2 for an unknown name.
 
 Durations are those measured on this project's 2-core CPU machine (benchmarks/results/*.json).
 Every benchmark except imdb-movie-groups overwrites its benchmarks/results/NAME.json and
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -35,7 +44,7 @@ RESULTS = "benchmarks/results/{name}.json + docs/results.md"
 @dataclass(frozen=True)
 class Benchmark:
     name: str
-    args: tuple[str, ...]  # benchmarks/SCRIPT and its arguments
+    run: str  # SCRIPT of benchmarks/ and its arguments: recipe files, options
     minutes: float  # rough wall time on 2 CPU cores
     needs: tuple[str, ...]  # dataset splits, "dataset:split[:lang]"; or "run:runs/NAME"
     quick: bool = False  # in the default set
@@ -43,8 +52,19 @@ class Benchmark:
     writes: str = RESULTS
 
     @property
+    def args(self) -> tuple[str, ...]:
+        """``benchmarks/SCRIPT`` and its arguments."""
+        script, *rest = shlex.split(self.run)
+        return (f"benchmarks/{script}", *rest)
+
+    @property
     def script(self) -> Path:
         return ROOT / self.args[0]
+
+    @property
+    def recipes(self) -> tuple[str, ...]:
+        """The recipe files the command trains (every ``.yaml`` argument)."""
+        return tuple(a for a in self.args if a.endswith(".yaml"))
 
     def command(self) -> list[str]:
         return [sys.executable, *self.args]
@@ -53,488 +73,155 @@ class Benchmark:
         return self.writes.format(name=self.name)
 
 
-def _speed(name: str, *extra: str, **kw) -> Benchmark:
-    """A ``benchmarks/speed.py`` run under its own name (its plot: docs/NAME_ratios.png)."""
-    args = ("benchmarks/speed.py", *extra, "--name", name)
-    return Benchmark(name, args, needs=(), writes=RESULTS + f" + docs/{name}_ratios.png", **kw)
-
-
-def _nsmc_bert(
-    name: str,
-    *overrides: str,
-    encoder: str = "runs/bench-bert-pretrain-ko",
-    minutes: float = 28,
-    **kw,
-) -> Benchmark:
-    """configs/nsmc-bert.yaml fine-tuned from the pretrained run ``encoder`` with ``overrides``."""
-    sets = tuple(arg for o in overrides for arg in ("--set", o))
-    args = ("benchmarks/bert.py", "configs/nsmc-bert.yaml", "--init", encoder)
-    return Benchmark(
-        name, (*args, *sets, "--name", name), minutes=minutes, needs=(*NSMC, f"run:{encoder}"), **kw
-    )
-
-
-def _sentiment(name: str, recipe: str, *extra: str, **kw) -> Benchmark:
-    args = ("benchmarks/sentiment.py", f"configs/{recipe}.yaml", *extra)
-    if name != recipe:
-        args += ("--name", name)
-    return Benchmark(name, args, **kw)
-
-
-def _seq2seq(name: str, **kw) -> Benchmark:
-    return Benchmark(name, ("benchmarks/seq2seq.py", f"configs/{name}.yaml"), **kw)
-
-
+C, X = "configs", "configs/experiments"  # shipped recipes; benchmarks' own (written out)
 NSMC = ("nsmc:train", "nsmc:test")
 NSMC_PRE = (*NSMC, "nsmc:unlabeled")
 IMDB = ("imdb:train", "imdb:test")
 IMDB_PRE = (*IMDB, "imdb:unlabeled")
 M30K = tuple(f"multi30k:{s}:{lang}" for s in ("train", "val", "test") for lang in ("de", "en"))
-PRETRAIN = ("--pretrain", "configs/nsmc-pretrain.yaml")
 SHAKESPEARE = ("tinyshakespeare:train",)
+KO = "run:runs/bench-bert-pretrain-ko"  # the Korean BERT encoder nsmc-bert pretrains
+KO_6L = ("run:runs/bench-bert-pretrain-ko-6l",)  # the 6-layer one nsmc-bert-6l-mean pretrains
+SPEED_PLOT = RESULTS + " + docs/{name}_ratios.png"
+TEACHERS = ("6l-mean", "6l", "6l-self")  # nsmc-bert-6l-distill's: runs/bench-nsmc-bert-6l-*
+B = Benchmark
 
-# The rows of docs/results.md, with the commands recorded there. Left out: the -v1/-v2 rows,
-# whose commands first check out older recipes with git.
+# The rows of docs/results.md: name, command (benchmarks/SCRIPT ...), minutes, what it needs.
+# Left out: the -v1/-v2 rows, whose commands first check out older recipes with git.
+# fmt: off
 BENCHMARKS: tuple[Benchmark, ...] = (
-    _sentiment("nsmc-ngram", "nsmc-ngram", minutes=1.5, needs=NSMC, quick=True),
-    _sentiment("imdb-ngram", "imdb-ngram", minutes=0.6, needs=IMDB, quick=True),
-    Benchmark(
-        "imdb-movie-groups",
-        ("benchmarks/imdb_movie_groups.py",),
-        minutes=0.3,
-        needs=("imdb:train",),
-        quick=True,
-        writes="nothing (prints the overlap of neighbouring reviews)",
-    ),
-    _sentiment(
-        "nsmc-ngram-bf16", "nsmc-ngram", "--set", "training.bf16=true", minutes=1, needs=NSMC
-    ),
-    _sentiment(
-        "imdb-ngram-bf16", "imdb-ngram", "--set", "training.bf16=true", minutes=0.7, needs=IMDB
-    ),
-    _sentiment("nsmc-transformer", "nsmc-transformer", minutes=16, needs=NSMC),
-    _sentiment("nsmc-gru", "nsmc-gru", minutes=12.5, needs=NSMC),
-    _sentiment("nsmc-lstm", "nsmc-lstm", minutes=16, needs=NSMC),
-    _sentiment("nsmc-finetune", "nsmc-finetune", *PRETRAIN, minutes=30, needs=NSMC_PRE),
-    _sentiment(
-        "nsmc-electra",
-        "nsmc-finetune",
-        "--pretrain",
-        "configs/nsmc-electra.yaml",
-        minutes=29,
-        needs=NSMC_PRE,
-    ),
-    _sentiment(
-        "nsmc-ensemble",
-        "nsmc-finetune",
-        *PRETRAIN,
-        "--pretrain-set",
-        "training.max_steps=2800",
-        "--ensemble",
-        "configs/nsmc-gru.yaml",
-        "--ensemble-set",
-        "model.hidden_size=128",
-        minutes=29,
-        needs=NSMC_PRE,
-    ),
-    _sentiment(
-        "nsmc-ensemble-ngram",
-        "nsmc-finetune",
-        *PRETRAIN,
-        "--pretrain-set",
-        "training.max_steps=2800",
-        "--ensemble",
-        "configs/nsmc-ngram.yaml",
-        minutes=24,
-        needs=NSMC_PRE,
-    ),
-    _sentiment("imdb-transformer", "imdb-transformer", minutes=19, needs=IMDB),
-    _sentiment(
-        "imdb-finetune",
-        "imdb-finetune",
-        "--pretrain",
-        "configs/imdb-pretrain.yaml",
-        minutes=29,
-        needs=IMDB_PRE,
-    ),
-    _seq2seq("multi30k-transformer", minutes=55, needs=M30K),
-    _seq2seq("multi30k-lstm", minutes=28, needs=M30K),
-    _seq2seq("multi30k-lstm-attn", minutes=45, needs=M30K),
-    _seq2seq("chatbot-ko", minutes=16, needs=("chatbot-ko:train",)),
-    Benchmark(
-        "speed-nsmc-transformer",
-        ("benchmarks/bf16_speed.py", "configs/nsmc-transformer.yaml", "--steps", "150"),
-        minutes=10,
-        needs=NSMC,
-    ),
-    Benchmark(
-        "dropout-nsmc-transformer",
-        ("benchmarks/dropout_speed.py", "configs/nsmc-transformer.yaml", "--steps", "60"),
-        minutes=4,
-        needs=NSMC,
-    ),
-    Benchmark(
-        "dropout-imdb-transformer-max_len512",
-        (
-            "benchmarks/dropout_speed.py",
-            "configs/imdb-transformer.yaml",
-            "--set",
-            "data.max_len=512",
-            "--steps",
-            "30",
-        ),
-        minutes=5,
-        needs=IMDB,
-    ),
-    Benchmark(
-        "dropout-nsmc-pretrain-dropout0.1-limit100000",
-        (
-            "benchmarks/dropout_speed.py",
-            "configs/nsmc-pretrain.yaml",
-            "--set",
-            "model.dropout=0.1",
-            "--set",
-            "data.limit=100000",
-            "--steps",
-            "60",
-        ),
-        minutes=5,
-        needs=NSMC_PRE,
-    ),
+    B("nsmc-ngram", f"sentiment.py {C}/nsmc-ngram.yaml", 1.5, NSMC, quick=True),
+    B("imdb-ngram", f"sentiment.py {C}/imdb-ngram.yaml", 0.6, IMDB, quick=True),
+    B("imdb-movie-groups", "imdb_movie_groups.py", 0.3, ("imdb:train",), quick=True,
+      writes="nothing (prints the overlap of neighbouring reviews)"),
+    B("nsmc-ngram-bf16", f"sentiment.py {X}/nsmc-ngram-bf16.yaml", 1, NSMC),
+    B("imdb-ngram-bf16", f"sentiment.py {X}/imdb-ngram-bf16.yaml", 0.7, IMDB),
+    B("nsmc-transformer", f"sentiment.py {C}/nsmc-transformer.yaml", 16, NSMC),
+    B("nsmc-gru", f"sentiment.py {C}/nsmc-gru.yaml", 12.5, NSMC),
+    B("nsmc-lstm", f"sentiment.py {C}/nsmc-lstm.yaml", 16, NSMC),
+    B("nsmc-finetune", f"sentiment.py {C}/nsmc-finetune.yaml --pretrain {C}/nsmc-pretrain.yaml",
+      30, NSMC_PRE),
+    B("nsmc-electra", f"sentiment.py {C}/nsmc-finetune.yaml --pretrain {C}/nsmc-electra.yaml "
+      "--name nsmc-electra", 29, NSMC_PRE),
+    # a shorter pretraining, then the classifier averaged with a second one from scratch
+    B("nsmc-ensemble", f"sentiment.py {C}/nsmc-finetune.yaml --pretrain "
+      f"{X}/nsmc-pretrain-2800.yaml --ensemble {X}/nsmc-gru-h128.yaml --name nsmc-ensemble",
+      29, NSMC_PRE),
+    B("nsmc-ensemble-ngram", f"sentiment.py {C}/nsmc-finetune.yaml --pretrain "
+      f"{X}/nsmc-pretrain-2800.yaml --ensemble {C}/nsmc-ngram.yaml --name nsmc-ensemble-ngram",
+      24, NSMC_PRE),
+    B("imdb-transformer", f"sentiment.py {C}/imdb-transformer.yaml", 19, IMDB),
+    B("imdb-finetune", f"sentiment.py {C}/imdb-finetune.yaml --pretrain {C}/imdb-pretrain.yaml",
+      29, IMDB_PRE),
+    B("multi30k-transformer", f"seq2seq.py {C}/multi30k-transformer.yaml", 55, M30K),
+    B("multi30k-lstm", f"seq2seq.py {C}/multi30k-lstm.yaml", 28, M30K),
+    B("multi30k-lstm-attn", f"seq2seq.py {C}/multi30k-lstm-attn.yaml", 45, M30K),
+    B("chatbot-ko", f"seq2seq.py {C}/chatbot-ko.yaml", 16, ("chatbot-ko:train",)),
+    # training tokens/s of one recipe: fp32 vs bf16, dropout as in the recipe vs none
+    B("speed-nsmc-transformer", f"bf16_speed.py {C}/nsmc-transformer.yaml --steps 150", 10, NSMC),
+    B("dropout-nsmc-transformer", f"dropout_speed.py {C}/nsmc-transformer.yaml --steps 60", 4,
+      NSMC),
+    B("dropout-imdb-transformer-max_len512",
+      f"dropout_speed.py {X}/imdb-transformer-max_len512.yaml --steps 30", 5, IMDB),
+    B("dropout-nsmc-pretrain-dropout0.1-limit100000",
+      f"dropout_speed.py {X}/nsmc-pretrain-dropout0.1-limit100000.yaml --steps 60", 5, NSMC_PRE),
     # issue 16: language models (benchmarks/lm.py)
-    Benchmark(
-        "shakespeare-char",
-        ("benchmarks/lm.py", "configs/shakespeare-char.yaml"),
-        minutes=30,
-        needs=SHAKESPEARE,
-    ),
-    Benchmark(
-        "shakespeare-nanogpt-cpu",
-        ("benchmarks/lm.py", "configs/shakespeare-nanogpt-cpu.yaml"),
-        minutes=2.5,
-        needs=SHAKESPEARE,
-    ),
-    Benchmark(
-        "shakespeare-bpe",
-        ("benchmarks/lm.py", "configs/shakespeare-bpe.yaml"),
-        minutes=11.5,
-        needs=SHAKESPEARE,
-    ),
-    Benchmark(  # times the model trained by shakespeare-char (run that first)
-        "generation-shakespeare-char",
-        ("benchmarks/lm.py", "--generation", "runs/bench-shakespeare-char"),
-        minutes=0.5,
-        needs=("run:runs/bench-shakespeare-char",),
-    ),
-    Benchmark(
-        "elmo-nsmc",
-        ("benchmarks/lm.py", "--elmo"),
-        minutes=40,
-        needs=NSMC_PRE,
-    ),
+    B("shakespeare-char", f"lm.py {C}/shakespeare-char.yaml", 30, SHAKESPEARE),
+    B("shakespeare-nanogpt-cpu", f"lm.py {C}/shakespeare-nanogpt-cpu.yaml", 2.5, SHAKESPEARE),
+    B("shakespeare-bpe", f"lm.py {C}/shakespeare-bpe.yaml", 11.5, SHAKESPEARE),
+    # times the model shakespeare-char trains (run that first)
+    B("generation-shakespeare-char", "lm.py --generation runs/bench-shakespeare-char", 0.5,
+      ("run:runs/bench-shakespeare-char",)),
+    # configs/nsmc-bilm.yaml, then nsmc-elmo.yaml and nsmc-elmo-baseline.yaml (lm.py's defaults)
+    B("elmo-nsmc", "lm.py --elmo", 40, NSMC_PRE),
     # issue 17: attnkit vs transformers / torch.nn, interleaved (no dataset; run it on a quiet
-    # machine: every ratio comes from one run)
-    Benchmark(
-        "speed",
-        ("benchmarks/speed.py",),
-        minutes=10,
-        needs=(),
-        writes=RESULTS + " + docs/speed_ratios.png",
-    ),
-    # the training rows again, 15 timed iterations each (the ratios vary by run)
-    _speed("speed-train-iters15", "--only", "train", "--iters", "15", minutes=10),
-    Benchmark(  # int8 export of the Korean BERT fine-tuned on NSMC (nsmc-bert trains it)
-        "quantize-bench-nsmc-bert",
-        ("benchmarks/quantize.py", "runs/bench-nsmc-bert"),
-        minutes=2,
-        needs=(*NSMC, "run:runs/bench-nsmc-bert"),
-    ),
-    Benchmark(  # the shipped recipes' tokens/s with the code before issue 17 and now
-        "recipe-speed",
-        ("benchmarks/recipe_speed.py",),
-        minutes=8,
-        needs=NSMC_PRE + M30K,
-    ),
-    Benchmark(  # the same code with and without training.compile (torch.compile)
-        "recipe-speed-compile",
-        (
-            "benchmarks/recipe_speed.py",
-            "configs/nsmc-transformer.yaml",
-            "configs/nsmc-pretrain.yaml",
-            "--before",
-            "HEAD",
-            "--after-set",
-            "training.compile=true",
-            "--steps",
-            "150",
-            "--name",
-            "recipe-speed-compile",
-        ),  # fmt: skip
-        minutes=12,
-        needs=NSMC_PRE,
-    ),
-    # attention in bf16 on the CPU: the explicit formula instead of the fused kernel
-    # (1dcbac1 is main just before that change)
-    Benchmark(
-        "recipe-speed-cpu-bf16-attention",
-        (
-            "benchmarks/recipe_speed.py",
-            "configs/bert-pretrain-ko.yaml",
-            "--before",
-            "1dcbac1",
-            "--steps",
-            "100",
-            "--name",
-            "recipe-speed-cpu-bf16-attention",
-        ),  # fmt: skip
-        minutes=10,
-        needs=NSMC_PRE,
-    ),
-    # generation only, with attnkit int8 as a contender
-    _speed("speed-generate-int8", "--only", "generate", minutes=4),
-    # inference only, with attnkit's ONNX export in onnxruntime as a contender
-    _speed("speed-infer-onnx", "--only", "infer", minutes=5),
-    # issue 15: BERT (benchmarks/bert.py; the Korean ones need runs/bench-bert-pretrain-ko,
+    # machine: every ratio comes from one run); then the training rows again, 15 timed
+    # iterations each (the ratios vary by run)
+    B("speed", "speed.py", 10, (), writes=SPEED_PLOT),
+    B("speed-train-iters15", "speed.py --only train --iters 15 --name speed-train-iters15", 10,
+      (), writes=SPEED_PLOT),
+    # int8 export of the Korean BERT fine-tuned on NSMC (nsmc-bert trains it)
+    B("quantize-bench-nsmc-bert", "quantize.py runs/bench-nsmc-bert", 2,
+      (*NSMC, "run:runs/bench-nsmc-bert")),
+    # the shipped recipes' tokens/s with the code before issue 17 and now; the same code with
+    # and without training.compile (torch.compile: the setting measured, so an option); the
+    # attention in bf16 on the CPU: the explicit formula instead of the fused kernel (1dcbac1
+    # is main just before that change)
+    B("recipe-speed", "recipe_speed.py", 8, NSMC_PRE + M30K),
+    B("recipe-speed-compile", f"recipe_speed.py {C}/nsmc-transformer.yaml {C}/nsmc-pretrain.yaml "
+      "--before HEAD --after-set training.compile=true --steps 150 --name recipe-speed-compile",
+      12, NSMC_PRE),
+    B("recipe-speed-cpu-bf16-attention", f"recipe_speed.py {C}/bert-pretrain-ko.yaml --before "
+      "1dcbac1 --steps 100 --name recipe-speed-cpu-bf16-attention", 10, NSMC_PRE),
+    # generation only, with attnkit int8 as a contender; inference only, with attnkit's ONNX
+    # export in onnxruntime as a contender
+    B("speed-generate-int8", "speed.py --only generate --name speed-generate-int8", 4, (),
+      writes=SPEED_PLOT),
+    B("speed-infer-onnx", "speed.py --only infer --name speed-infer-onnx", 5, (),
+      writes=SPEED_PLOT),
+    # issue 15: BERT (benchmarks/bert.py; the Korean ones start from runs/bench-bert-pretrain-ko,
     # which nsmc-bert trains first: ~108 min of pretraining)
-    _sentiment("imdb-minilm", "imdb-minilm", minutes=75, needs=IMDB),
-    Benchmark(
-        "conll2003-minilm-3ep",
-        (
-            "benchmarks/bert.py",
-            "configs/conll2003-minilm.yaml",
-            "--set",
-            "training.epochs=3",
-            "--name",
-            "conll2003-minilm-3ep",
-        ),  # fmt: skip
-        minutes=8.5,
-        needs=("conll2003:train", "conll2003:test"),
-    ),
-    Benchmark(
-        "nsmc-bert",
-        (
-            "benchmarks/bert.py",
-            "configs/nsmc-bert.yaml",
-            "--pretrain",
-            "configs/bert-pretrain-ko.yaml",
-        ),  # fmt: skip
-        minutes=133,
-        needs=NSMC_PRE,
-    ),
+    B("imdb-minilm", f"sentiment.py {C}/imdb-minilm.yaml", 75, IMDB),
+    B("conll2003-minilm-3ep", f"bert.py {X}/conll2003-minilm-3ep.yaml", 8.5,
+      ("conll2003:train", "conll2003:test")),
+    B("nsmc-bert", f"bert.py {C}/nsmc-bert.yaml --pretrain {C}/bert-pretrain-ko.yaml", 133,
+      NSMC_PRE),
     # more fine-tuning from the same pretrained encoder: a third epoch, then higher rates
-    _nsmc_bert("nsmc-bert-3ep", "training.epochs=3"),
-    _nsmc_bert("nsmc-bert-lr2e-4", "training.epochs=3", "training.lr=2e-4"),
-    _nsmc_bert("nsmc-bert-lr3e-4", "training.epochs=3", "training.lr=3e-4"),
+    B("nsmc-bert-3ep", f"bert.py {X}/nsmc-bert-3ep.yaml", 28, (*NSMC, KO)),
+    B("nsmc-bert-lr2e-4", f"bert.py {X}/nsmc-bert-lr2e-4.yaml", 28, (*NSMC, KO)),
+    B("nsmc-bert-lr3e-4", f"bert.py {X}/nsmc-bert-lr3e-4.yaml", 28, (*NSMC, KO)),
     # a second, longer pretraining (12,500 steps, ~112 min: the 2-hour budget with a margin)
     # into its own run, then the best fine-tuning settings above
-    Benchmark(
-        "nsmc-bert-12500",
-        (
-            "benchmarks/bert.py",
-            "configs/nsmc-bert.yaml",
-            "--pretrain",
-            "configs/bert-pretrain-ko.yaml",
-            "--pretrain-set",
-            "training.max_steps=12500",
-            "--pretrain-name",
-            "bert-pretrain-ko-12500",
-            "--set",
-            "training.epochs=3",
-            "--set",
-            "training.lr=2e-4",
-            "--name",
-            "nsmc-bert-12500",
-        ),  # fmt: skip
-        minutes=135,
-        needs=NSMC_PRE,
-    ),
+    B("nsmc-bert-12500",
+      f"bert.py {X}/nsmc-bert-12500.yaml --pretrain {X}/bert-pretrain-ko-12500.yaml", 135,
+      NSMC_PRE),
     # that encoder, with label smoothing against the overconfidence the rising validation
     # loss shows (0.290 at step 2,000 -> 0.31-0.33 while the accuracy still rose)
-    _nsmc_bert(
-        "nsmc-bert-12500-ls",
-        *("training.epochs=3", "training.lr=2e-4", "training.label_smoothing=0.1"),
-        encoder="runs/bench-bert-pretrain-ko-12500",
-    ),
+    B("nsmc-bert-12500-ls", f"bert.py {X}/nsmc-bert-12500-ls.yaml", 28,
+      (*NSMC, f"{KO}-12500")),
     # with the faster CPU bf16 attention: more steps in the 2 hours, and whole-word masking
-    Benchmark(
-        "nsmc-bert-wwm",
-        (
-            "benchmarks/bert.py",
-            "configs/nsmc-bert.yaml",
-            "--pretrain",
-            "configs/bert-pretrain-ko.yaml",
-            "--pretrain-set",
-            "training.max_steps=15000",
-            "--pretrain-set",
-            "data.whole_word_mask=true",
-            "--pretrain-name",
-            "bert-pretrain-ko-wwm",
-            "--set",
-            "training.epochs=3",
-            "--set",
-            "training.lr=2e-4",
-            "--name",
-            "nsmc-bert-wwm",
-        ),  # fmt: skip
-        minutes=140,
-        needs=NSMC_PRE,
-    ),
+    B("nsmc-bert-wwm", f"bert.py {X}/nsmc-bert-wwm.yaml --pretrain {X}/bert-pretrain-ko-wwm.yaml",
+      140, NSMC_PRE),
     # that encoder fine-tuned a 4th epoch: validation accuracy was still rising at the end of
     # the 3rd (0.8845 / 0.8885 / 0.8888 / 0.8908 at steps 4,000 / 5,000 / 6,000 / 6,681)
-    _nsmc_bert(
-        "nsmc-bert-wwm-4ep",
-        *("training.epochs=4", "training.lr=2e-4"),
-        encoder="runs/bench-bert-pretrain-ko-wwm",
-    ),
+    B("nsmc-bert-wwm-4ep", f"bert.py {X}/nsmc-bert-wwm-4ep.yaml", 28, (*NSMC, f"{KO}-wwm")),
     # nsmc-bert-wwm again with another seed (head initialisation, batch order, dropout and the
     # validation split): how far apart two fine-tunings of one encoder land on the test set
-    _nsmc_bert(
-        "nsmc-bert-wwm-seed1",
-        *("training.epochs=3", "training.lr=2e-4", "training.seed=1"),
-        encoder="runs/bench-bert-pretrain-ko-wwm",
-    ),
+    B("nsmc-bert-wwm-seed1", f"bert.py {X}/nsmc-bert-wwm-seed1.yaml", 28, (*NSMC, f"{KO}-wwm")),
     # 6 layers instead of 4 (a CPU that runs the 4-layer recipe at ~0.25 s/step leaves room for
     # both more layers and more steps in the 2 hours: 92.4 min here), whole-word masking,
     # 18,000 steps; the classifier on the mean of the last layer over the real tokens instead
     # of BERT's pooler on [CLS] (which next-sentence prediction trained, mostly a topic task)
-    Benchmark(
-        "nsmc-bert-6l-mean",
-        (
-            "benchmarks/bert.py",
-            "configs/nsmc-bert.yaml",
-            "--pretrain",
-            "configs/bert-pretrain-ko.yaml",
-            "--pretrain-set",
-            "model.num_layers=6",
-            "--pretrain-set",
-            "training.max_steps=18000",
-            "--pretrain-set",
-            "data.whole_word_mask=true",
-            "--pretrain-name",
-            "bert-pretrain-ko-6l",
-            "--set",
-            "training.epochs=3",
-            "--set",
-            "training.lr=2e-4",
-            "--set",
-            "model.pooling=mean",
-            "--name",
-            "nsmc-bert-6l-mean",
-        ),  # fmt: skip
-        minutes=110,
-        needs=NSMC_PRE,
-    ),
+    B("nsmc-bert-6l-mean",
+      f"bert.py {X}/nsmc-bert-6l-mean.yaml --pretrain {X}/bert-pretrain-ko-6l.yaml", 110,
+      NSMC_PRE),
     # that encoder fine-tuned with BERT's pooler on [CLS], as every earlier row: which pooling
-    _nsmc_bert(
-        "nsmc-bert-6l",
-        *("training.epochs=3", "training.lr=2e-4"),
-        encoder="runs/bench-bert-pretrain-ko-6l",
-        minutes=13,
-    ),
+    B("nsmc-bert-6l", f"bert.py {X}/nsmc-bert-6l.yaml", 13, (*NSMC, *KO_6L)),
     # self-training: nsmc-bert-6l-mean labels the 639K unlabelled reviews (none from the test
     # set); those it gives >= 0.9, as many negative as positive, join the training split of a
     # new fine-tuning of the same encoder (texts of NSMC's own splits dropped)
-    Benchmark(
-        "nsmc-bert-6l-self",
-        (
-            "benchmarks/bert.py",
-            "configs/nsmc-bert.yaml",
-            "--init",
-            "runs/bench-bert-pretrain-ko-6l",
-            "--pseudo-from",
-            "runs/bench-nsmc-bert-6l-mean",
-            "--pseudo-min-confidence",
-            "0.9",
-            "--pseudo-balance",
-            *("--set", "training.epochs=3", "--set", "training.lr=2e-4"),
-            *("--set", "model.pooling=mean", "--name", "nsmc-bert-6l-self"),
-        ),  # fmt: skip
-        minutes=35,
-        needs=(
-            *NSMC_PRE,
-            "run:runs/bench-bert-pretrain-ko-6l",
-            "run:runs/bench-nsmc-bert-6l-mean",
-        ),
-    ),
+    B("nsmc-bert-6l-self", f"bert.py {X}/nsmc-bert-6l-self.yaml --pseudo-from "
+      "runs/bench-nsmc-bert-6l-mean --pseudo-min-confidence 0.9 --pseudo-balance", 35,
+      (*NSMC_PRE, *KO_6L, "run:runs/bench-nsmc-bert-6l-mean")),
     # distillation: the ensemble of the three 6-layer fine-tunings above gives its class
     # probabilities for every unlabelled review, and a new fine-tuning of the same encoder
     # learns them (soft targets) next to NSMC's labelled training reviews; one BERT results
-    Benchmark(
-        "nsmc-bert-6l-distill",
-        (
-            "benchmarks/bert.py",
-            "configs/nsmc-bert.yaml",
-            "--init",
-            "runs/bench-bert-pretrain-ko-6l",
-            *("--pseudo-from", "runs/bench-nsmc-bert-6l-mean"),
-            *("--pseudo-from", "runs/bench-nsmc-bert-6l"),
-            *("--pseudo-from", "runs/bench-nsmc-bert-6l-self"),
-            *("--pseudo-min-confidence", "0", "--pseudo-soft"),
-            *("--set", "training.epochs=2", "--set", "training.lr=2e-4"),
-            *("--set", "model.pooling=mean", "--name", "nsmc-bert-6l-distill"),
-        ),  # fmt: skip
-        minutes=60,
-        needs=(
-            *NSMC_PRE,
-            "run:runs/bench-bert-pretrain-ko-6l",
-            "run:runs/bench-nsmc-bert-6l-mean",
-            "run:runs/bench-nsmc-bert-6l",
-            "run:runs/bench-nsmc-bert-6l-self",
-        ),
-    ),
-    *(
-        Benchmark(
-            name,
-            (
-                "benchmarks/bert.py",
-                f"configs/{recipe}.yaml",
-                "--init",
-                "runs/bench-bert-pretrain-ko",
-                *extra,
-                "--name",
-                name,
-            ),  # fmt: skip
-            minutes=minutes,
-            needs=(f"{dataset}:train", "run:runs/bench-bert-pretrain-ko"),
-            pending=pending,
-        )
-        for name, recipe, dataset, extra, minutes, pending in (
-            ("klue-nli-bert", "klue-nli-bert", "klue-nli", (), 1.7, False),
-            ("klue-ner-bert", "klue-ner-bert", "klue-ner", (), 5, False),
-            (
-                "korquad-bert-1ep",
-                "korquad-bert",
-                "korquad",
-                ("--set", "training.epochs=1"),
-                7,
-                False,
-            ),
-            (
-                "klue-nli-bert-frozen",
-                "klue-nli-bert",
-                "klue-nli",
-                ("--set", "model.freeze_encoder=true", "--set", "training.lr=1e-3"),
-                0.5,
-                False,
-            ),
-            (
-                "klue-ner-bert-frozen",
-                "klue-ner-bert",
-                "klue-ner",
-                ("--set", "model.freeze_encoder=true", "--set", "training.lr=1e-3"),
-                1.5,
-                False,
-            ),
-        )
-    ),
+    B("nsmc-bert-6l-distill", f"bert.py {X}/nsmc-bert-6l-distill.yaml "
+      + "".join(f"--pseudo-from runs/bench-nsmc-bert-{t} " for t in TEACHERS)
+      + "--pseudo-min-confidence 0 --pseudo-soft", 60,
+      (*NSMC_PRE, *KO_6L, *(f"run:runs/bench-nsmc-bert-{t}" for t in TEACHERS))),
+    # the Korean encoder on other tasks: fine-tuned, and feature-based (frozen encoder)
+    B("klue-nli-bert", f"bert.py {X}/klue-nli-bert.yaml", 1.7, ("klue-nli:train", KO)),
+    B("klue-ner-bert", f"bert.py {X}/klue-ner-bert.yaml", 5, ("klue-ner:train", KO)),
+    B("korquad-bert-1ep", f"bert.py {X}/korquad-bert-1ep.yaml", 7, ("korquad:train", KO)),
+    B("klue-nli-bert-frozen", f"bert.py {X}/klue-nli-bert-frozen.yaml", 0.5,
+      ("klue-nli:train", KO)),
+    B("klue-ner-bert-frozen", f"bert.py {X}/klue-ner-bert-frozen.yaml", 1.5,
+      ("klue-ner:train", KO)),
     # issue 18: serving (trains runs/bench-serve-nsmc-quick first when missing)
-    Benchmark(
-        "serve-load",
-        ("benchmarks/serve_load.py",),
-        minutes=2,
-        needs=NSMC,
-    ),
+    B("serve-load", "serve_load.py", 2, NSMC),
 )
+# fmt: on
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
 

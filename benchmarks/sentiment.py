@@ -2,18 +2,23 @@
 accuracy, training minutes, tokens/s and peak RSS, and regenerate docs/results.md.
 
     python benchmarks/sentiment.py configs/nsmc-transformer.yaml
-    python benchmarks/sentiment.py configs/imdb-transformer.yaml --set training.bf16=true --name imdb-bf16
+    python benchmarks/sentiment.py configs/experiments/nsmc-ngram-bf16.yaml
     python benchmarks/sentiment.py configs/nsmc-finetune.yaml --pretrain configs/nsmc-pretrain.yaml
-    python benchmarks/sentiment.py configs/nsmc-finetune.yaml --pretrain configs/nsmc-pretrain.yaml \
-        --pretrain-set training.max_steps=2800 --ensemble configs/nsmc-gru.yaml \
-        --ensemble-set model.hidden_size=128 --name nsmc-ensemble
+    python benchmarks/sentiment.py configs/nsmc-finetune.yaml \
+        --pretrain configs/experiments/nsmc-pretrain-2800.yaml \
+        --ensemble configs/experiments/nsmc-gru-h128.yaml --name nsmc-ensemble
+
+The result is named after the recipe file (``--name`` otherwise). A benchmark's recipes are
+files (configs/experiments/ holds those that differ from a shipped one: benchmarks/run_all.py
+runs them); ``--set`` / ``--pretrain-set`` / ``--ensemble-set`` are for trials.
 
 ``--ensemble CONFIG`` (repeatable) trains more classifiers after the first and scores the
 ensemble of all of them (averaged probabilities, ``attnkit evaluate RUN RUN ...``); the
 training minutes are the sum over every stage.
 
-Results are stored as JSON in benchmarks/results/NAME.json (one file per benchmark run) and
-docs/results.md is rebuilt from all of them, each row with the command that produced it.
+Results are stored as JSON in benchmarks/results/NAME.json (one file per benchmark run, kind
+"sentiment"; the schema: benchmarks/report.py) and docs/results.md is rebuilt from all of
+them, each row with the command that produced it.
 """
 
 from __future__ import annotations
@@ -58,17 +63,17 @@ def pretrain(config: str, name: str, overrides: list[str]) -> tuple[Path, dict]:
         "pretrain_steps": result.step,
         "pretrain_minutes": round(result.train_seconds / 60, 2),
         "pretrain_total_minutes": round(wall / 60, 2),
-        # masked LM: its loss / accuracy; ELECTRA: the generator's masked-LM loss and the
-        # discriminator's replaced-token-detection accuracy
-        "pretrain_val_loss": round(last.get("val_mlm_loss", last.get("val_loss", 0)), 4),
-        "pretrain_val_accuracy": round(
-            last.get("val_mlm_accuracy", last.get("val_accuracy", 0)), 4
-        ),
-        **(
-            {"pretrain_val_rtd_accuracy": round(last["val_rtd_accuracy"], 4)}
-            if "val_rtd_accuracy" in last
-            else {}
-        ),
+        # masked LM: its loss / accuracy; ELECTRA: the generator's masked-LM loss and
+        # accuracy and the discriminator's replaced-token-detection accuracy
+        "pretrain_validation": {
+            "mlm_loss": round(last.get("val_mlm_loss", last.get("val_loss", 0)), 4),
+            "mlm_accuracy": round(last.get("val_mlm_accuracy", last.get("val_accuracy", 0)), 4),
+            **(
+                {"rtd_accuracy": round(last["val_rtd_accuracy"], 4)}
+                if "val_rtd_accuracy" in last
+                else {}
+            ),
+        },
     }
 
 
@@ -98,7 +103,7 @@ def member(config: str, name: str, i: int, overrides: list[str]) -> tuple[Path, 
         "command": f"attnkit train {config}{_sets(overrides)} --out runs/bench-{name}-member{i}",
         "arch": cfg["model"]["arch"],
         "num_parameters": cfg["num_parameters"],
-        "best_val_accuracy": result["best"],
+        "best_val_metric": result["best"],
         "steps": result["step"],
         "train_minutes": round(result["seconds"] / 60, 2),
         "total_minutes": round(wall / 60, 2),
@@ -140,7 +145,7 @@ def run(
     if members:  # the first classifier is a member too
         parts = [dict(record), *members]
         for info, score in zip(parts, report["members"], strict=True):
-            info["test_accuracy"] = round(score["accuracy"], 4)
+            info["test"] = {"accuracy": round(score["accuracy"], 4)}
         record = {
             "arch": " + ".join(m["arch"] for m in parts) + " (ensemble)",
             "num_parameters": sum(m["num_parameters"] for m in parts),
@@ -150,6 +155,7 @@ def run(
         }
     return {
         "name": name,
+        "kind": "sentiment",
         "command": command_line("sentiment.py"),
         "dataset": cfg["data"]["name"],
         "arch": record["arch"],
@@ -157,10 +163,12 @@ def run(
         "precision": run_precision(cfg),
         "bf16": run_precision(cfg) == "bf16",
         "init_from": cfg["model"].get("init_from") if not pretrain_config else None,
-        "test_accuracy": round(report["accuracy"], 4),
-        "test_macro_f1": round(report["macro_f1"], 4),
+        "test": {
+            "accuracy": round(report["accuracy"], 4),
+            "macro_f1": round(report["macro_f1"], 4),
+        },
         "test_examples": report["num_examples"],
-        "best_val_accuracy": result.best_metric,
+        "best_val_metric": result.best_metric,
         "steps": result.step,
         "train_minutes": record["train_minutes"],
         "total_minutes": record["total_minutes"],

@@ -11,7 +11,8 @@ chat recipes: test loss/perplexity and ten answers to held-out test questions.
 
 ``--skip-train`` measures the run already in runs/bench-NAME (trained by this script or by
 ``attnkit train RECIPE --out runs/bench-NAME``) instead of training it again. Results go to
-benchmarks/results/NAME.json and docs/results.md is rebuilt.
+benchmarks/results/NAME.json (kind translate / chat; the schema: benchmarks/report.py) and
+docs/results.md is rebuilt.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _train_record(out: Path) -> dict:
         "epochs": (train_rows[-1]["epoch"] + 1) if train_rows else 0,
         "train_minutes": round(train_rows[-1]["elapsed_s"] / 60, 1) if train_rows else 0,
         "tokens_per_s": round(statistics.median(r["tokens_per_s"] for r in train_rows)),
-        "validation": [
+        "val_log": [  # the training's evaluations
             {k: v for k, v in r.items() if k in ("step", "epoch", "val_bleu", "val_loss")}
             for r in evals
         ],
@@ -96,10 +97,9 @@ def measure_translate(out: Path, n_speed: int) -> dict:
             speed.append(row)
             print(row)
     return {
-        "test_loss": round(report["loss"], 4),
-        "test_perplexity": round(report["perplexity"], 2),
-        "test_pairs": report["num_examples"],
-        "decodings": decodings,
+        "test": {"loss": round(report["loss"], 4), "perplexity": round(report["perplexity"], 2)},
+        "test_examples": report["num_examples"],
+        "decodings": decodings,  # sacreBLEU on the test split, per decoding
         "throughput": speed,
         "throughput_sentences": len(sources),
     }
@@ -119,9 +119,8 @@ def measure_chat(out: Path, n_samples: int) -> dict:
             break
     answers = predictor.translate([p.src for p in picked], beam=1)  # greedy: reproducible
     return {
-        "test_loss": round(report["loss"], 4),
-        "test_perplexity": round(report["perplexity"], 2),
-        "test_pairs": report["num_examples"],
+        "test": {"loss": round(report["loss"], 4), "perplexity": round(report["perplexity"], 2)},
+        "test_examples": report["num_examples"],
         "test_tokens": report["num_tokens"],
         "sampling": "greedy decoding",
         "samples": [

@@ -69,6 +69,7 @@ def _rows(run: Path) -> list[dict]:
 def test_an_interrupted_pretraining_resumes_to_the_uninterrupted_run(bert, recipe, monkeypatch):
     full, info = bert.pretrain(recipe, [], "full")
     assert info["pretrain_steps"] == 12 and "pretrain_resumed" not in info
+    assert set(info["pretrain_validation"]) == {"mlm_accuracy", "mlm_loss", "nsp_accuracy"}
 
     original = training.Trainer._log
 

@@ -102,7 +102,7 @@ def test_report_renders_the_speed_ratios(bench):
     assert "avx512_bf16 yes, amx_bf16 no; native bf16: yes; matmul peak fp32 180.5" in text
     assert (
         "| encoder training step | L4 H256 A4, seq 128 | bf16 | 32 | attnkit | 812.2 "
-        "| transformers.BertModel | 1,218.4 | **1.50x** | 1.4x | yes | 34.6% | 23.0% |  |"
+        "| transformers.BertModel | 1,218.4 | **1.50x** | 1.4x | yes | 34.6% | 23.0% | |"
     ) in text
     assert "| greedy generation, 16 + 128 tokens (same tokens: yes) |" in text
     assert "| **2.25x** | - | - | 34.6% | 23.0% | a note |" in text

@@ -54,7 +54,7 @@ def test_shard_splits_a_batch_among_processes():
 def recipe(tmp_path_factory) -> Path:
     """The tiny sentiment recipe without dropout (masks differ per process by design),
     with one shared tokenizer file (WordPiece training breaks ties differently in each
-    process; see test_training)."""
+    process; see test_trainer_resume)."""
     d = tmp_path_factory.mktemp("ddp")
     write_csv(d / "train.csv", make_sentiment_rows(320, seed=0))  # 288 train: 18 batches of 16
     write_csv(d / "test.csv", make_sentiment_rows(80, seed=1))

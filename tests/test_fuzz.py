@@ -182,3 +182,52 @@ def test_an_alias_bomb_recipe_is_one_short_error(tmp_path: Path) -> None:
         load_config(bomb)
     assert len(str(exc.value)) < 300
     assert yaml  # the file is valid YAML: the loader, not the parser, must stay bounded
+
+
+# ------------------------------------------------------------ config.json sizes of a run
+SIZE_VALUES = (
+    st.sampled_from([0, -1, -5, 1, 2, 16, 32, 64, 120, 1000, 65536, 65537, 10**6, 10**9, 10**12])
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from(["32", "1e9", "abc", "", [32], {"d": 1}])
+    | st.booleans()
+    | st.none()
+)
+SIZE_FIELDS = [("model", f) for f in ("d_model", "d_ff", "num_heads", "num_layers", "vocab_size",
+               "max_len", "num_classes", "pad_id")] + [("data", "max_len")]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sized_run(run: Path, tmp_path_factory) -> tuple[Path, dict]:
+    """A copy of the fuzz run whose config.json the examples rewrite, and the original."""
+    import json
+    import shutil
+
+    copy = Path(shutil.copytree(run, tmp_path_factory.mktemp("sized") / "run"))
+    return copy, json.loads((copy / "config.json").read_text(encoding="utf-8"))
+
+
+@settings(FAST, max_examples=40)
+@given(changes=st.dictionaries(st.sampled_from(SIZE_FIELDS), SIZE_VALUES, min_size=1, max_size=3))
+def test_any_config_json_sizes_load_or_give_one_line(sized_run, changes: dict) -> None:
+    """Sizes in a run's config.json (huge, negative, zero, floats, strings, bools): the run
+    loads or ``attnkit.load`` raises one of attnkit's one-line errors, never another
+    exception, and nothing of the sizes' gigabytes is ever allocated."""
+    import copy
+    import json
+    import resource
+
+    import attnkit
+
+    path, original = sized_run
+    raw = copy.deepcopy(original)
+    for (section, key), value in changes.items():
+        raw[section][key] = value
+    (path / "config.json").write_text(json.dumps(raw), encoding="utf-8")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        attnkit.load(path)
+    except AttnkitError as exc:
+        assert "\n" not in str(exc) and "config.json" in str(exc)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 1024, f"{changes}: peak memory grew by {grown_mb:.0f} MB"

@@ -246,7 +246,7 @@ def test_cli_writes_the_tsv_a_recipe_trains_on(teacher, tmp_path, capsys):
     "tail, message",
     [
         (["--min-confidence", "1.5"], "expected a number from 0 to 1"),
-        (["-o", "{tmp}/missing/p.tsv"], "in a folder that does not exist"),
+        (["-o", "{tmp}/missing/p.tsv"], "missing does not exist (create it first)"),
         (["-o", "{tmp}"], "is a folder"),
         (["--input", "no-such-dataset"], "no unlabelled text for dataset 'no-such-dataset'"),
     ],

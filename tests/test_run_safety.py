@@ -191,7 +191,8 @@ def _damage(run: Path, tmp_path: Path, case: str) -> None:
 DAMAGE = [
     ("truncated weights", "model.safetensors is damaged or not a safetensors file"),
     ("pickle as weights", "model.safetensors is damaged or not a safetensors file"),
-    ("weights of another model", "model.safetensors does not match the model's config"),
+    # (checked from the weights' header before anything is built: attnkit.models.sizes)
+    ("weights of another model", "model.d_model is 32 but model.safetensors was saved with 16"),
     ("config not json", "config.json is damaged"),
     ("config a list", "config.json must hold a JSON object, not list"),
     ("config lacks model", "config.json lacks model: not an attnkit run"),

@@ -434,7 +434,7 @@ def test_seq2seq_resume_after_sigkill_is_exact(tmp_path):
     and resumed logs the same losses and ends with the same weights as an unbroken run."""
     from safetensors.torch import load_file
 
-    from test_training import _cli, _rows
+    from test_trainer_resume import _cli, _rows
 
     write_tsv(tmp_path / "train.tsv", reversal_pairs(120, 0))
     write_tsv(tmp_path / "val.tsv", reversal_pairs(8, 1))

@@ -138,3 +138,86 @@ def test_any_path_and_method_gets_json(client, path: str, method: str) -> None:
     assert response.status_code < 500
     if response.status_code >= 400:
         assert response.json()["error"]["message"]
+
+
+# ----------------------------------------------------------------------------- ranges, types
+DECODING = ["seed", "temperature", "top_k", "top_p", "repetition_penalty", "max_new_tokens"]
+
+
+@SETTINGS
+@given(
+    name=st.sampled_from(DECODING),
+    value=st.one_of(
+        st.integers(-(2**70), 2**70),
+        st.sampled_from([0, 1, 2**31 - 1, 2**31, 2**63 - 1, 2**63, -1]),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.booleans(),
+        st.text(max_size=4),
+        st.none(),
+    ),
+)
+def test_decoding_parameters_take_the_cli_ranges_and_strict_types(client, name, value) -> None:
+    """Whatever the value, /v1/generate takes it iff it is of the field's JSON type (no
+    coercion: a bool or a string is no number, a float no integer) and in the range the CLI
+    checks (attnkit.params); and the CLI's check refuses exactly what the range refuses."""
+    import argparse
+
+    from attnkit.cli import UsageError, _sampling_args
+    from attnkit.params import PARAMS
+
+    param = PARAMS[name]
+    body = {"model": "verse", "prompt": "a", "max_new_tokens": 1, name: value}
+    response = client.post(
+        "/v1/generate",
+        content=json.dumps(body, allow_nan=True).encode(),
+        headers={"content-type": "application/json"},
+    )
+    nullable = name in ("seed", "max_new_tokens")  # null: not given
+    accepted = (value is None and nullable) or (value is not None and param.problem(value) is None)
+    if name == "max_new_tokens" and isinstance(value, int) and value > 6:  # the server limit
+        accepted = False
+    assert response.status_code == (200 if accepted else 422), (value, response.text)
+    if not accepted:
+        assert response.json()["error"]["message"].startswith(name)  # "seed: ...", "... here"
+    # the CLI gets what argparse makes of the option (int or float), then this check
+    parsed = int if param.kind is int else float
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if parsed is int and not isinstance(value, int):
+        return
+    args = argparse.Namespace(**{n: None for n in DECODING})
+    setattr(args, name, parsed(value) if parsed is float and abs(value) < 1e308 else value)
+    refused = PARAMS[name].problem(getattr(args, name)) is not None
+    try:
+        _sampling_args(args)
+    except UsageError as exc:
+        assert refused and str(exc).startswith(f"{param.option} must be"), exc
+    else:
+        assert not refused
+
+
+_WRONG_TYPES = {
+    bool: ["yes", 1, 0, "true", None],
+    int: [True, "3", 3.0, 2.5, None],
+    float: [True, "0.5", None],
+}
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_no_field_is_coerced(client, endpoint: str) -> None:
+    """Every bool, int and float field of every request: a value of another JSON type is
+    422 naming the field (never coerced: "yes" -> true, true -> 1, "3" -> 3)."""
+    model = REQUESTS[endpoint]
+    for field, info in model.model_fields.items():
+        kind = info.annotation
+        if kind not in _WRONG_TYPES:  # str, lists, optional ints (null allowed) below
+            kind = int if kind == (int | None) else None
+        if kind is None:
+            continue
+        for wrong in _WRONG_TYPES[kind]:
+            if wrong is None and info.annotation == (int | None):
+                continue  # null is "not given"
+            response = client.post(f"/v1/{endpoint}", json={field: wrong})
+            assert response.status_code == 422, (field, wrong)
+            messages = [d["loc"][-1] for d in response.json()["error"]["details"]]
+            assert field in messages, (field, wrong, response.json())

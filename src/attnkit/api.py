@@ -15,7 +15,8 @@ in ``attnkit.tasks`` by the recipe's ``task:``) at each; nothing here knows a ta
 
 from __future__ import annotations
 
-import shutil
+import errno
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -28,8 +29,11 @@ from attnkit import __version__, distributed
 from attnkit.checkpoint import atomic_write_text
 from attnkit.config import ConfigError, RunConfig, load_config
 from attnkit.device import FP32, Precision, busy_note, default_threads, resolve_precision
+from attnkit.errors import AttnkitError, InputError
 from attnkit.interop.onnx import ONNX_FILE, OnnxModel, export_onnx, onnx_signature
 from attnkit.models import build_model
+from attnkit.models.sizes import check_memory, meta_model, read_run_config
+from attnkit.output_guard import cannot_write, check_output, staged_folder
 from attnkit.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quantize_int8, save_int8
 from attnkit.run import RunDir
 from attnkit.tasks import get_task
@@ -40,15 +44,10 @@ __all__ = ["RunError", "calibrate", "evaluate", "export", "load", "train"]
 
 
 def _read_run(run: RunDir) -> tuple[RunConfig, dict[str, Any]]:
-    """A run's config (as a RunConfig, with every model size) and its raw config.json."""
-    saved = run.read_config()
-    source = "first-format run" if saved["format"] == 1 else "run"
-    sections = {k: saved[k] for k in ("task", "data", "tokenizer", "model", "training")}
-    try:
-        cfg = RunConfig.from_dict(sections, source=source)
-    except ConfigError as exc:
-        raise RunError(f"{run.config_path}: {exc}") from None
-    return cfg, saved
+    """A run's config (as a RunConfig, with every model size) and its raw config.json; its
+    sizes checked against sane bounds, the weights' shapes and the memory available before
+    anything is built from them (``attnkit.models.sizes``)."""
+    return read_run_config(run)
 
 
 def train(
@@ -97,6 +96,8 @@ def train(
         name = Path(config).stem if isinstance(config, (str, Path)) else "run"
         run = RunDir(out if out is not None else Path("runs") / name)
         saved = {}
+    # a folder (or a place for one) that is writable, not a file, not inside another run
+    _check_output(run.path if out is None else out, kind="folder", what="--out")
     if device is not None:
         cfg.training.device = device
     if threads is not None:
@@ -111,12 +112,38 @@ def train(
             return _train(cfg, run, resume, saved, lambda *_: None, where)
         if not resume:
             _check_new_run_target(run, force)
-        with run.lock():
-            if not resume:
-                _check_new_run_target(run, force)  # again: it may have changed before the lock
-            return _train(cfg, run, resume, saved, log, where)
+        try:
+            with run.lock():
+                if not resume:
+                    _check_new_run_target(run, force)  # again: it may have changed meanwhile
+                return _train(cfg, run, resume, saved, log, where)
+        except OSError as exc:  # writing the run: read-only, full disk, no permission, ...
+            if isinstance(exc, AttnkitError) or not _writing_in(run.path, exc):
+                raise
+            raise cannot_write(run.path, exc) from None
     finally:
         distributed.finish()
+
+
+def _check_output(path: str | Path, **rules: Any) -> Path:
+    """``attnkit.output_guard.check_output``, its refusal a ``RunError`` (what ``train``
+    and ``export`` have always raised for an output folder they cannot use)."""
+    try:
+        return check_output(path, **rules)
+    except InputError as exc:
+        raise RunError(str(exc)) from None
+
+
+def _writing_in(folder: Path, exc: OSError) -> bool:
+    """True if ``exc`` came from writing in ``folder``: it names a path there (or none, with
+    an errno that only writing gives)."""
+    if exc.filename is None:
+        return exc.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    try:
+        here = Path(os.path.abspath(folder))
+        return Path(os.path.abspath(os.fsdecode(exc.filename))).is_relative_to(here)
+    except (TypeError, ValueError):
+        return False
 
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -199,6 +226,9 @@ def _train(
         data.run_info.update(run_info)  # e.g. the labels in the order the model learned
     cfg.model = cfg.model.replace(**spec.model_inputs(cfg, data.tokenizer, data.run_info))
     cfg.model.validate()
+    # sizes that fit the bounds may still make a model larger than this machine's memory
+    source = str(run.config_path) if resume else "the recipe's model section"
+    check_memory(meta_model(cfg.model, source, ConfigError), cfg.model, source, ConfigError)
     torch.manual_seed(cfg.training.seed)
     model = build_model(cfg.model)
     n_params = sum(p.numel() for p in model.parameters())
@@ -211,20 +241,24 @@ def _train(
         if not run.is_empty():
             log(f"replacing the {'unfinished ' if run.is_unfinished() else ''}run in {run}")
             run.clear()
-        run.save_tokenizer(data.tokenizer)
-        run.write_config(
-            {
-                **cfg.to_dict(),
-                **data.run_info,
-                "vocab_size": data.tokenizer.vocab_size,
-                "num_parameters": n_params,
-                "attnkit_version": __version__,
-                # what training.bf16 (auto by default) chose on this machine
-                "precision": training_precision(
-                    cfg.training, resolve_device(cfg.training.device)
-                ).name,
-            }
-        )
+        try:
+            run.save_tokenizer(data.tokenizer)
+            run.write_config(
+                {
+                    **cfg.to_dict(),
+                    **data.run_info,
+                    "vocab_size": data.tokenizer.vocab_size,
+                    "num_parameters": n_params,
+                    "attnkit_version": __version__,
+                    # what training.bf16 (auto by default) chose on this machine
+                    "precision": training_precision(
+                        cfg.training, resolve_device(cfg.training.device)
+                    ).name,
+                }
+            )
+        except BaseException:
+            run.clear()  # (a full disk, say): no half-made run blocks the next try
+            raise
     try:
         trainer = Trainer(
             model,
@@ -383,10 +417,12 @@ def export(
     if not run.is_run() or not run.has_weights():
         raise RunError(f"{run} is not a finished run (config.json and model.safetensors needed)")
     cfg, saved = _read_run(run)
+    # a new or empty folder, writable, not a file, not the run, not inside a run
+    out = _check_output(output, kind="folder", what="--output", inputs=[run.path], empty=True)
     if fmt == "attnkit":
-        return _export_int8(run, saved, cfg, Path(output))
+        return _export_int8(run, cfg, out)
     if fmt == "onnx":
-        return _export_onnx(run, cfg, Path(output))
+        return _export_onnx(run, cfg, out)
     if not isinstance(cfg.model, BertConfig):
         raise RunError(
             f"{run} holds a {cfg.model.arch} model; only BERT runs (model.arch bert-...) "
@@ -396,44 +432,41 @@ def export(
     run.load_weights(model)
     labelled = cfg.model.arch in ("bert-classifier", "bert-tagger")
     labels = saved.get("labels") if labelled else None
-    return save_hf_directory(model, run.load_tokenizer(), output, labels)
+    tokenizer = run.load_tokenizer()
+    with staged_folder(out) as stage:  # all of it, or nothing (also on a full disk)
+        save_hf_directory(model, tokenizer, stage, labels)
+    return out
 
 
-def _export_onnx(run: RunDir, cfg: RunConfig, output: Path) -> Path:
-    """``run`` as a new run directory ``output`` with ``model.onnx`` (see ``export``)."""
-    out = RunDir(output)
-    if out.path.exists() and not out.is_empty():
-        raise RunError(f"{out} is not empty: choose a new folder for the export")
+def _export_onnx(run: RunDir, cfg: RunConfig, out: Path) -> Path:
+    """``run`` as a new run directory ``out`` (checked) with ``model.onnx`` (see
+    ``export``), written in a staging folder moved into place once complete."""
     model = build_model(cfg.model)
     task = get_task(cfg.task)
     onnx_signature(task, model)  # no export for this kind of run: say so before writing
     run.load_weights(model)
     tokenizer = run.load_tokenizer()
-    out.create()
-    tmp = out.path / f".{ONNX_FILE}.tmp"
-    tmp.mkdir()
-    try:  # the exporter writes model.onnx (+ model.onnx.data): into a folder, then moved
-        info = export_onnx(model, task, tmp / ONNX_FILE, tokenizer.vocab_size, cfg.data.max_len)
-        for f in sorted(tmp.iterdir(), key=lambda f: f.name == ONNX_FILE):  # the graph last
-            f.replace(out.path / f.name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    out.save_tokenizer(tokenizer)
-    atomic_write_text(out.config_path, run.config_path.read_text(encoding="utf-8"))
-    out.update_config(onnx=info, exported_from=str(run.path))
-    return out.path
+    config_text = run.config_path.read_text(encoding="utf-8")
+    with staged_folder(out) as stage:  # model.onnx (+ model.onnx.data), tokenizer, config
+        made = RunDir(stage)
+        info = export_onnx(model, task, stage / ONNX_FILE, tokenizer.vocab_size, cfg.data.max_len)
+        made.save_tokenizer(tokenizer)
+        atomic_write_text(made.config_path, config_text)
+        made.update_config(onnx=info, exported_from=str(run.path))
+    return out
 
 
-def _export_int8(run: RunDir, saved: dict[str, Any], cfg: RunConfig, output: Path) -> Path:
-    """``run`` as a new run directory ``output`` with int8 weights (see ``export``)."""
-    out = RunDir(output)
-    if out.path.exists() and not out.is_empty():
-        raise RunError(f"{out} is not empty: choose a new folder for the export")
+def _export_int8(run: RunDir, cfg: RunConfig, out: Path) -> Path:
+    """``run`` as a new run directory ``out`` (checked) with int8 weights (see ``export``),
+    written in a staging folder moved into place once complete."""
     model = build_model(cfg.model)
     run.load_weights(model)
-    out.create()
-    save_int8(model, out.path / INT8_WEIGHTS)
-    out.save_tokenizer(run.load_tokenizer())
-    atomic_write_text(out.config_path, run.config_path.read_text(encoding="utf-8"))
-    out.update_config(quantization=QUANTIZATION, exported_from=str(run.path))
-    return out.path
+    tokenizer = run.load_tokenizer()
+    config_text = run.config_path.read_text(encoding="utf-8")
+    with staged_folder(out) as stage:
+        made = RunDir(stage)
+        save_int8(model, stage / INT8_WEIGHTS)
+        made.save_tokenizer(tokenizer)
+        atomic_write_text(made.config_path, config_text)
+        made.update_config(quantization=QUANTIZATION, exported_from=str(run.path))
+    return out

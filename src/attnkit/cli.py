@@ -43,8 +43,8 @@ def _cmd_plot_pe(args: argparse.Namespace) -> int:
 
     if args.d_model < 2:
         raise UsageError("--d-model must be at least 2")
-    check_output_path(args.output)
-    path = plot_positional_encoding(args.max_len, args.d_model, args.output)
+    out = check_output_path(args.output)
+    path = plot_positional_encoding(args.max_len, args.d_model, out)
     print(f"wrote {path}")
     return 0
 
@@ -60,7 +60,8 @@ def _cmd_plot_curves(args: argparse.Namespace) -> int:
         source = RunDir(source).metrics_path
     if not source.is_file():
         raise UsageError(f"no metrics file at {source}")
-    out = check_output_path(args.output or source.with_name(RunDir.CURVES))
+    default = source.with_name(RunDir.CURVES)
+    out = check_output_path(default if args.output is None else args.output, inputs=[source])
     print(f"wrote {plot_curves(read_jsonl(source), out)}")
     return 0
 
@@ -210,22 +211,16 @@ def _resume_hint(args: argparse.Namespace, out: str | None) -> str:
 
 
 def _check_run_folder(out: str) -> None:
-    """--out must be a folder or a place where one can be made: not a file, not under one."""
-    from pathlib import Path
+    """--out must be a folder or a place where one can be made: not a file, not under one,
+    not in a run directory, writable (``attnkit.output_guard``)."""
+    from attnkit.output_guard import check_output
 
-    for p in (Path(out), *Path(out).parents):
-        if os.path.isdir(p):
-            return
-        if os.path.lexists(p):
-            if p == Path(out):
-                raise UsageError(f"--out {out} is a file, not a folder")
-            raise UsageError(f"--out {out}: {p} is a file, not a folder")
+    check_output(out, kind="folder", what="--out")
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    import json
-
     from attnkit.api import evaluate
+    from attnkit.errors import json_line
 
     report = evaluate(
         args.run,
@@ -235,8 +230,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         map_location=_device(args),
         precision=args.precision,
     )
+    line = json_line(report)  # a NaN metric (damaged weights) is an error, in either form
     if args.json:
-        print(json.dumps(report, ensure_ascii=False))
+        print(line)
         return 0
     name = " + ".join(args.run)
     if "confusion_matrix" in report:
@@ -349,21 +345,31 @@ def _check_text(text: str, number: int) -> str:
     return text
 
 
-def _stdin_bytes() -> bytes:
+def _stdin_stream():
+    """stdin as a binary stream (read line by line, ``attnkit.lines``)."""
+    import io
+
     stdin = sys.stdin
     if hasattr(stdin, "buffer"):
-        return stdin.buffer.read()
-    return stdin.read().encode("utf-8", "surrogateescape")  # a text-only stream (tests)
+        return stdin.buffer
+    return io.BytesIO(stdin.read().encode("utf-8", "surrogateescape"))  # text-only (tests)
 
 
-def _decode_lines(raw: bytes, where: str, before: int, keep_blank: bool) -> list[str]:
-    """One text per line of ``raw`` (newline, CRLF or CR; a UTF-8 BOM is dropped); blank
-    lines dropped unless ``keep_blank``; ``before``: the inputs before these, to number
-    them in errors. A line that is not UTF-8 is an error naming its input and line."""
+def _decode_lines(stream, where: str, before: int, keep_blank: bool) -> list[str]:
+    """One text per line of the binary ``stream`` (newline, CRLF or CR; a UTF-8 BOM is
+    dropped), read line by line in bounded memory (``attnkit.lines``: a line longer than
+    ``MAX_LINE_BYTES`` is cut, the model then cuts it again and says so; an endless line is
+    an error); blank lines dropped unless ``keep_blank``; ``before``: the inputs before
+    these, to number them in errors. A line that is not UTF-8 is an error naming its input
+    and line."""
+    from attnkit.lines import decode_line, iter_lines
+
     texts: list[str] = []
-    for number, line in enumerate(raw.removeprefix(b"\xef\xbb\xbf").splitlines(), 1):
+    for number, (line, cut) in enumerate(iter_lines(stream, where), 1):
+        if number == 1:
+            line = line.removeprefix(b"\xef\xbb\xbf")
         try:
-            text = line.decode("utf-8")
+            text = decode_line(line, cut)
         except UnicodeDecodeError as exc:
             raise UsageError(
                 f"input {before + len(texts) + 1} is not valid UTF-8 (line {number}) "
@@ -385,9 +391,15 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
         if kind == "text":
             texts.append(_check_text(item, len(texts) + 1))
             continue
-        raw = _stdin_bytes() if kind == "stdin" else _read_file_bytes(item)
         where = "on stdin" if kind == "stdin" else f"in {item}"
-        texts.extend(_decode_lines(raw, where, len(texts), keep_blank=False))
+        if kind == "stdin":
+            texts.extend(_decode_lines(_stdin_stream(), where, len(texts), keep_blank=False))
+            continue
+        with _open_input(item) as f:
+            try:
+                texts.extend(_decode_lines(f, where, len(texts), keep_blank=False))
+            except OSError as exc:  # e.g. a folder, an I/O error
+                raise UsageError(f"cannot read {item}: {exc.strerror}") from None
     if not texts:
         raise UsageError("no input text (give TEXT..., - for stdin, or --file)")
     for i, text in enumerate(texts, 1):
@@ -396,14 +408,23 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
     return texts
 
 
-def _read_file_bytes(path: str) -> bytes:
+def _open_input(path: str):
+    """``path`` opened for reading bytes; an error is one line."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return open(path, "rb")
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     except ValueError:  # a NUL byte in the path
         raise UsageError(f"cannot read {path!r}: not a valid file name") from None
+
+
+def _read_file_bytes(path: str, limit: int = -1) -> bytes:
+    """The bytes of ``path`` (at most ``limit``; -1: all); an error is one line."""
+    with _open_input(path) as f:
+        try:
+            return f.read(limit)
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
@@ -411,15 +432,16 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from attnkit.api import load
 
     texts = _read_inputs(args)
-    if args.explain:  # a figure that cannot be written fails before any work
+    figure = None
+    if args.explain is not None:  # a figure that cannot be written fails before any work
         from attnkit.viz import check_output_path
 
-        check_output_path(args.explain)
+        figure = check_output_path(args.explain, inputs=[args.file], what="--explain")
     predictor = load(
         [args.run, *args.ensemble], map_location=_device(args), precision=args.precision
     )
     _require_verb(predictor, "predict", args.run)
-    if args.explain and not hasattr(predictor, "explain"):
+    if figure is not None and not hasattr(predictor, "explain"):
         raise UsageError(f"--explain has nothing to draw for a {predictor.task} run")
     options = {}
     if args.pair:
@@ -440,8 +462,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     else:
         for p in predictions:
             print(p.format())
-    if args.explain:
-        path = predictor.explain(texts[0], args.explain, layer=args.layer, head=args.head)
+    if figure is not None:
+        path = predictor.explain(texts[0], figure, layer=args.layer, head=args.head)
         print(f"wrote {path}", file=sys.stderr)
     return 0
 
@@ -503,15 +525,19 @@ def _probability(text: str) -> float:
 
 
 def _cmd_pseudo_label(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from attnkit.api import load
-    from attnkit.tasks.pseudo_label import pseudo_label, read_unlabelled, write_pseudo_labels
+    from attnkit.output_guard import check_output
+    from attnkit.tasks.pseudo_label import (
+        pseudo_label,
+        pseudo_label_format,
+        read_unlabelled,
+        write_pseudo_labels,
+    )
 
-    output = Path(args.output).expanduser()  # a bad output fails before any work
-    if output.is_dir() or not output.parent.is_dir():
-        what = "is a folder" if output.is_dir() else "is in a folder that does not exist"
-        raise UsageError(f"--output {output} {what}")
+    # a bad output (a device, the input itself, a run's file, a read-only folder, a name
+    # whose format cannot be written) fails before any work
+    check_output(args.output, inputs=[args.input], what="--output")
+    pseudo_label_format(args.output)
     texts = read_unlabelled(args.input, args.data_dir)
     predictor = load(
         [args.run, *args.ensemble], map_location=_device(args), precision=args.precision
@@ -529,7 +555,7 @@ def _cmd_pseudo_label(args: argparse.Namespace) -> int:
         soft=args.soft,
         log=log,
     )
-    path = write_pseudo_labels(rows, output, predictor.labels)
+    path = write_pseudo_labels(rows, args.output, predictor.labels)
     kept = ", ".join(f"{stats[f'kept_{name}']:,} {name}" for name in predictor.labels)
     print(
         f"wrote {path}: {stats['kept']:,} of {stats['texts']:,} texts ({kept}); "
@@ -559,7 +585,11 @@ def _add_pseudo_label(sub: argparse._SubParsersAction) -> None:
         "or a dataset name whose unlabelled reviews to read (nsmc, imdb)",
     )
     ps.add_argument(
-        "-o", "--output", required=True, help="the TSV to write (text, label, confidence)"
+        "-o",
+        "--output",
+        required=True,
+        help="the file to write (text, label, confidence), its format from its name: .tsv, "
+        ".csv or .jsonl, each optionally .gz (compressed)",
     )
     ps.add_argument(
         "--min-confidence",
@@ -604,9 +634,15 @@ def _cmd_tag(args: argparse.Namespace) -> int:
 def _cmd_answer(args: argparse.Namespace) -> int:
     context = args.context
     if os.path.isfile(context):  # a file's text (UTF-8), else the argument is the context
-        raw = _read_file_bytes(context)
+        from attnkit.lines import decode_line
+        from attnkit.tokenization import MAX_TEXT_CHARS
+
+        # a context is read up to the characters the predictor reads (MAX_TEXT_CHARS; it
+        # warns when there are more): 4 bytes a character at most, and one more
+        limit = 4 * MAX_TEXT_CHARS + 4
+        raw = _read_file_bytes(context, limit)
         try:
-            context = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+            context = decode_line(raw.removeprefix(b"\xef\xbb\xbf"), len(raw) == limit)
         except UnicodeDecodeError as exc:
             raise UsageError(f"{args.context} is not UTF-8 text (byte {exc.start + 1})") from None
     else:
@@ -688,7 +724,7 @@ def _read_lines_kept(args: argparse.Namespace) -> list[str]:
     texts: list[str] = []
     for item in args.text:
         if item == "-":
-            texts.extend(_decode_lines(_stdin_bytes(), "on stdin", len(texts), keep_blank=True))
+            texts.extend(_decode_lines(_stdin_stream(), "on stdin", len(texts), keep_blank=True))
         else:
             texts.append(_check_text(item, len(texts) + 1))
     return texts
@@ -730,8 +766,7 @@ def _print_warnings(caught) -> None:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    import json
-
+    from attnkit.errors import json_line
     from attnkit.tasks.base import one_line
     from attnkit.tasks.seq2seq import format_trace
 
@@ -740,10 +775,11 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     if args.trace and args.beam > 1:
         raise UsageError("--trace shows greedy decoding step by step; leave out --beam")
     texts = _read_lines_kept(args)
-    if args.show_attention:  # a figure that cannot be written fails before any work
+    figure = None
+    if args.show_attention is not None:  # a figure that cannot be written fails before any work
         from attnkit.viz import check_output_path
 
-        check_output_path(args.show_attention)
+        figure = check_output_path(args.show_attention, what="--show-attention")
     predictor = _load_for(args.run, "translate", args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -759,7 +795,7 @@ def _cmd_translate(args: argparse.Namespace) -> int:
                         "translation": output,
                         "trace": [s.to_dict() for s in steps],
                     }
-                    print(json.dumps(row, ensure_ascii=False))
+                    print(json_line(row))
                 else:
                     print(format_trace(steps))
                     print(one_line(output))
@@ -772,23 +808,26 @@ def _cmd_translate(args: argparse.Namespace) -> int:
                 for line in outputs:
                     print(one_line(line))
         sys.stdout.flush()
-        if args.show_attention:
+        if figure is not None:
             first = next((t for t in texts if t.strip()), None)
             if first is None:
                 raise UsageError("--show-attention needs a non-empty input")
-            path = predictor.show_attention(first, args.show_attention, beam=args.beam)
+            path = predictor.show_attention(first, figure, beam=args.beam)
             print(f"wrote {path}", file=sys.stderr)
     _print_warnings(caught)
     return 0
 
 
 def _sampling_args(args: argparse.Namespace) -> None:
-    if args.temperature < 0:
-        raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
-    if args.top_k < 0:
-        raise UsageError(f"--top-k must be >= 0, got {args.top_k}")
-    if not 0.0 < args.top_p <= 1.0:
-        raise UsageError(f"--top-p must be in (0, 1], got {args.top_p}")
+    """The decoding options in their ranges (attnkit.params: the server's too), before any
+    model is loaded: ``--seed -1`` or ``--temperature inf`` is one line, exit 2."""
+    from attnkit.params import PARAMS
+
+    for name in ("temperature", "top_k", "top_p", "seed", "max_new_tokens", "repetition_penalty"):
+        value = getattr(args, name, None)
+        problem = None if value is None else PARAMS[name].problem(value)
+        if problem is not None:
+            raise UsageError(f"{PARAMS[name].option} {problem}")
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
@@ -800,10 +839,11 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     predictor = _load_for(args.run, "chat", args)
 
     def answer(text: str, turn: int) -> str:
-        """The answer to ``text`` on one line (the seed of turn n is --seed + n - 1)."""
+        """The answer to ``text`` on one line (the seed of turn n is --seed + n - 1, kept
+        in the seed's range)."""
         if not text.strip():
             return ""
-        seed = None if args.seed is None else args.seed + turn - 1
+        seed = None if args.seed is None else (args.seed + turn - 1) % 2**63
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             out = predictor.chat(
@@ -824,21 +864,28 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     interactive = sys.stdin.isatty()
     if interactive:
         print(f"chatting with {args.run} (Ctrl-D or Ctrl-C to quit)", file=sys.stderr)
+    from attnkit.lines import decode_line, iter_lines
+
     stdin = getattr(sys.stdin, "buffer", None)  # bytes: a line that is not UTF-8 is skipped
+    if stdin is not None:  # line by line, each bounded (attnkit.lines)
+        lines = iter_lines(stdin, "on stdin")
+    else:  # a text-only stream (tests)
+        lines = (
+            (text.rstrip("\r\n").encode("utf-8", "surrogateescape"), False)
+            for text in iter(sys.stdin.readline, "")
+        )
     turn = 0
     try:
         while True:
             if interactive:
                 print("> ", end="", file=sys.stderr, flush=True)
-            if stdin is not None:
-                raw = stdin.readline()
-            else:  # a text-only stream (tests)
-                raw = sys.stdin.readline().encode("utf-8", "surrogateescape")
-            if not raw:  # EOF
+            got = next(lines, None)
+            if got is None:  # EOF
                 break
+            raw, cut = got
             turn += 1
             try:
-                line = raw.decode("utf-8")
+                line = decode_line(raw, cut)
             except UnicodeDecodeError as exc:
                 print(
                     f"attnkit: error: input {turn} is not valid UTF-8 (byte "
@@ -894,11 +941,7 @@ def _add_seq2seq(sub: argparse._SubParsersAction) -> None:
 
 # ----------------------------------------------------------------------------- generate
 def _cmd_generate(args: argparse.Namespace) -> int:
-    _sampling_args(args)
-    if args.max_new_tokens < 0:
-        raise UsageError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
-    if not args.repetition_penalty > 0:
-        raise UsageError(f"--repetition-penalty must be > 0, got {args.repetition_penalty}")
+    _sampling_args(args)  # and --max-new-tokens, --repetition-penalty
     if any(not s for s in args.stop):
         raise UsageError("--stop needs a non-empty string")
     prompt = _check_text(args.prompt, 1)
@@ -982,6 +1025,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_texts=args.max_texts,
         max_new_tokens=args.max_new_tokens,
         timeout_s=args.timeout,
+        body_timeout_s=args.body_timeout,
     )
     serve(
         args.run,
@@ -1012,6 +1056,9 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                     help="new tokens one /v1/generate may ask for (422 above)")  # fmt: skip
     sv.add_argument("--timeout", type=float, default=30.0,
                     help="seconds until an unanswered request gets 503")  # fmt: skip
+    sv.add_argument("--body-timeout", type=float, default=10.0, metavar="SECONDS",
+                    help="seconds a client has to send a request's head, then its body (408 "
+                    "and the connection closed after; default 10)")  # fmt: skip
     _add_device(sv)
     sv.set_defaults(func=_cmd_serve)
 
@@ -1090,6 +1137,26 @@ def _add_threads(parser: argparse.ArgumentParser) -> None:
         _add_threads(child)
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `yes | head -1`'s yes
+
+
+def _broken_pipe() -> int:
+    """Stop quietly when stdout's reader has gone, as Unix tools do: no traceback, no
+    message, exit status 141 (128 + SIGPIPE, the status of a tool the signal ends: the
+    output is incomplete, and `set -o pipefail` scripts see it as for any such tool).
+    stdout is pointed at /dev/null so that flushing it at exit raises nothing again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (tests)
+        return EXIT_BROKEN_PIPE
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -1108,6 +1175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             apply_threads(getattr(args, "threads", None))
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # the reader went away (`attnkit predict ... | head -1`)
+        return _broken_pipe()
     except (UsageError, *_user_errors()) as exc:
         if os.environ.get("ATTNKIT_DEBUG"):
             raise

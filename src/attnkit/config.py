@@ -378,6 +378,8 @@ def build_dataclass(
 def _validate(cfg: RunConfig) -> None:
     """Checks of the data, tokenizer and training sections (the model's own config and the
     task check the rest): one message per key, naming it and the value."""
+    from attnkit.models.sizes import MAX_LEN  # (the model's positions bound data.max_len)
+
     t, d, tok = cfg.training, cfg.data, cfg.tokenizer
     betas = t.betas
     check(
@@ -412,6 +414,7 @@ def _validate(cfg: RunConfig) -> None:
         at_least("training.num_threads", t.num_threads, 1, optional=True),
         (not (t.bf16 is True and t.fp16), "training.bf16 and training.fp16 exclude each other"),
         (d.max_len > 1, f"data.max_len must be > 1, got {short_repr(d.max_len)}"),
+        (d.max_len <= MAX_LEN, f"data.max_len must be <= {MAX_LEN}, got {short_repr(d.max_len)}"),
         (d.truncation in TRUNCATION, f"data.truncation must be {'|'.join(TRUNCATION)}"),
         (
             0.0 <= d.val_fraction < 1.0,

@@ -30,6 +30,7 @@ from attnkit.layers import (
     SinusoidalPositionalEncoding,
     TokenEmbedding,
 )
+from attnkit.output_guard import check_output
 from attnkit.viz import plot_attention, plot_positional_encoding
 
 BOS, VOCAB, SEQ = 10, 11, 8  # digits 0-9, then <bos>
@@ -185,7 +186,8 @@ def _main(argv: list[str] | None) -> int:
     )
     parser.add_argument("--steps", type=int, default=600, help="toy training steps")
     args = parser.parse_args(argv)
-    out = Path(args.out)
+    # a folder (or a place for one): not a file, a device or inside a run; writable
+    out = check_output(args.out, kind="folder", what="--out")
     for recipe in () if args.toy else ("configs/nsmc-quick.yaml", "configs/imdb-quick.yaml"):
         if not Path(recipe).is_file():
             raise MissingFileError(

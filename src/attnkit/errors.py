@@ -9,17 +9,27 @@ exception is a bug and keeps its traceback. All are ``ValueError`` subclasses.
       RunError            a run directory that cannot be used as asked
       InputError          a bad argument or input text given to a predictor
       MissingFileError    a file the user named does not exist (also a FileNotFoundError)
+      TrainingError       training cannot go on (it diverged: a non-finite loss or gradient)
+      NonFiniteError      a model produced NaN or infinite outputs (damaged or diverged weights)
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 __all__ = [
+    "NON_FINITE",
     "AttnkitError",
     "ConfigError",
     "DataError",
     "InputError",
     "MissingFileError",
+    "NonFiniteError",
     "RunError",
+    "TrainingError",
+    "check_finite",
+    "json_line",
 ]
 
 
@@ -45,3 +55,42 @@ class InputError(AttnkitError):
 
 class MissingFileError(AttnkitError, FileNotFoundError):
     """A file the user named does not exist."""
+
+
+class TrainingError(AttnkitError):
+    """Training cannot go on: it diverged (a non-finite loss or gradient norm). The message
+    names the step and the learning rate, and what was kept."""
+
+
+class NonFiniteError(AttnkitError):
+    """A model produced NaN or infinite outputs (its weights are damaged, or its training
+    diverged): an error rather than NaN in a prediction (JSON has no NaN)."""
+
+
+NON_FINITE = (
+    "the model's outputs are not finite numbers (NaN or infinity): its weights are damaged "
+    "or its training diverged (train it again, with a lower training.lr)"
+)
+
+
+def check_finite(values: Any, allow_neg_inf: bool = False) -> None:
+    """Raise ``NonFiniteError`` unless every value of the tensor ``values`` is finite
+    (``allow_neg_inf``: -inf allowed too, e.g. logits of banned tokens)."""
+    import torch
+
+    bad = torch.isnan(values) | torch.isposinf(values)
+    if not allow_neg_inf:
+        bad |= torch.isneginf(values)
+    if bool(bad.any()):
+        raise NonFiniteError(NON_FINITE)
+
+
+def json_line(obj: Any) -> str:
+    """``obj`` as one line of strict JSON (UTF-8 as is): NaN and infinity, which JSON does
+    not have, are refused (``NonFiniteError``) instead of printed as bare ``NaN``."""
+    try:
+        return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:
+        if "JSON compliant" not in str(exc):  # "Out of range float values are not JSON compliant"
+            raise
+        raise NonFiniteError(NON_FINITE) from None

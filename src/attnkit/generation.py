@@ -25,6 +25,8 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from attnkit.errors import check_finite
+
 __all__ = [
     "BeamResult",
     "Stepper",
@@ -158,6 +160,9 @@ def sample(
             if seen is None:
                 seen = _seen_tokens(logits.size(-1), start, context, context_mask)
             logits = apply_repetition_penalty(logits, seen, repetition_penalty)
+        # NaN (damaged or diverged weights): an error, not a token picked from NaN (argmax)
+        # or a crash in multinomial; -inf is a banned token
+        check_finite(logits, allow_neg_inf=True)
         if temperature == 0.0:
             probs = logits.softmax(-1) if on_step is not None else None  # only to report
             tokens = logits.argmax(-1)
@@ -168,6 +173,7 @@ def sample(
             shifted = (logits - logits.max(-1, keepdim=True).values).double()
             filtered = top_k_top_p_filter(shifted / temperature, top_k, top_p)
             probs = filtered.softmax(-1).float()
+            check_finite(probs)  # e.g. every token banned: no distribution to sample from
             tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
         out.append(tokens)
         if seen is not None:
@@ -224,6 +230,7 @@ def beam_search(
 
     for t in range(max_new_tokens):
         logp = model.step(tokens).float().log_softmax(-1)  # (B*K, V)
+        check_finite(logp, allow_neg_inf=True)  # NaN weights: an error, not NaN beams
         vocab = logp.size(-1)
         cand = (scores.view(-1, 1) + logp).view(b, k * vocab)  # (B, K*V)
         top_scores, top_idx = cand.topk(2 * k, dim=-1)  # enough to refill after EOS

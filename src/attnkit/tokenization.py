@@ -23,8 +23,9 @@ are only added where asked (``add_cls`` etc.), never implicitly.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal, overload
 
@@ -34,12 +35,118 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
 from attnkit.checkpoint import temp_file_beside
 from attnkit.errors import DataError, MissingFileError
 
-__all__ = ["SPECIAL_TOKENS", "TRUNCATION", "Tokenizer", "train_tokenizer", "truncate"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "MAX_TEXT_CHARS",
+    "MIN_TEXT_CHARS",
+    "SPECIAL_TOKENS",
+    "TRUNCATION",
+    "Tokenizer",
+    "cut_text",
+    "max_text_chars",
+    "split_long",
+    "train_tokenizer",
+    "truncate",
+]
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[BOS]", "[EOS]"]
 TokenizerKind = Literal["wordpiece", "bpe", "char"]
 TOKENIZER_FILE = "tokenizer.json"
 TRUNCATION = ("head", "tail", "head+tail")  # which part of a too-long text is kept
+
+
+# ----------------------------------------------------------------------------- bounded input
+# A tokenizer's memory grows with the text it is given whole: Hugging Face ``tokenizers``
+# keeps ids, offsets and token strings per character, ~200-400 bytes a character (a 10 MB
+# line took 1.8 GB). So no text reaches a tokenizer longer than a bound:
+#
+# * a text that is cut to ``max_len`` tokens anyway (classify, tag, translate, chat, a QA
+#   question, a generate prompt, ...) is first cut to ``max_text_chars(max_len)``
+#   characters (``cut_text``): ``CHARS_PER_TOKEN`` characters a token, generous (English
+#   BPE averages ~4, Korean WordPiece ~2-3, a char tokenizer 1), and never fewer than
+#   ``MIN_TEXT_CHARS`` nor more than ``MAX_TEXT_CHARS``. The model sees the same tokens
+#   unless a token spans more than 16 characters on average; the cut text is reported as
+#   truncated like a text cut by tokens (``Tokenizer.encode(..., return_truncated=True)``);
+# * a text read whole (a language model's corpus, a biLM / MLM document, a QA context) is
+#   tokenized in pieces of at most ``MAX_TEXT_CHARS`` characters, cut before a whitespace
+#   run (``split_long``), which gives the same tokens for attnkit's tokenizers (they split
+#   at whitespace first) in bounded memory; a QA context itself is cut to
+#   ``MAX_TEXT_CHARS``;
+# * ``encode_batch`` hands the backend at most ``MAX_TEXT_CHARS`` characters at a time.
+#
+# The CLI reads ``--file`` and stdin line by line, a line cut to ``4 * MAX_TEXT_CHARS``
+# bytes (>= MAX_TEXT_CHARS characters, so the cut is reported by the model's own cut).
+CHARS_PER_TOKEN = 16
+MIN_TEXT_CHARS = 4096
+MAX_TEXT_CHARS = 1 << 18  # 262,144 characters: ~100 MB in the tokenizer at worst
+
+
+def max_text_chars(max_len: int | None) -> int:
+    """The most characters of a text that a model of ``max_len`` tokens is given (None:
+    ``MAX_TEXT_CHARS``, for texts read whole)."""
+    if max_len is None:
+        return MAX_TEXT_CHARS
+    return min(MAX_TEXT_CHARS, max(MIN_TEXT_CHARS, int(max_len) * CHARS_PER_TOKEN))
+
+
+def cut_text(text: str, max_len: int | None = None, keep: str = "head") -> tuple[str, bool]:
+    """(``text`` cut to ``max_text_chars(max_len)`` characters, whether it was cut), before
+    tokenization. ``keep`` as in :func:`truncate`: the beginning, the end, or (head+tail)
+    both ends (the first and the last ``max_text_chars`` characters, joined)."""
+    limit = max_text_chars(max_len)
+    if len(text) <= limit:
+        return text, False
+    if keep == "tail":
+        return text[len(text) - limit :], True
+    if keep == "head+tail":
+        return text[:limit] + text[len(text) - limit :], True
+    return text[:limit], True
+
+
+# the LAST place in a window before a line break (a whitespace run) that follows a
+# non-space: greedy ``.*`` backtracks from the window's end, so finding it costs the
+# distance from the end, not a scan of every match
+_LAST_BEFORE_NEWLINE = re.compile(r".*(?<=\S)(?=\n)", re.DOTALL)
+_LAST_BEFORE_SPACE = re.compile(r".*(?<=\S)(?=\s)", re.DOTALL)
+
+
+def split_long(text: str, max_chars: int | None = None) -> list[str]:
+    """``text`` in consecutive pieces of at most ``max_chars`` characters that join back to
+    it: each cut falls before a line break that follows a non-space (else before any
+    whitespace run) in the last half of the piece, where attnkit's tokenizers split
+    anyway; only a piece without whitespace there is cut at ``max_chars`` (default
+    ``MAX_TEXT_CHARS``)."""
+    max_chars = MAX_TEXT_CHARS if max_chars is None else max_chars
+    if len(text) <= max_chars:
+        return [text]
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > max_chars:
+        lo, hi = start + max_chars // 2, start + max_chars
+        cut = hi
+        for pattern in (_LAST_BEFORE_NEWLINE, _LAST_BEFORE_SPACE):
+            found = pattern.match(text, lo, hi)
+            if found is not None and found.end() > start:
+                cut = found.end()
+                break
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
+def _groups(texts: list[str]) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` ranges of ``texts`` holding at most ``MAX_TEXT_CHARS`` characters in
+    all (or a single text)."""
+    max_chars = MAX_TEXT_CHARS
+    start, total = 0, 0
+    for i, text in enumerate(texts):
+        if i > start and total + len(text) > max_chars:
+            yield start, i
+            start, total = i, 0
+        total += len(text)
+    if start < len(texts):
+        yield start, len(texts)
 
 
 def truncate(ids: list[int], budget: int, keep: str = "head") -> list[int]:
@@ -155,8 +262,33 @@ class Tokenizer:
         return normalizer.normalize_str(text) if normalizer is not None else text
 
     def tokenize(self, text: str) -> list[str]:
-        """The subword strings of ``text`` (no special tokens added)."""
-        return self._tk.encode(text, add_special_tokens=False).tokens
+        """The subword strings of ``text`` (no special tokens added; a text longer than
+        ``MAX_TEXT_CHARS`` is tokenized in pieces, ``split_long``)."""
+        return [
+            t
+            for piece in split_long(text)
+            for t in self._tk.encode(piece, add_special_tokens=False).tokens
+        ]
+
+    def _ids(self, texts: list[str]) -> list[list[int]]:
+        """The ids of each text (no special tokens), in bounded memory: a text longer than
+        ``MAX_TEXT_CHARS`` in pieces (``split_long``), and the backend given at most
+        ``MAX_TEXT_CHARS`` characters per call."""
+        pieces: list[str] = []
+        owner: list[int] = []
+        for i, text in enumerate(texts):
+            for piece in split_long(text):
+                pieces.append(piece)
+                owner.append(i)
+        out: list[list[int]] = [[] for _ in texts]
+        for start, end in _groups(pieces):
+            if end - start == 1:
+                encodings = [self._tk.encode(pieces[start], add_special_tokens=False)]
+            else:
+                encodings = self._encode_batch(pieces[start:end], add_special_tokens=False)
+            for i, encoding in zip(owner[start:end], encodings, strict=True):
+                out[i] += encoding.ids
+        return out
 
     def _wrap(
         self,
@@ -223,13 +355,15 @@ class Tokenizer:
         """Token ids of ``text``, as ``[CLS] [BOS] text [SEP] [EOS]`` for the flags given.
 
         ``max_len`` counts the special tokens too; a longer text is cut to fit, keeping its
-        ``keep`` part (see :func:`truncate`; default: the beginning). With
-        ``return_truncated=True`` the result is ``(ids, truncated)``.
+        ``keep`` part (see :func:`truncate`; default: the beginning), after a cut to
+        ``max_text_chars(max_len)`` characters before tokenization (:func:`cut_text`).
+        With ``return_truncated=True`` the result is ``(ids, truncated)``; ``truncated`` is
+        True for a text cut either way.
         """
-        prefix, suffix = self._affixes(add_cls, add_sep, add_bos, add_eos)
-        ids = self._tk.encode(text, add_special_tokens=False).ids
-        out, truncated = self._wrap(ids, max_len, prefix, suffix, keep)
-        return (out, truncated) if return_truncated else out
+        out, flags = self.encode_batch(
+            [text], max_len, add_cls, add_sep, add_bos, add_eos, keep, return_truncated=True
+        )
+        return (out[0], flags[0]) if return_truncated else out[0]
 
     @overload
     def encode_batch(
@@ -275,13 +409,18 @@ class Tokenizer:
         """
         prefix, suffix = self._affixes(add_cls, add_sep, add_bos, add_eos)
         texts = texts if isinstance(texts, list) else list(texts)
-        encodings = self._encode_batch(texts, add_special_tokens=False)
+        cut = [False] * len(texts)
+        if max_len is not None:  # never more characters than max_len tokens can use
+            if keep not in TRUNCATION:
+                raise ValueError(f"keep must be one of {', '.join(TRUNCATION)}, got {keep!r}")
+            pairs = [cut_text(t, max_len, keep) for t in texts]
+            texts, cut = [t for t, _ in pairs], [c for _, c in pairs]
         out: list[list[int]] = []
         flags: list[bool] = []
-        for encoding in encodings:
-            ids, truncated = self._wrap(encoding.ids, max_len, prefix, suffix, keep)
+        for raw, was_cut in zip(self._ids(texts), cut, strict=True):
+            ids, truncated = self._wrap(raw, max_len, prefix, suffix, keep)
             out.append(ids)
-            flags.append(truncated)
+            flags.append(truncated or was_cut)
         return (out, flags) if return_truncated else out
 
     def encode_words(self, words: Sequence[str]) -> tuple[list[int], list[int]]:
@@ -297,11 +436,15 @@ class Tokenizer:
             ``(ids, word_ids)``, two lists of equal length; ``word_ids`` is non-decreasing.
         """
         words = [str(w) for w in words]
-        if not words:
-            return [], []
-        encoding = self._tk.encode(words, is_pretokenized=True, add_special_tokens=False)
-        word_ids = [int(w) for w in encoding.word_ids]  # never None without special tokens
-        return list(encoding.ids), word_ids
+        ids: list[int] = []
+        word_ids: list[int] = []
+        for start, end in _groups(words):  # at most MAX_TEXT_CHARS characters at a time
+            encoding = self._tk.encode(
+                words[start:end], is_pretokenized=True, add_special_tokens=False
+            )
+            ids += encoding.ids
+            word_ids += [start + int(w) for w in encoding.word_ids]  # never None here
+        return ids, word_ids
 
     def encode_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """Ids of ``text`` (no special tokens) and each id's ``(start, end)`` character span
@@ -312,9 +455,30 @@ class Tokenizer:
         (``"Café"`` -> ``cafe`` spans ``(0, 4)``). Several ids can share one span: BERT's
         uncased vocabulary splits a Hangul syllable into jamo pieces, all covering that
         syllable. For byte-level BPE a token's span includes the space it starts with.
+        A text longer than ``MAX_TEXT_CHARS`` is tokenized in pieces (``split_long``).
         """
-        encoding = self._tk.encode(text, add_special_tokens=False)
-        return list(encoding.ids), [(int(a), int(b)) for a, b in encoding.offsets]
+        return self.encode_offsets_batch([text])[0]
+
+    def encode_offsets_batch(
+        self, texts: Sequence[str]
+    ) -> list[tuple[list[int], list[tuple[int, int]]]]:
+        """:meth:`encode_offsets` of many texts (in parallel, at most ``MAX_TEXT_CHARS``
+        characters per backend call)."""
+        pieces: list[str] = []
+        where: list[tuple[int, int]] = []  # (text, offset of the piece in it)
+        for i, text in enumerate(texts):
+            at = 0
+            for piece in split_long(text):
+                pieces.append(piece)
+                where.append((i, at))
+                at += len(piece)
+        out: list[tuple[list[int], list[tuple[int, int]]]] = [([], []) for _ in texts]
+        for start, end in _groups(pieces):
+            encodings = self._tk.encode_batch(pieces[start:end], add_special_tokens=False)
+            for (i, at), encoding in zip(where[start:end], encodings, strict=True):
+                out[i][0].extend(encoding.ids)
+                out[i][1].extend((at + int(a), at + int(b)) for a, b in encoding.offsets)
+        return out
 
     # ----------------------------------------------------------------- decoding
     def _clean(self, ids: Iterable[int], skip_special: bool) -> list[int]:

@@ -53,6 +53,7 @@ from attnkit.device import (
     resolve_precision,
     to_device,
 )
+from attnkit.errors import TrainingError
 from attnkit.run import RunDir
 
 __all__ = [
@@ -70,6 +71,10 @@ __all__ = [
 ]
 
 NOAM_DEFAULT_WIDTH = 512  # d_model of the paper's base model, for models without a config
+# fp16: the GradScaler skips a step whose gradients overflowed and halves its scale, which
+# is normal now and then; this many skipped steps in a row (a scale 2^25 times smaller) is
+# divergence
+FP16_MAX_SKIPPED = 25
 
 
 class Task(Protocol):
@@ -196,6 +201,7 @@ class _State:
     window_start: float = 0.0  # tokens/s is measured since the last metrics row
     window_tokens: int = 0
     step_tokens: int = 0  # this process's tokens in the current optimizer step
+    skipped: int = 0  # fp16: optimizer steps in a row the GradScaler skipped (overflow)
 
 
 class Trainer:
@@ -285,6 +291,8 @@ class Trainer:
         finally:  # also on Ctrl-C: the bar ends before the CLI's one line, not after it
             self._bar.close()
         if s.best is None and self.where.is_main:  # no validation data: the last weights
+            if not self._weights_finite():
+                self._diverged(s.step, self._current_lr(), "some weights are not finite numbers")
             self.run.save_weights(self.model)
         self._plot()
         distributed.barrier()  # the run directory is complete before any process returns
@@ -345,7 +353,7 @@ class Trainer:
             if micro < group:
                 continue
             micro = 0
-            lr = self._step(s)
+            lr = self._step(s, accum_loss)
             if self.where.distributed:  # the mean loss and all tokens over the processes
                 total, tokens = distributed.all_sum([accum_loss, s.step_tokens], self.device)
                 accum_loss, s.step_tokens = total / self.where.world_size, int(tokens)
@@ -395,22 +403,77 @@ class Trainer:
         s.step_tokens += n_tokens
         return loss.item() / group
 
-    def _step(self, s: _State) -> float:
+    def _step(self, s: _State, loss: float) -> float:
         """Clip the gradients, set the learning rate of step ``s.step + 1``, update the
-        weights; returns that learning rate."""
-        if self.cfg.clip_grad_norm:
-            if self.scaler is not None:
-                self.scaler.unscale_(self.optimizer)  # clip the true gradients
+        weights; returns that learning rate. ``loss``: the step's (this process's) loss.
+
+        A diverged step stops training before the update (``TrainingError``, one line
+        naming the step and the learning rate): a non-finite loss or gradient norm (fp32 /
+        bf16), or, with fp16, ``FP16_MAX_SKIPPED`` steps in a row whose gradients
+        overflowed (the GradScaler skips such a step: one now and then is normal). Nothing
+        is written from the diverged state; last/ and the best weights stay as they were."""
+        lr = self._set_lr(s.step + 1)
+        if self.scaler is None:
+            norm = self._grad_norm()
+            # under torchrun the gradients (so the norm) are every process's average: all
+            # stop together; the loss is this process's own, checked when alone
+            if not self.where.distributed and not math.isfinite(loss):
+                self._diverged(s.step + 1, lr, f"the loss is {loss}")
+            if not math.isfinite(norm):
+                self._diverged(s.step + 1, lr, f"the gradient norm is {norm}")
+        elif self.cfg.clip_grad_norm:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients
             nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad_norm)
-        s.step += 1
-        lr = self._set_lr(s.step)
         if self.scaler is None:
             self.optimizer.step()
         else:  # skips the update if the fp16 gradients overflowed, then adapts the scale
+            scale = self.scaler.get_scale()
             self.scaler.step(self.optimizer)
             self.scaler.update()
+            s.skipped = s.skipped + 1 if self.scaler.get_scale() < scale else 0
+            if s.skipped >= FP16_MAX_SKIPPED:
+                self._diverged(
+                    s.step + 1,
+                    lr,
+                    f"the fp16 gradients overflowed {s.skipped} steps in a row (the loss is "
+                    f"{loss:.4g})",
+                )
+        s.step += 1
         self.optimizer.zero_grad(set_to_none=True)
         return lr
+
+    def _grad_norm(self) -> float:
+        """The gradients' total norm, after clipping them to ``clip_grad_norm`` if set
+        (the norm before clipping, as ``clip_grad_norm_`` returns it)."""
+        if self.cfg.clip_grad_norm:
+            return float(nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad_norm))
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        if not grads:
+            return 0.0
+        total_norm = getattr(nn.utils, "get_total_norm", None)  # torch >= 2.6
+        if total_norm is not None:
+            return float(total_norm(grads))
+        return float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
+
+    def _diverged(self, step: int, lr: float, what: str) -> None:
+        """Stop: training diverged at ``step`` (``what`` says how); the message says what
+        is kept (last/ and the best weights are never written from a diverged state)."""
+        if self.run.has_checkpoint():
+            kept = f"the last good checkpoint is kept in {self.run.last_path}"
+        else:
+            kept = "nothing was saved yet"
+        raise TrainingError(
+            f"training diverged at step {step} (lr {lr:.3g}): {what}; {kept}; lower "
+            "training.lr (or raise training.warmup_steps)"
+        )
+
+    def _weights_finite(self) -> bool:
+        """True if every weight is a finite number (checked before anything is saved)."""
+        checks = [torch.isfinite(p).all() for p in self.model.parameters()]
+        return not checks or bool(torch.stack(checks).all())
+
+    def _current_lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"]) if self.optimizer.param_groups else 0.0
 
     def _set_lr(self, step: int) -> float:
         lr = self.cfg.lr * lr_multiplier(
@@ -443,6 +506,12 @@ class Trainer:
         value = float(result[self.task.metric])
         row = {"step": s.step, "epoch": s.epoch}
         row.update({f"val_{k}": v for k, v in result.items() if isinstance(v, (int, float))})
+        if not math.isfinite(value) or not self._weights_finite():
+            # never a NaN "best", never weights of a diverged model saved
+            what = f"the validation {self.task.metric} is {value}"
+            if math.isfinite(value):
+                what = "some weights are not finite numbers"
+            self._diverged(s.step, self._current_lr(), what)
         self._log(row)
         s.last_metrics = row
         better = s.best is None or (
@@ -471,6 +540,9 @@ class Trainer:
         """Write last/: weights, optimizer, RNG, and the state ``_restore`` reads back (rank
         0's; every process restores it, so a resumed run's dropout masks are rank 0's on
         every process: the batches and the weights continue exactly, the masks do not)."""
+        if not self._weights_finite():  # last/ keeps the last good state (every process
+            # holds the same weights: all stop together)
+            self._diverged(s.step, self._current_lr(), "some weights are not finite numbers")
         if not self.where.is_main:
             return
         state = {

@@ -23,6 +23,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from attnkit.checkpoint import temp_file_beside  # noqa: E402
 from attnkit.errors import InputError  # noqa: E402
 from attnkit.layers import sinusoidal_encoding  # noqa: E402
+from attnkit.output_guard import cannot_write, check_output  # noqa: E402
 
 __all__ = [
     "check_output_path",
@@ -60,26 +61,19 @@ def _format(path: Path) -> str:
     return path.suffix.lstrip(".").lower() or "png"
 
 
-def check_output_path(path: str | os.PathLike) -> Path:
-    """``path`` if a figure can be written there, else an ``InputError`` naming why: the
-    path is a folder, its folder is missing (never created here) or not a folder, is not
-    writable, or the file extension is not an image format matplotlib writes."""
-    path = Path(path)
-    if os.path.isdir(path):
-        raise InputError(f"{path} is a folder; give a file name, e.g. {path / 'figure.png'}")
-    folder = path.parent
-    if not os.path.isdir(folder):
-        blocker = next((p for p in (folder, *folder.parents) if os.path.lexists(p)), None)
-        if blocker is not None and not os.path.isdir(blocker):
-            raise InputError(f"cannot write {path}: {blocker} is a file, not a folder")
-        raise InputError(f"cannot write {path}: folder {folder} does not exist (create it first)")
+def check_output_path(
+    path: str | os.PathLike, inputs: Sequence[str | os.PathLike | None] = (), what: str = "-o"
+) -> Path:
+    """The path to write a figure to (``attnkit.output_guard.check_output``: a new name or a
+    regular file, never a device, FIFO, folder, run file, input, or a link out of its
+    folder; its folder exists, never created here, and is writable), whose file extension
+    is an image format matplotlib writes; else an ``InputError`` naming why."""
+    path = check_output(path, inputs=inputs, what=what)
     fmt = _format(path)
     if fmt not in FigureCanvasAgg.get_supported_filetypes():
         raise InputError(
             f"cannot write {path}: .{fmt} is not an image format (use .png, .svg, .pdf, ...)"
         )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"cannot write {path}: folder {folder} is not writable")
     return path
 
 
@@ -92,13 +86,13 @@ def save_figure(fig: plt.Figure, path: str | os.PathLike) -> Path:
         try:
             fd, tmp = temp_file_beside(path)
         except OSError as exc:
-            raise InputError(f"cannot write {path}: {exc.strerror}") from None
+            raise cannot_write(path, exc) from None
         try:
             with os.fdopen(fd, "wb") as f:
                 fig.savefig(f, format=_format(path), dpi=120, bbox_inches="tight")
             os.replace(tmp, path)
         except OSError as exc:
-            raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+            raise cannot_write(path, exc) from None
         finally:
             Path(tmp).unlink(missing_ok=True)
     finally:

@@ -113,6 +113,25 @@ def _keep_words(pieces: list[list[int]], budget: int) -> tuple[list[list[int]], 
     return kept, len(kept)
 
 
+def _words_within(words: Sequence[str], max_len: int) -> list[str]:
+    """The first words of ``words`` with at most ``max_text_chars(max_len)`` characters in
+    all (a first word longer than that: its beginning), so that a huge sentence is never
+    tokenized whole; the words left out count as truncated."""
+    from attnkit.tokenization import max_text_chars
+
+    limit, used = max_text_chars(max_len), 0
+    out: list[str] = []
+    for word in words:
+        word = str(word)
+        if used + len(word) > limit:
+            if not out:
+                out.append(word[:limit])
+            break
+        out.append(word)
+        used += len(word) + 1
+    return out
+
+
 def _tag_ids(
     tags: Sequence[str], words: Sequence[Any], label_to_id: Mapping[str, int] | None
 ) -> list[int]:
@@ -141,7 +160,8 @@ def encode_tagged(
     tokenizes to nothing (empty, control characters) becomes one ``[UNK]`` so every word
     has a first piece. The pieces are cut to ``max_len - 2`` keeping whole words: the first
     word that does not fit, and every word after it, is dropped (``truncated=True``); only
-    when the first word alone is too long are its first ``max_len - 2`` pieces kept.
+    when the first word alone is too long are its first ``max_len - 2`` pieces kept. Words
+    beyond ``max_text_chars(max_len)`` characters are dropped before tokenization.
 
     Args:
         tokenizer: a WordPiece tokenizer with [CLS], [SEP] and [UNK].
@@ -157,7 +177,9 @@ def encode_tagged(
     if max_len < 3:
         raise InputError(f"max_len={max_len} is too small: [CLS] word [SEP] needs at least 3")
     tag_ids = _tag_ids(tags, words, label_to_id) if tags is not None else None
-    kept, num_kept = _keep_words(_pieces_per_word(tokenizer, words), max_len - 2)
+    kept, num_kept = _keep_words(
+        _pieces_per_word(tokenizer, _words_within(words, max_len)), max_len - 2
+    )
     input_ids = [tokenizer.cls_id]
     word_index = [-1]
     for w, pieces in enumerate(kept):
@@ -278,7 +300,8 @@ def encode_pieces(
     other ``O``; a piece that covers no unit is ``O``. An entity whose start or end falls
     inside a piece cannot be represented exactly (:func:`unit_predictions` widens or
     shifts it to piece boundaries). The pieces are cut to ``max_len - 2`` (the first ones
-    are kept); units no kept piece covers get ``unit_position`` -1.
+    are kept), after the text to ``max_text_chars(max_len)`` characters; units no kept
+    piece covers get ``unit_position`` -1.
 
     Raises:
         InputError: ``max_len < 3``, or tags without ``label_to_id``.
@@ -286,10 +309,13 @@ def encode_pieces(
     """
     if max_len < 3:
         raise InputError(f"max_len={max_len} is too small: [CLS] piece [SEP] needs at least 3")
+    from attnkit.tokenization import cut_text
+
     tag_ids = _tag_ids(tags, spans, label_to_id) if tags is not None else None
+    text, cut = cut_text(text, max_len)  # never tokenized whole when huge (offsets hold)
     ids, offsets = tokenizer.encode_offsets(text)
     budget = max_len - 2
-    truncated = len(ids) > budget
+    truncated = cut or len(ids) > budget
     ids, offsets = ids[:budget], offsets[:budget]
     # the unit at each character offset (-1: no unit there, e.g. a space)
     unit_at = [-1] * (max((b for _, b in spans), default=0) + 1)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnkit.errors import DataError, InputError
+from attnkit.tokenization import cut_text
 
 if TYPE_CHECKING:
     from attnkit.tokenization import Tokenizer
@@ -115,7 +116,7 @@ def _question_ids(tokenizer: Tokenizer, question: str, max_question_len: int) ->
         raise InputError("the question is empty")
     if max_question_len < 1:
         raise InputError(f"max_question_len must be >= 1, got {max_question_len}")
-    ids = tokenizer.encode(question)[:max_question_len]
+    ids = tokenizer.encode(question, max_len=max_question_len)  # cut before tokenization too
     if not ids:
         raise InputError(f"the question {question!r} has no tokens")
     return ids
@@ -164,7 +165,12 @@ def make_features(
         raise InputError(
             f"max_len={max_len} leaves no room for context after {len(q_ids)} question tokens and 3 special tokens"
         )
+    # a context is read whole, in windows; only a huge one is cut (to MAX_TEXT_CHARS
+    # characters: hundreds of windows) before tokenization; an answer beyond is not seen
+    context, cut = cut_text(context)
     c_ids, c_offsets = tokenizer.encode_offsets(context)
+    if cut and answer is not None and answer[1] + len(answer[0]) > len(context):
+        answer = None
     if not c_ids:
         raise InputError(f"the context {context[:40]!r} has no tokens")
     answer_span = _answer_tokens(answer, context, c_offsets) if answer is not None else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attnkit.tokenization import Tokenizer, truncate
+from attnkit.tokenization import Tokenizer, cut_text, truncate
 
 __all__ = ["encode_pairs", "pair_ids", "truncate_pair"]
 
@@ -60,13 +60,27 @@ def encode_pairs(
     keep: str = "head",
 ) -> tuple[list[list[int]], list[list[int]], list[bool]]:
     """``pair_ids`` for many texts (``texts_b`` None: single sentences): (input_ids,
-    token_type_ids, truncated) lists, one entry per text."""
-    a_ids = tokenizer.encode_batch(list(texts))
-    b_ids = tokenizer.encode_batch(list(texts_b)) if texts_b is not None else [None] * len(a_ids)
+    token_type_ids, truncated) lists, one entry per text. Each text is first cut to
+    ``max_text_chars(max_len)`` characters (``cut_text``; a pair's sentences keep their
+    beginnings, as longest-first does), and a text so cut counts as truncated."""
+    a_keep = keep if texts_b is None else "head"
+    a_texts, a_cut = _cut_all(texts, max_len, a_keep)
+    a_ids = tokenizer.encode_batch(a_texts)
+    b_ids: list[list[int] | None] = [None] * len(a_ids)
+    b_cut = [False] * len(a_ids)
+    if texts_b is not None:
+        b_texts, b_cut = _cut_all(texts_b, max_len, "head")
+        b_ids = list(tokenizer.encode_batch(b_texts))
     ids, types, cut = [], [], []
-    for a, b in zip(a_ids, b_ids, strict=True):
+    for a, b, cut_a, cut_b in zip(a_ids, b_ids, a_cut, b_cut, strict=True):
         i, t, c = pair_ids(tokenizer, a, b, max_len, keep)
         ids.append(i)
         types.append(t)
-        cut.append(c)
+        cut.append(c or cut_a or cut_b)
     return ids, types, cut
+
+
+def _cut_all(texts: Sequence[str], max_len: int, keep: str) -> tuple[list[str], list[bool]]:
+    """Each text cut to ``max_text_chars(max_len)`` characters, and whether it was."""
+    pairs = [cut_text(t, max_len, keep) for t in texts]
+    return [t for t, _ in pairs], [c for _, c in pairs]

@@ -34,12 +34,20 @@ from attnkit.checkpoint import atomic_write_text, misfit_summary, read_tensors, 
 from attnkit.config import ConfigError, short_repr
 from attnkit.errors import MissingFileError, RunError
 from attnkit.models.bert import BERT_ARCHS, BertConfig, BertModel, HfBertFiles
+from attnkit.models.sizes import (
+    check_memory,
+    explain_misfit,
+    misfit_evidence,
+    renamed_fields,
+    weight_shapes,
+)
 
 logger = logging.getLogger("attnkit")
 
 __all__ = [
     "bert_config_from_hf",
     "bert_config_to_hf",
+    "check_hf_bert",
     "from_hf_state_dict",
     "hf_key_map",
     "is_hf_bert_config",
@@ -100,6 +108,8 @@ _CONFIG_KEYS = {
     "pad_id": "pad_token_id",
 }
 _REQUIRED_HF_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+# the names config.json gives the fields in messages
+_HF_NAMES = {**_CONFIG_KEYS, "num_classes": "num_labels", "arch": "architectures"}
 # Hugging Face hidden_act -> attnkit activation (gelu is the exact erf GELU in both)
 _ACT_FROM_HF = {
     "gelu": "gelu",
@@ -173,8 +183,11 @@ def bert_config_from_hf(raw: dict[str, Any], where: str = CONFIG_FILE) -> BertCo
     labels = raw.get("id2label")
     num_labels = len(labels) if isinstance(labels, dict) and labels else raw.get("num_labels")
     values["num_classes"] = defaults.num_classes if num_labels is None else num_labels
-    config = BertConfig(**values)
-    config.validate()
+    try:  # every value typed and every size bounded (attnkit.models.sizes), under HF's names
+        config = BertConfig.from_dict(values)
+        config.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {renamed_fields(str(exc), _HF_NAMES)}") from None
     return config
 
 
@@ -301,6 +314,62 @@ def read_hf_config(directory: str | Path) -> BertConfig:
     return bert_config_from_hf(raw, where=str(path))
 
 
+class _Shape:
+    """A tensor's stand-in with only its shape (from a safetensors header)."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = torch.Size(shape)
+
+
+def check_hf_bert(
+    directory: str | Path, config: BertConfig, model_class: type[HfBertFiles] = BertModel
+) -> None:
+    """Before loading anything: a ``model_class`` of ``config`` (read from ``directory``'s
+    config.json, its sizes bounded) must have the tensors of the directory's
+    model.safetensors, read from its header (``from_hf_state_dict`` run on the shapes), and
+    fit in the memory available. One line naming config.json and the field (a
+    ``RunError`` for weights that disagree, a ``ConfigError`` for memory);
+    pytorch_model.bin has no header: it is checked once loaded."""
+    directory = Path(directory)
+    where = str(directory / CONFIG_FILE)
+    safetensors = directory / SAFETENSORS_FILE
+    if safetensors.is_file():
+        shapes = weight_shapes(safetensors)
+        stubs = {k: _Shape(v) for k, v in shapes.items()}
+
+        def fits(changed: BertConfig) -> bool:
+            try:
+                from_hf_state_dict(stubs, changed, str(directory), model_class)  # type: ignore[arg-type]
+            except RunError:
+                return False
+            return True
+
+        if not fits(config):
+            names = model_key_map(model_class, config.num_layers)
+            bare = "" if model_class is BertModel else "bert."
+            expected = {
+                names[k].removeprefix(bare): v
+                for k, v in _expected_shapes(config, model_class).items()
+            }
+            found = {n: v for k, v in shapes.items() if (n := _hf_name(k)) is not None}
+            named = explain_misfit(config, fits, expected, found)
+            if named is None:
+                from_hf_state_dict(stubs, config, str(directory), model_class)  # type: ignore[arg-type]
+            else:
+                field, value = named
+                raise RunError(
+                    f"{where}: {_HF_NAMES.get(field, field)} is {getattr(config, field)} but "
+                    f"{SAFETENSORS_FILE} was saved with {value} "
+                    f"({misfit_evidence(expected, found)})"
+                )
+    try:
+        with torch.device("meta"):
+            model = model_class(config)
+    except Exception as exc:  # (sizes validated: should not happen)
+        raise ConfigError(f"{where}: the sizes do not make a model ({exc})") from None
+    check_memory(model, config, where, ConfigError)
+
+
 def read_hf_tensors(directory: str | Path, map_location: str = "cpu") -> dict[str, Tensor]:
     """The tensors of a Hugging Face directory: model.safetensors, else pytorch_model.bin
     (loaded with ``weights_only=True``: tensors only, no code runs)."""
@@ -339,6 +408,7 @@ def load_hf_bert(
     if model_class is None:
         model_class = config.model_class()
     config = config.replace(arch=model_class.ARCH)
+    check_hf_bert(directory, config, model_class)  # before anything is loaded or built
     tensors = read_hf_tensors(directory, map_location)
     info: dict[str, list[str]] = {}
     state = from_hf_state_dict(tensors, config, str(directory), model_class, info)

@@ -35,8 +35,16 @@ from attnkit.config import ConfigError, short_repr
 from attnkit.errors import MissingFileError, RunError
 from attnkit.interop.hf_bert import read_hf_tensors
 from attnkit.models.gpt import GPT, GPTConfig
+from attnkit.models.sizes import (
+    check_memory,
+    explain_misfit,
+    misfit_evidence,
+    renamed_fields,
+    weight_shapes,
+)
 
 __all__ = [
+    "check_hf_gpt2",
     "from_hf_state_dict",
     "gpt_config_from_hf",
     "gpt_config_to_hf",
@@ -72,6 +80,8 @@ _HF_DEFAULTS: dict[str, Any] = {
     "tie_word_embeddings": True,
 }
 _REQUIRED_HF_KEYS = ("n_embd", "n_layer", "n_head", "vocab_size")
+# the names config.json gives the fields in messages
+_HF_NAMES = {**_CONFIG_KEYS, "d_ff": "n_inner", "pad_id": "pad_token_id", "eos_id": "eos_token_id"}
 _ACT_FROM_HF = {
     "gelu_new": "gelu_tanh",
     "gelu_pytorch_tanh": "gelu_tanh",
@@ -153,11 +163,15 @@ def gpt_config_from_hf(raw: dict[str, Any], where: str = CONFIG_FILE) -> GPTConf
     pad = _token_id(raw.get("pad_token_id"), values["vocab_size"])
     values["pad_id"] = pad if pad is not None else (values["eos_id"] or 0)
     config = GPTConfig(**values)
-    config.validate()
+    try:  # every size bounded (attnkit.models.sizes), named as GPT-2 names it
+        config.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {renamed_fields(str(exc), _HF_NAMES)}") from None
     saved = raw.get(ATTNKIT_KEY)
     if isinstance(saved, dict):  # written by attnkit: its exact config, if still in agreement
         try:
             exact = GPTConfig.from_dict(saved)
+            exact.validate()
         except ConfigError:
             return config
         theirs = {k: v for k, v in raw.items() if k != ATTNKIT_KEY}
@@ -248,13 +262,10 @@ def _expected_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in to_hf_state_dict(model).items()}
 
 
-def from_hf_state_dict(
-    tensors: dict[str, Tensor], config: GPTConfig, where: str = "checkpoint"
-) -> dict[str, Tensor]:
-    """A GPT-2 checkpoint's tensors (``GPT2LMHeadModel`` or ``GPT2Model``) -> ``GPT``'s
-    state dict for ``config``. Missing, unexpected or misshapen tensors: a one-line
-    ``RunError`` naming one of each."""
-    named: dict[str, Tensor] = {}
+def _named(tensors: dict[str, Any], config: GPTConfig) -> dict[str, Any]:
+    """A checkpoint's entries under ``GPT2LMHeadModel``'s names (mask buffers and a tied
+    ``lm_head.weight`` left out)."""
+    named: dict[str, Any] = {}
     for key, tensor in tensors.items():
         name = key if key == "lm_head.weight" else key.removeprefix("transformer.")
         if name.endswith(_IGNORED_SUFFIXES):
@@ -262,17 +273,72 @@ def from_hf_state_dict(
         if name == "lm_head.weight" and config.tie_embeddings:
             continue  # the token embedding itself
         named[name if name == "lm_head.weight" else f"transformer.{name}"] = tensor
+    return named
+
+
+def _check_shapes(shapes: dict[str, tuple[int, ...]], config: GPTConfig, where: str) -> None:
+    """A one-line ``RunError`` unless ``shapes`` (``_named``'s) are exactly those of a
+    GPT-2 of ``config``: missing, unexpected or misshapen tensors, one of each named."""
     expected = _expected_shapes(config)
-    missing = [k for k in expected if k not in named]
-    unexpected = [k for k in named if k not in expected]
-    shapes = [
-        f"{k} is {tuple(v.shape)} in the file, {expected[k]} in the config"
-        for k, v in named.items()
-        if k in expected and tuple(v.shape) != expected[k]
+    missing = [k for k in expected if k not in shapes]
+    unexpected = [k for k in shapes if k not in expected]
+    misshapen = [
+        f"{k} is {v} in the file, {expected[k]} in the config"
+        for k, v in shapes.items()
+        if k in expected and v != expected[k]
     ]
-    problems = misfit_summary(missing, unexpected, shapes)
+    problems = misfit_summary(missing, unexpected, misshapen)
     if problems:
         raise RunError(f"{where} does not match its GPT-2 config: {problems}")
+
+
+def check_hf_gpt2(directory: str | Path, config: GPTConfig) -> None:
+    """Before loading anything: a GPT of ``config`` (read from ``directory``'s config.json,
+    its sizes bounded) must have the tensors of the directory's model.safetensors, read
+    from its header, and fit in the memory available. One line naming config.json and the
+    field (a ``RunError`` for weights that disagree, a ``ConfigError`` for memory);
+    pytorch_model.bin has no header: it is checked once loaded."""
+    directory = Path(directory)
+    where = str(directory / CONFIG_FILE)
+    safetensors = directory / SAFETENSORS_FILE
+    if safetensors.is_file():
+        shapes = weight_shapes(safetensors)
+
+        def fits(changed: GPTConfig) -> bool:
+            try:
+                _check_shapes(_named(shapes, changed), changed, str(directory))
+            except RunError:
+                return False
+            return True
+
+        if not fits(config):
+            expected, found = _expected_shapes(config), _named(shapes, config)
+            named = explain_misfit(config, fits, expected, found)
+            if named is None:
+                _check_shapes(found, config, str(directory))
+            else:
+                field, value = named
+                raise RunError(
+                    f"{where}: {_HF_NAMES.get(field, field)} is {getattr(config, field)} but "
+                    f"{SAFETENSORS_FILE} was saved with {value} "
+                    f"({misfit_evidence(expected, found)})"
+                )
+    try:
+        with torch.device("meta"):
+            model = GPT(config)
+    except Exception as exc:  # (sizes validated: should not happen)
+        raise ConfigError(f"{where}: the sizes do not make a model ({exc})") from None
+    check_memory(model, config, where, ConfigError)
+
+
+def from_hf_state_dict(
+    tensors: dict[str, Tensor], config: GPTConfig, where: str = "checkpoint"
+) -> dict[str, Tensor]:
+    """A GPT-2 checkpoint's tensors (``GPT2LMHeadModel`` or ``GPT2Model``) -> ``GPT``'s
+    state dict for ``config``. Missing, unexpected or misshapen tensors: a one-line
+    ``RunError`` naming one of each."""
+    named = _named(tensors, config)
+    _check_shapes({k: tuple(v.shape) for k, v in named.items()}, config, where)
 
     d = config.d_model
     state = {
@@ -317,6 +383,7 @@ def load_hf_gpt2(directory: str | Path, map_location: str = "cpu") -> GPT:
     """A ``GPT`` (eval mode) from a Hugging Face GPT-2 directory: config.json +
     model.safetensors (or pytorch_model.bin, tensors only)."""
     config = read_hf_config(directory)
+    check_hf_gpt2(directory, config)  # before anything is loaded or built
     tensors = read_hf_tensors(directory, map_location)
     state = from_hf_state_dict(tensors, config, str(directory))
     model = GPT(config)

@@ -68,6 +68,13 @@ def _require(module: str) -> Any:
         ) from exc
 
 
+def _first_line(exc: BaseException) -> str:
+    """The gist of an onnxruntime / protobuf error: its first non-empty line, shortened."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= 200 else line[:200] + "..."
+
+
 class _Graph(nn.Module):
     """What gets traced: int64 inputs in, the task's output tensors out."""
 
@@ -169,11 +176,25 @@ class OnnxModel(nn.Module):
         # onnxruntime's threads otherwise spin for a while after each run, taking the cores
         # from whatever PyTorch (or anything else in the process) does next
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(
+                str(path), options, providers=["CPUExecutionProvider"]
+            )
+            graph = _require("onnx").load(str(path), load_external_data=False)
+        except RunError:
+            raise
+        except Exception as exc:  # onnxruntime's and protobuf's own errors: many kinds
+            raise RunError(f"{path} is damaged or not an ONNX model ({_first_line(exc)})") from None
+        names = {node.name for node in self.session.get_inputs()}
+        outs = {node.name for node in self.session.get_outputs()}
+        if not set(inputs) <= names or not set(outputs) <= outs:
+            raise RunError(
+                f"{path} is not the model its config.json describes (inputs {sorted(names)}, "
+                f"outputs {sorted(outs)})"
+            )
         self.inputs, self.outputs = list(inputs), list(outputs)
         self.takes_token_types = "token_type_ids" in self.inputs
         self.path = Path(path)
-        graph = _require("onnx").load(str(path), load_external_data=False)
         # numbers stored in the graph: the weights (+ constant tables such as positions)
         self.num_parameters = sum(math.prod(t.dims) for t in graph.graph.initializer)
 

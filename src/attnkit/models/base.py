@@ -27,6 +27,7 @@ from typing import Any, ClassVar, TypeVar
 from torch import Tensor, nn
 
 from attnkit.config import ConfigError, build_dataclass, check, positive, short_repr
+from attnkit.errors import RunError
 from attnkit.layers import BlockConfig
 from attnkit.run import RunDir
 
@@ -60,7 +61,11 @@ class ModelConfig:
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
-        """Raise ``ConfigError`` (one line, naming the key) for impossible values."""
+        """Raise ``ConfigError`` (one line, naming the key) for impossible values; every
+        size first: an int within ``attnkit.models.sizes.SIZE_LIMITS``."""
+        from attnkit.models.sizes import check_size_fields
+
+        check_size_fields(self)
         check(positive("model.max_len", self.max_len))
 
     # ------------------------------------------------------------------ (de)serialisation
@@ -298,7 +303,11 @@ def read_model_config(directory: str | Path, config_class: type[C] | None = None
     path = RunDir(directory).config_path
     if not path.is_file():
         raise ConfigError(f"{directory} has no config.json")
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunError(f"{path} is damaged ({reason})") from None
     ignore: frozenset[str] = frozenset()
     if isinstance(raw, dict) and "task" in raw:  # a run directory
         raw = RunDir(directory).read_config()
@@ -322,4 +331,14 @@ def read_model_config(directory: str | Path, config_class: type[C] | None = None
     if not isinstance(raw, dict) or "model_type" not in raw:
         raise ConfigError(f"{path} is not an attnkit model config (no model_type)")
     cls = config_class or registered(raw["model_type"], raw.get("arch", ""))
-    return cls.from_dict(raw, ignore=ignore)
+    try:
+        config = cls.from_dict(raw, ignore=ignore)
+        config.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    # untrusted sizes: against the weights' header and the memory, before anything is built
+    from attnkit.models.sizes import check_model
+
+    weights = RunDir(directory).weights_path
+    check_model(config, str(path), weights if weights.is_file() else None)
+    return config

@@ -23,18 +23,26 @@ def serve(
     log=print,
     precision: str = "auto",
 ) -> None:
-    """Load ``runs`` and serve them until interrupted (uvicorn)."""
-    import uvicorn
-
+    """Load ``runs`` and serve them until interrupted (uvicorn). The address is taken
+    first: a port in use (or not allowed) is a one-line ``InputError`` before any model is
+    loaded."""
     from attnkit.serve.app import create_app as _create_app
+    from attnkit.serve.server import bind, make_server
 
-    loopback = host in ("127.0.0.1", "localhost", "::1")
-    hosts = ["127.0.0.1", "localhost", "[::1]", "::1"] if loopback else None
-    app = _create_app(runs, limits, map_location, allowed_hosts=hosts, precision=precision)
-    names = ", ".join(f"{r.name} (/v1/{r.endpoint})" for r in app.state.server.runs.values())
-    log(f"serving {names}")
-    if not loopback:
-        log(f"warning: listening on {host}, not only this machine: anyone who can reach it "
-            "can use the models (there is no authentication)")  # fmt: skip
-    log(f"web page: http://{'[' + host + ']' if ':' in host else host}:{port}/   API docs: /docs")
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    limits = limits or Limits()
+    sockets = bind(host, port)
+    try:
+        loopback = host in ("127.0.0.1", "localhost", "::1")
+        hosts = ["127.0.0.1", "localhost", "[::1]", "::1"] if loopback else None
+        app = _create_app(runs, limits, map_location, allowed_hosts=hosts, precision=precision)
+        names = ", ".join(f"{r.name} (/v1/{r.endpoint})" for r in app.state.server.runs.values())
+        log(f"serving {names}")
+        if not loopback:
+            log(f"warning: listening on {host}, not only this machine: anyone who can reach "
+                "it can use the models (there is no authentication)")  # fmt: skip
+        shown = "[" + host + "]" if ":" in host else host
+        log(f"web page: http://{shown}:{port}/   API docs: /docs")
+        make_server(app, limits).run(sockets=sockets)
+    finally:
+        for sock in sockets:
+            sock.close()

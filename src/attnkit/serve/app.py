@@ -12,10 +12,14 @@
     GET  /docs              OpenAPI (Swagger UI 5 from the installed fastapi-offline, no CDN)
 
 Every error is JSON, ``{"error": {"status": 422, "type": "invalid_request", "message":
-"..."}}``: 404 unknown model or path, 413 over a size limit, 422 a bad body or parameter,
-503 not answered within the timeout. Inference runs in worker threads, one at a time (the
-model lock: on a few CPU cores one batch at a time is fastest, and it keeps warnings per
-request); a request's texts are one batch.
+"..."}}``: 400 a request that is not valid HTTP or names a Host not served (also from the
+HTTP layer below the app: ``attnkit.serve.server``), 404 unknown model or path, 408 a
+request head or body not sent within ``Limits.body_timeout_s``, 413 over a size limit,
+422 a bad body or parameter (types are strict), 503 not answered within the timeout.
+Inference runs in worker threads, one at a time (the model lock: on a few CPU cores one
+batch at a time is fastest, and it keeps warnings per request); a request's texts are one
+batch. Work whose client has gone (closed the connection) is dropped: skipped if it has not
+started, and a generation stops at its next token.
 """
 
 from __future__ import annotations
@@ -44,7 +48,6 @@ from fastapi.responses import (
 )
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from attnkit import __version__
 from attnkit.errors import AttnkitError
@@ -67,8 +70,11 @@ _TYPES = {
     400: "bad_request",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     413: "payload_too_large",
     422: "invalid_request",
+    431: "headers_too_large",
+    499: "client_closed_request",  # never read: the client has gone (the access log has it)
     503: "timeout",
     500: "internal_error",
 }
@@ -99,11 +105,14 @@ class _Cancelled(Exception):
 
 class _BodyLimit:
     """ASGI middleware: a request body over ``max_bytes`` gets 413 before it is parsed (by
-    its Content-Length, or counted as it arrives when it has none)."""
+    its Content-Length, or counted as it arrives when it has none); one not fully received
+    ``timeout_s`` seconds after the request began gets 408 and the connection is closed (a
+    client trickling its body holds nothing for long)."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, max_bytes: int, timeout_s: float = 10.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -117,9 +126,17 @@ class _BodyLimit:
         if length is not None and int(length) > self.max_bytes:
             await too_large(scope, receive, send)
             return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
         body, more = b"", True
         while more:  # read it all here (at most max_bytes), then hand it on
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0))
+            except asyncio.TimeoutError:
+                slow = _error(408, f"the request body was not received within {self.timeout_s:g} s")
+                slow.headers["connection"] = "close"  # the rest of the body is not wanted
+                await slow(scope, receive, send)
+                return
             if message["type"] != "http.request":
                 return  # the client left
             body += message.get("body", b"")
@@ -177,22 +194,36 @@ class _Server:
 
         return job
 
-    async def await_job(self, fn: Callable[[], dict[str, Any]], cancelled: threading.Event) -> Any:
+    async def await_job(
+        self,
+        fn: Callable[[], dict[str, Any]],
+        cancelled: threading.Event,
+        receive: Callable | None = None,
+    ) -> Any:
         """``fn``'s answer, or 503 once the request has waited ``timeout_s``. A job given up
-        while it waits for the model is skipped; one already running finishes (a generation
-        stops at its next token), bounded by the size limits."""
+        (the timeout, or the client closed the connection: ``receive``, the request's ASGI
+        channel, says so) while it waits for the model is skipped; one already running
+        finishes (a generation stops at its next token), bounded by the size limits."""
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(None, self.job(fn, cancelled))
         future.add_done_callback(_retrieve)
+        gone = asyncio.ensure_future(_client_gone(receive)) if receive is not None else None
         try:
-            return await asyncio.wait_for(future, self.limits.timeout_s)
-        except asyncio.TimeoutError:
-            cancelled.set()
-            raise ApiError(
-                503, f"no answer within {self.limits.timeout_s:g} s; try again later"
-            ) from None
+            waiting = {future} if gone is None else {future, gone}
+            done, _ = await asyncio.wait(
+                waiting, timeout=self.limits.timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            if gone is not None:
+                gone.cancel()
+        if future in done:
+            return future.result()
+        cancelled.set()
+        if gone is not None and gone in done:
+            raise ApiError(499, "the client closed the connection before the answer")
+        raise ApiError(503, f"no answer within {self.limits.timeout_s:g} s; try again later")
 
-    async def answer(self, endpoint: str, req: Any) -> dict[str, Any]:
+    async def answer(self, endpoint: str, req: Any, receive: Callable | None = None) -> dict:
         run = self.pick(endpoint, req.model)
         self.check(endpoint, req)
         cancelled = threading.Event()
@@ -203,7 +234,8 @@ class _Server:
 
         options = {"stream": stop_if_cancelled} if endpoint == "generate" else {}
         handler = handlers.HANDLERS[endpoint]
-        return await self.await_job(lambda: handler(run, req, self.limits, **options), cancelled)
+        job = lambda: handler(run, req, self.limits, **options)  # noqa: E731
+        return await self.await_job(job, cancelled, receive)
 
     def stream(self, req: GenerateRequest) -> StreamingResponse:
         """/v1/generate with ``stream``: NDJSON, ``{"token": piece}`` per piece of text as it
@@ -243,6 +275,47 @@ class _Server:
                 cancelled.set()  # done, timed out or the client left: stop generating
 
         return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+async def _client_gone(receive: Callable) -> None:
+    """Return once the client has closed the connection (the request's body already read,
+    the ASGI server's next message is ``http.disconnect``)."""
+    while True:
+        try:
+            message = await receive()
+        except OSError:  # the connection broke
+            return
+        if message.get("type") == "http.disconnect":
+            return
+
+
+class _AllowedHosts:
+    """ASGI middleware: a request whose Host header is not one of ``hosts`` (port left out,
+    case ignored) gets 400 with the JSON error body (against DNS rebinding: a page of
+    another site must not reach a server on loopback through a name it controls)."""
+
+    def __init__(self, app: Any, hosts: Sequence[str]) -> None:
+        self.app = app
+        self.hosts = {h.lower() for h in hosts}
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        raw = dict(scope["headers"]).get(b"host", b"").decode("latin-1").strip().lower()
+        if raw.startswith("["):  # [::1]:8000
+            host = raw[: raw.find("]") + 1] if "]" in raw else raw
+        else:
+            host = raw.split(":")[0]
+        if host in self.hosts:
+            await self.app(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            shown = repr(raw) if raw else "none"
+            names = ", ".join(sorted(self.hosts))
+            await _error(400, f"this server answers only for the hosts {names}; the request's "
+                         f"Host header was {shown}")(scope, receive, send)  # fmt: skip
 
 
 def _retrieve(future: asyncio.Future) -> None:
@@ -345,37 +418,40 @@ def create_app(
         """The served runs (name, task, endpoint, labels, capabilities) and the limits."""
         return {"models": [r.describe() for r in server.runs.values()], "limits": asdict(limits)}
 
+    # each route passes its request's ASGI channel on: work whose client has gone is dropped
     @app.post("/v1/classify")
-    async def classify(req: ClassifyRequest) -> dict[str, Any]:
+    async def classify(req: ClassifyRequest, request: Request) -> dict[str, Any]:
         """Label and class probabilities of each text (one batch)."""
-        return await server.answer("classify", req)
+        return await server.answer("classify", req, request.receive)
 
     @app.post("/v1/translate")
-    async def translate(req: TranslateRequest) -> dict[str, Any]:
+    async def translate(req: TranslateRequest, request: Request) -> dict[str, Any]:
         """Translate each text (greedy or beam search)."""
-        return await server.answer("translate", req)
+        return await server.answer("translate", req, request.receive)
 
     @app.post("/v1/chat")
-    async def chat(req: ChatRequest) -> dict[str, Any]:
+    async def chat(req: ChatRequest, request: Request) -> dict[str, Any]:
         """The chatbot's answer to one message."""
-        return await server.answer("chat", req)
+        return await server.answer("chat", req, request.receive)
 
     @app.post("/v1/generate", response_model=None)
-    async def generate(req: GenerateRequest) -> dict[str, Any] | StreamingResponse:
+    async def generate(
+        req: GenerateRequest, request: Request
+    ) -> dict[str, Any] | StreamingResponse:
         """Continue a prompt; ``stream: true`` answers token by token (NDJSON)."""
         if req.stream:
             return server.stream(req)
-        return await server.answer("generate", req)
+        return await server.answer("generate", req, request.receive)
 
     @app.post("/v1/tag")
-    async def tag(req: TagRequest) -> dict[str, Any]:
+    async def tag(req: TagRequest, request: Request) -> dict[str, Any]:
         """Named entities: one label per word of each text, and the entities they form."""
-        return await server.answer("tag", req)
+        return await server.answer("tag", req, request.receive)
 
     @app.post("/v1/answer")
-    async def answer(req: AnswerRequest) -> dict[str, Any]:
+    async def answer(req: AnswerRequest, request: Request) -> dict[str, Any]:
         """The answer span of the context for the question, with its score."""
-        return await server.answer("answer", req)
+        return await server.answer("answer", req, request.receive)
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:
@@ -394,9 +470,9 @@ def create_app(
                         headers={"Cache-Control": "max-age=86400"})  # fmt: skip
 
     _mount_docs(app)
-    app.add_middleware(_BodyLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(_BodyLimit, max_bytes=limits.max_body_bytes, timeout_s=limits.body_timeout_s)
     if allowed_hosts is not None:
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
+        app.add_middleware(_AllowedHosts, hosts=list(allowed_hosts))
     return app
 
 

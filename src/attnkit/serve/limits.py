@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from attnkit.errors import ConfigError
@@ -13,7 +14,9 @@ class Limits:
     ``max_texts`` or ``max_attention_texts`` (attention maps are L x H x T numbers per text)
     -> 413 (payload too large); ``max_new_tokens`` or ``max_beam`` exceeded
     -> 422 (a parameter out of range); a request still unanswered after ``timeout_s``
-    seconds (waiting for the model included) -> 503."""
+    seconds (waiting for the model included) -> 503; a request whose head (request line and
+    headers) or whose body has not fully arrived ``body_timeout_s`` seconds after it began
+    -> 408, and the connection is closed (a client trickling bytes holds nothing for long)."""
 
     max_chars: int = 2000  # characters per text (a review, a sentence, a prompt, a question)
     max_texts: int = 64  # texts per request (one batch)
@@ -23,6 +26,7 @@ class Limits:
     timeout_s: float = 30.0  # seconds until a request is given up (503)
     max_body_bytes: int = 1_000_000  # bytes of one request body
     max_context_chars: int = 20_000  # characters of one /v1/answer context
+    body_timeout_s: float = 10.0  # seconds to send the request head, and then its body
 
     def __post_init__(self) -> None:
         for name in ("max_chars", "max_texts", "max_attention_texts", "max_new_tokens",
@@ -30,5 +34,11 @@ class Limits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"serve limit {name} must be an integer >= 1, got {value!r}")
-        if not self.timeout_s > 0:
-            raise ConfigError(f"serve limit timeout_s must be > 0, got {self.timeout_s!r}")
+        for name in ("timeout_s", "body_timeout_s"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (0 < value < math.inf)
+            ):
+                raise ConfigError(f"serve limit {name} must be a finite number > 0, got {value!r}")

@@ -1,12 +1,16 @@
 """The JSON bodies of ``attnkit serve``'s endpoints (pydantic models: FastAPI checks every
 request against them and documents them at /docs). Unknown fields are refused (422), so a
-misspelt option never passes silently."""
+misspelt option never passes silently, and types are strict (422, never coerced: ``"yes"``
+is not a bool, ``true`` not an integer, ``"3"`` not a number; an integer is a number). The
+ranges of the decoding parameters are ``attnkit.params.PARAMS``, the CLI's."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from attnkit.params import PARAMS
 
 
 def _check_text(value: Any) -> Any:
@@ -22,7 +26,7 @@ def _check_text(value: Any) -> Any:
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
     @field_validator("*")
     @classmethod
@@ -50,7 +54,7 @@ class ClassifyRequest(_Request):
 
 class TranslateRequest(_Request):
     texts: list[str] = Field(..., min_length=1, description="the sentences to translate")
-    beam: int = Field(1, ge=1, description="beam width (1: greedy)")
+    beam: int = Field(1, **PARAMS["beam"].bounds(), description="beam width (1: greedy)")
     alignment: bool = Field(
         False, description="also return the cross-attention alignment (one text per request)"
     )
@@ -58,23 +62,31 @@ class TranslateRequest(_Request):
 
 class ChatRequest(_Request):
     message: str = Field(..., description="what the user says")
-    temperature: float = Field(0.7, ge=0.0, description="0: greedy")
-    top_k: int = Field(0, ge=0, le=2**31 - 1, description="0: off")
-    top_p: float = Field(0.9, gt=0.0, le=1.0, description="1: off")
-    seed: int | None = Field(None, ge=0, le=2**32 - 1, description="makes the answer reproducible")
+    temperature: float = Field(0.7, **PARAMS["temperature"].bounds(), description="0: greedy")
+    top_k: int = Field(0, **PARAMS["top_k"].bounds(), description="0: off")
+    top_p: float = Field(0.9, **PARAMS["top_p"].bounds(), description="1: off")
+    seed: int | None = Field(
+        None, **PARAMS["seed"].bounds(), description="makes the answer reproducible"
+    )
 
 
 class GenerateRequest(_Request):
     prompt: str = Field("", description="the text to continue (may be empty)")
     max_new_tokens: int | None = Field(
-        None, ge=0, description="default 64 (or the server's limit, if lower); at most the limit"
+        None,
+        **PARAMS["max_new_tokens"].bounds(),
+        description="default 64 (or the server's limit, if lower); at most the limit",
     )
-    temperature: float = Field(1.0, ge=0.0, description="0: greedy")
-    top_k: int = Field(0, ge=0, le=2**31 - 1, description="0: off")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="1: off")
-    repetition_penalty: float = Field(1.0, gt=0.0, description="> 1 discourages repeats")
+    temperature: float = Field(1.0, **PARAMS["temperature"].bounds(), description="0: greedy")
+    top_k: int = Field(0, **PARAMS["top_k"].bounds(), description="0: off")
+    top_p: float = Field(1.0, **PARAMS["top_p"].bounds(), description="1: off")
+    repetition_penalty: float = Field(
+        1.0, **PARAMS["repetition_penalty"].bounds(), description="> 1 discourages repeats"
+    )
     stop: list[str] = Field(default_factory=list, description="strings that end the text")
-    seed: int | None = Field(None, ge=0, le=2**32 - 1, description="makes sampling reproducible")
+    seed: int | None = Field(
+        None, **PARAMS["seed"].bounds(), description="makes sampling reproducible"
+    )
     stream: bool = Field(
         False,
         description='answer as newline-delimited JSON: {"token": ...} lines as they are '

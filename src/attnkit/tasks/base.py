@@ -176,14 +176,15 @@ def one_line(text: str) -> str:
 
 def get_tokenizer(tk: TokenizerConfig, texts: Iterable[str], what: str, log: Log) -> Tokenizer:
     """The recipe's tokenizer: loaded from ``tokenizer.path``, else trained on ``texts``
-    (``what`` describes them in the log line)."""
-    from attnkit.tokenization import Tokenizer, train_tokenizer
+    (``what`` describes them in the log line; a huge text is read in pieces, ``split_long``,
+    which count the same words in bounded memory)."""
+    from attnkit.tokenization import Tokenizer, split_long, train_tokenizer
 
     if tk.path:
         return Tokenizer.load(tk.path)
     log(f"training a {tk.kind} tokenizer (vocab {tk.vocab_size}) on {what}")
     return train_tokenizer(
-        texts,
+        (piece for text in texts for piece in split_long(text)),
         kind=tk.kind,
         vocab_size=tk.vocab_size,
         min_frequency=tk.min_frequency,

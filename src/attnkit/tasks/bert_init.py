@@ -82,14 +82,20 @@ def pretrained_source(path: str | Path) -> tuple[str, BertConfig]:
     if not directory.is_dir():
         raise ConfigError(f"model.init_from: {directory} is not a directory")
     if _hf_config(directory) is not None:
-        from attnkit.interop.hf_bert import read_hf_config
+        from attnkit.interop.hf_bert import check_hf_bert, read_hf_config
 
-        return "hf", read_hf_config(directory)
+        config = read_hf_config(directory)  # (its sizes bounded)
+        # its sizes against its weights' header and the memory, before the task uses them
+        check_hf_bert(directory, config.replace(arch=BertModel.ARCH), BertModel)
+        return "hf", config
     run = RunDir(directory)
     if run.is_run() and run.has_weights():
         model = run.read_config().get("model", {})
         if isinstance(model, dict) and model.get("model_type") == "bert":
-            return "run", BertConfig.from_dict(model)
+            from attnkit.models.sizes import read_run_config
+
+            # every size bounded and checked against the run's weights and the memory
+            return "run", read_run_config(run)[0].model
         raise ConfigError(
             f"model.init_from: {directory} is a run of a {model.get('arch')!r} model; a BERT "
             "task starts from a BERT run (e.g. task bert-pretrain) or a Hugging Face BERT"

@@ -293,7 +293,9 @@ class BertPretrainPredictor(FillMaskPredictor):
 
         if not text.strip() or not text_b.strip():
             raise InputError("both sentences must be non-empty")
-        a, b = self.tokenizer.encode(text), self.tokenizer.encode(text_b)
+        max_len = self.config.data.max_len  # each cut before tokenization (pair_ids cuts)
+        a = self.tokenizer.encode(text, max_len=max_len)
+        b = self.tokenizer.encode(text_b, max_len=max_len)
         ids, types, _ = pair_ids(self.tokenizer, a, b, self.config.data.max_len)
         x = torch.tensor([ids], device=self.device)
         t = torch.tensor([types], device=self.device)

@@ -18,7 +18,6 @@ exp(NLL) per direction and exp of their mean. Model selection: lowest validation
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from attnkit.data.mlm import chunk_ids
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.data.split import split_examples
 from attnkit.device import inference, model_device
-from attnkit.errors import DataError, InputError, RunError
+from attnkit.errors import DataError, InputError, RunError, check_finite, json_line
 from attnkit.models.elmo import BiLM, ELMoEmbedder
 from attnkit.models.elmo_classifier import elmo_vectors
 from attnkit.run import RunDir
@@ -251,6 +250,8 @@ class BiLMPredictor:
             chunk = order[start : start + batch_size]
             ids, mask = pad_batch([pieces[i] for i in chunk], self.tokenizer.pad_id)
             f, b, n = row_nll(self.model, ids.to(self.device), mask.to(self.device))
+            check_finite(f)  # NaN weights: an error, not a NaN perplexity
+            check_finite(b)
             for i, fi, bi, ni in zip(chunk, f.tolist(), b.tolist(), n.tolist(), strict=True):
                 row = sums[owner[i]]
                 row[0] += fi
@@ -304,7 +305,7 @@ class BiLMPredictor:
         return out
 
     def to_json(self, predictions: Sequence[TextPerplexity]) -> str:
-        return "\n".join(json.dumps(p.to_dict(), ensure_ascii=False) for p in predictions)
+        return "\n".join(json_line(p.to_dict()) for p in predictions)
 
 
 # --------------------------------------------------------------------------------------
@@ -323,6 +324,9 @@ def _read_run(run: str | Path) -> tuple[RunDir, dict[str, Any]]:
             f"model.init_from: {run_dir} is a {saved.get('task')!r} run; arch elmo needs a "
             "task bilm run"
         )
+    from attnkit.models.sizes import read_run_config
+
+    read_run_config(run_dir)  # its sizes: bounded, its weights' and within the memory
     return run_dir, saved
 
 

@@ -7,7 +7,6 @@ sees tensors.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import warnings
@@ -28,7 +27,7 @@ from attnkit.data.readers import Example, Examples, load_text_classification
 from attnkit.data.segments import encode_pairs
 from attnkit.data.split import split_examples
 from attnkit.device import inference, model_device
-from attnkit.errors import InputError
+from attnkit.errors import InputError, check_finite, json_line
 from attnkit.metrics import accuracy, classification_report
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
@@ -468,6 +467,7 @@ class ClassifierPredictor:
             if types is not None:
                 batch["token_type_ids"] = pad_batch([types[i] for i in rows], 0)[0].to(self.device)
             out[rows] = model_logits(self.model, batch)[0].float().cpu()
+        check_finite(out)  # NaN weights: an error, never a NaN probability
         return out
 
     def probabilities(
@@ -541,7 +541,7 @@ class ClassifierPredictor:
         return plot_attention(matrix.numpy(), tokens, tokens, path, title=title)
 
     def to_json(self, predictions: Sequence[Prediction]) -> str:
-        return "\n".join(json.dumps(p.to_dict(), ensure_ascii=False) for p in predictions)
+        return "\n".join(json_line(p.to_dict()) for p in predictions)
 
 
 class EnsemblePredictor:

@@ -74,12 +74,13 @@ from attnkit.data.batching import pad_batch
 from attnkit.data.readers import read_imdb, read_nsmc, read_unlabeled
 from attnkit.data.split import limit_examples, split_examples
 from attnkit.device import inference, model_device, to_device
-from attnkit.errors import DataError, InputError, RunError
+from attnkit.errors import NON_FINITE, DataError, InputError, NonFiniteError, RunError
 from attnkit.generation import sample
+from attnkit.params import check_params
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer
-from attnkit.tokenization import Tokenizer
+from attnkit.tokenization import Tokenizer, cut_text
 
 __all__ = [
     "DATASETS",
@@ -199,15 +200,14 @@ def _encode_with_widths(
 ) -> Iterable[tuple[list[int], list[int]]]:
     """Per text: its ids and, per id, how many characters it stands for: from its start to
     the next token's start (the first from 0, the last to the end), so that they add up
-    to the text's length, characters the tokenizer drops (spaces) included."""
-    for text, enc in zip(
-        texts, tokenizer.backend.encode_batch(texts, add_special_tokens=False), strict=True
-    ):
-        ids = list(enc.ids)
-        starts = [a for a, _ in enc.offsets]
+    to the text's length, characters the tokenizer drops (spaces) included. A long text
+    (one continuous corpus) is tokenized in pieces (``Tokenizer.encode_offsets_batch``), in
+    bounded memory."""
+    for text, (ids, offsets) in zip(texts, tokenizer.encode_offsets_batch(texts), strict=True):
         if not ids:
             yield [], []
             continue
+        starts = [a for a, _ in offsets]
         starts[0] = 0
         ends = [*starts[1:], len(text)]
         yield ids, [max(0, e - s) for s, e in zip(starts, ends, strict=True)]
@@ -468,6 +468,9 @@ class LMPredictor:
         raise InputError("this run's tokenizer has no token to start an empty prompt from")
 
     def _prompt_ids(self, prompt: str) -> list[int]:
+        # the model reads the last max_len tokens: a huge prompt is first cut to its last
+        # max_text_chars(max_len) characters, before tokenization
+        prompt, cut = cut_text(prompt, self.max_len, keep="tail")
         ids = self.tokenizer.encode(prompt) if prompt else []
         unk = self.tokenizer.token_to_id("[UNK]")
         if prompt and unk is not None and unk in ids:
@@ -480,7 +483,14 @@ class LMPredictor:
             ids = self._start_ids() + ids
         elif not ids:
             ids = self._start_ids()
-        if len(ids) > self.max_len:
+        if cut:
+            warnings.warn(
+                f"the prompt has more than {len(prompt):,} characters, more than the context "
+                f"({self.max_len} tokens) can use: the model reads its last tokens (at most "
+                f"{self.max_len})",
+                stacklevel=3,
+            )
+        elif len(ids) > self.max_len:
             warnings.warn(
                 f"the prompt has {len(ids)} tokens, more than the context ({self.max_len}): "
                 f"the model reads its last {self.max_len}",
@@ -516,6 +526,7 @@ class LMPredictor:
                 raise InputError(f"prompt {i} must be a string, got {type(p).__name__}")
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         self._check(max_new_tokens, temperature, top_k, top_p, repetition_penalty, stops)
+        check_params(seed=seed)
         generator = None  # sampling draws on the model's device, so does the generator
         if seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(int(seed))
@@ -543,16 +554,13 @@ class LMPredictor:
     ) -> None:
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
             raise InputError(f"max_new_tokens must be an integer, got {max_new_tokens!r}")
-        if max_new_tokens < 0:
-            raise InputError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-        if not temperature >= 0:
-            raise InputError(f"temperature must be >= 0, got {temperature}")
-        if top_k < 0:
-            raise InputError(f"top_k must be >= 0, got {top_k}")
-        if not 0.0 < top_p <= 1.0:
-            raise InputError(f"top_p must be in (0, 1], got {top_p}")
-        if not repetition_penalty > 0:
-            raise InputError(f"repetition_penalty must be > 0, got {repetition_penalty}")
+        check_params(  # the ranges of the CLI and the server (attnkit.params)
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            repetition_penalty=repetition_penalty,
+        )
         for s in stops:
             if not isinstance(s, str) or not s:
                 raise InputError(f"a stop string must be a non-empty string, got {s!r}")
@@ -636,7 +644,12 @@ class LMPredictor:
         items = cut_stream(ids, widths, self.max_len)
         if not items:
             raise InputError("the text is a single token: there is nothing to predict")
-        return score_items(self.model, LanguageModelTask(self.tokenizer.pad_id), items, batch_size)
+        report = score_items(
+            self.model, LanguageModelTask(self.tokenizer.pad_id), items, batch_size
+        )
+        if not math.isfinite(report["loss"]):  # NaN weights: an error, not a NaN perplexity
+            raise NonFiniteError(NON_FINITE)
+        return report
 
     def perplexity(self, text: str) -> float:
         """e^(mean NLL per token) of ``text`` (see ``score``)."""
@@ -664,6 +677,9 @@ def _read_gpt_run(path: str | Path) -> tuple[RunDir, dict[str, Any]]:
             f"model.init_from: {run_dir} is a {saved.get('task')!r} run of a {arch!r} model; "
             "arch gpt-classifier starts from a task lm run with a GPT (e.g. runs/nsmc-gpt)"
         )
+    from attnkit.models.sizes import read_run_config
+
+    read_run_config(run_dir)  # its sizes: bounded, its weights' and within the memory
     return run_dir, saved
 
 

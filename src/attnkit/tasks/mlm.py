@@ -14,7 +14,6 @@ the generator's masked-LM loss).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from attnkit.data.mlm import IGNORE_INDEX, chunk_ids, mask_tokens
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.data.split import split_examples
 from attnkit.device import inference, model_device
-from attnkit.errors import DataError, InputError, RunError
+from attnkit.errors import DataError, InputError, RunError, check_finite, json_line
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer
@@ -284,6 +283,9 @@ def _read_run(run: str | Path) -> tuple[RunDir, dict[str, Any]]:
         raise ConfigError(
             f"model.init_from: {run_dir} is a {saved.get('task')!r} run; it must be a task mlm run"
         )
+    from attnkit.models.sizes import read_run_config
+
+    read_run_config(run_dir)  # its sizes: bounded, its weights' and within the memory
     return run_dir, saved
 
 
@@ -352,7 +354,9 @@ class FillMaskPredictor:
         where = x == self.tokenizer.mask_id
         if not where.any():
             raise InputError("the text has no [MASK] token to fill in")
-        probs = self.model(x, None, where).float().softmax(-1)  # (masks, vocab)
+        logits = self.model(x, None, where).float()  # (masks, vocab)
+        check_finite(logits)  # NaN weights: an error, not NaN probabilities
+        probs = logits.softmax(-1)
         top = probs.topk(min(top_k, probs.size(-1)), dim=-1)
         return [
             [(self.tokenizer.id_to_token(i) or "?", p) for i, p in zip(ids_, ps, strict=True)]
@@ -372,7 +376,7 @@ class FillMaskPredictor:
         return out
 
     def to_json(self, predictions: Sequence[FillMask]) -> str:
-        return "\n".join(json.dumps(p.to_dict(), ensure_ascii=False) for p in predictions)
+        return "\n".join(json_line(p.to_dict()) for p in predictions)
 
 
 @dataclass

@@ -17,8 +17,10 @@ it is confident about join the next model's (the student's) training data.
   Soft targets are usually given for every text (``min_confidence`` 0); a student whose
   targets are the teacher's p(y | x) learns the teacher's function, whatever the class mix
   of the unlabelled texts, so they need no balancing.
-* The file is a TSV with the header ``text  label  confidence`` (labels by name), which any
-  classify recipe reads as ``data.extra_train``. The student adds those examples to its
+* The file is a TSV with the header ``text  label  confidence`` (labels by name), or a CSV
+  or JSON Lines file, gzip-compressed for a name ending in .gz (the name gives the format:
+  ``.tsv``, ``.csv``, ``.jsonl``, each optionally ``.gz``), which any classify recipe reads
+  as ``data.extra_train``. The student adds those examples to its
   training split *after* the validation split is made, and drops every text that is in the
   dataset's own train, validation or test split (``extra_training_examples``): validation
   and test accuracy stay measured on texts no label of the teacher touched.
@@ -27,7 +29,12 @@ it is confident about join the next model's (the student's) training data.
 from __future__ import annotations
 
 import contextlib
+import csv
+import gzip
+import io
+import json
 import math
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -35,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from attnkit.checkpoint import atomic_write_text
+from attnkit.checkpoint import replace_durably, temp_file_beside
 from attnkit.config import RunConfig
 from attnkit.data.catalogue import has_split
 from attnkit.data.readers import (
@@ -49,11 +56,14 @@ from attnkit.data.readers import (
 )
 from attnkit.device import resolve_precision
 from attnkit.errors import DataError, InputError
+from attnkit.output_guard import cannot_write, check_output
 
 __all__ = [
+    "PSEUDO_LABEL_SUFFIXES",
     "PseudoLabel",
     "extra_training_examples",
     "pseudo_label",
+    "pseudo_label_format",
     "read_unlabelled",
     "same_text",
     "write_pseudo_labels",
@@ -181,22 +191,84 @@ def pseudo_label(
     return rows, stats
 
 
+PSEUDO_LABEL_SUFFIXES = (".tsv", ".csv", ".jsonl", ".tsv.gz", ".csv.gz", ".jsonl.gz")
+
+
+def pseudo_label_format(path: str | Path) -> tuple[str, bool]:
+    """(format, gzip) of a pseudo-label file from its name: tsv, csv or jsonl, compressed
+    when it ends in .gz (what ``data.extra_train`` reads back); any other name is an
+    ``InputError`` listing the suffixes written."""
+    name = Path(path).name.lower()
+    compressed = name.endswith(".gz")
+    base = name.removesuffix(".gz")
+    for fmt in ("tsv", "csv", "jsonl"):
+        if base.endswith(f".{fmt}") and len(base) > len(fmt) + 1:
+            return fmt, compressed
+    raise InputError(
+        f"cannot write {path}: pseudo-labels are written as {', '.join(PSEUDO_LABEL_SUFFIXES)} "
+        "(the name says which)"
+    )
+
+
+def _pseudo_label_text(rows: Sequence[PseudoLabel], header: list[str], fmt: str) -> str:
+    """The file's text: a header and a row per label (TSV, CSV) or an object per line."""
+    cells = [
+        [same_text(r.text), r.label, f"{r.confidence:.4f}"]
+        + [f"{p:.4f}" for p in r.probabilities or ()]
+        for r in rows
+    ]
+    if fmt == "jsonl":
+        return "".join(
+            json.dumps(
+                {
+                    k: (v if i < 2 else float(v))
+                    for i, (k, v) in enumerate(zip(header, row, strict=True))
+                },
+                ensure_ascii=False,
+            )
+            + "\n"
+            for row in cells
+        )
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(cells)
+        return buffer.getvalue()
+    return "".join("\t".join(row) + "\n" for row in [header, *cells])
+
+
 def write_pseudo_labels(
     rows: Sequence[PseudoLabel], path: str | Path, labels: Sequence[str] | None = None
 ) -> Path:
-    """Write ``rows`` as a TSV (``text  label  confidence``, and ``prob_<label>`` for each of
-    ``labels`` when the rows are soft; tabs and line breaks in a text become spaces),
-    atomically: a temp file renamed into place."""
+    """Write ``rows`` (``text  label  confidence``, and ``prob_<label>`` for each of
+    ``labels`` when the rows are soft; line breaks and tabs in a text become spaces) in the
+    format ``path``'s name gives (``pseudo_label_format``: TSV, CSV or JSON Lines, gzip for
+    .gz), atomically: a temp file renamed into place. ``path`` passes
+    ``attnkit.output_guard.check_output`` (never a device, FIFO, folder or a run's file);
+    an error while writing is one ``InputError`` line and leaves the old file as it was."""
+    fmt, compressed = pseudo_label_format(path)
+    target = check_output(path, what="output")
     soft = bool(rows) and rows[0].probabilities is not None
     if soft and (labels is None or len(labels) != len(rows[0].probabilities)):
         raise InputError("soft pseudo-labels need the class names of their probabilities")
     header = ["text", "label", "confidence"] + ([SOFT_PREFIX + n for n in labels] if soft else [])
-    lines = ["\t".join(header)]
-    for r in rows:
-        cells = [same_text(r.text), r.label, f"{r.confidence:.4f}"]
-        cells += [f"{p:.4f}" for p in r.probabilities or ()]
-        lines.append("\t".join(cells))
-    return atomic_write_text(path, "\n".join(lines) + "\n")
+    data = _pseudo_label_text(rows, header, fmt).encode("utf-8")
+    if compressed:
+        data = gzip.compress(data, mtime=0)
+    try:
+        fd, tmp = temp_file_beside(target)
+    except OSError as exc:
+        raise cannot_write(target, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        replace_durably(tmp, target)
+    except OSError as exc:
+        raise cannot_write(target, exc) from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return target
 
 
 def _soft_targets(

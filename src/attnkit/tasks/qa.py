@@ -27,7 +27,6 @@ the run's ``config.json`` records which (``scorer``).
 from __future__ import annotations
 
 import dataclasses
-import json
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -47,7 +46,7 @@ from attnkit.data.qa import QAFeature, best_answer, make_features
 from attnkit.data.qa_data import QAExample, read_korquad, read_squad_file
 from attnkit.data.split import limit_examples, split_examples
 from attnkit.device import inference, model_device, to_device
-from attnkit.errors import InputError
+from attnkit.errors import InputError, check_finite, json_line
 from attnkit.metrics import qa_report
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
@@ -55,7 +54,7 @@ from attnkit.tasks.base import Log, PreparedData, RunError, get_tokenizer, one_l
 from attnkit.tasks.bert_init import (
     BertTaskSpec,
 )
-from attnkit.tokenization import Tokenizer
+from attnkit.tokenization import MAX_TEXT_CHARS, Tokenizer
 
 __all__ = [
     "DOC_STRIDE",
@@ -431,6 +430,8 @@ class QAPredictor:
             batch = to_device(task.collate([items[k] for k in order[lo : lo + batch_size]]),
                               self.device)  # fmt: skip
             start, end = _forward(self.model, batch)
+            check_finite(start, allow_neg_inf=True)  # NaN weights: an error, not a NaN score
+            check_finite(end, allow_neg_inf=True)
             for row, k in enumerate(batch["index"].tolist()):
                 length = len(features[k].input_ids)
                 out[k] = (start[row, :length].float().cpu(), end[row, :length].float().cpu())
@@ -484,11 +485,20 @@ class QAPredictor:
                 )  # fmt: skip
             except InputError as exc:
                 raise InputError(f"pair {i}: {exc}" if len(pairs) > 1 else str(exc)) from None
-            truncated.append(len(self.tokenizer.encode(question)) > self.max_question_len)
+            _, question_cut = self.tokenizer.encode(
+                question, max_len=self.max_question_len, return_truncated=True
+            )
+            truncated.append(question_cut)
             if truncated[-1]:
                 warnings.warn(
                     f"question {i + 1} is longer than max_question_len={self.max_question_len} "
                     "tokens; only its beginning was read",
+                    stacklevel=2,
+                )
+            if len(context) > MAX_TEXT_CHARS:  # make_features reads its beginning
+                warnings.warn(
+                    f"context {i + 1} is longer than {MAX_TEXT_CHARS:,} characters; only its "
+                    "beginning was read",
                     stacklevel=2,
                 )
         logits = self.window_logits(features, batch_size)
@@ -513,7 +523,7 @@ class QAPredictor:
 
     def to_json(self, results: Sequence[AnswerResult]) -> str:
         """One JSON object per result, one per line (UTF-8, not ASCII-escaped)."""
-        return "\n".join(json.dumps(r.to_dict(), ensure_ascii=False) for r in results)
+        return "\n".join(json_line(r.to_dict()) for r in results)
 
     # ------------------------------------------------------------------ evaluation
     def evaluate_examples(

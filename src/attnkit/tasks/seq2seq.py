@@ -47,6 +47,7 @@ from attnkit.device import inference, model_device, to_device
 from attnkit.errors import InputError
 from attnkit.generation import beam_search, greedy, sample
 from attnkit.metrics import bleu, perplexity
+from attnkit.params import check_params
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import (
@@ -503,12 +504,8 @@ class Seq2SeqPredictor:
     ) -> str:
         """One answer, sampled from softmax(logits / temperature) after top-k / top-p
         filtering (``temperature=0``: greedy). ``seed`` makes the answer reproducible."""
-        if temperature < 0:
-            raise InputError(f"temperature must be >= 0, got {temperature}")
-        if top_k < 0:
-            raise InputError(f"top_k must be >= 0, got {top_k}")
-        if not 0.0 < top_p <= 1.0:
-            raise InputError(f"top_p must be in (0, 1], got {top_p}")
+        # the ranges of the CLI and the server (attnkit.params)
+        check_params(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
         generator = None  # sampling draws on the model's device, so does the generator
         if seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(seed)

@@ -65,7 +65,7 @@ from attnkit.data.paths import DataError
 from attnkit.data.split import split_examples
 from attnkit.data.tagged import TAGGED_DATASETS, TaggedSentence, load_tagged
 from attnkit.device import inference, model_device
-from attnkit.errors import InputError
+from attnkit.errors import InputError, check_finite
 from attnkit.metrics import entity_f1, get_entities
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
@@ -74,7 +74,7 @@ from attnkit.tasks.bert_init import (
     BertTaskSpec,
     is_bert,
 )
-from attnkit.tokenization import Tokenizer
+from attnkit.tokenization import Tokenizer, cut_text
 
 __all__ = [
     "KNOWN_TAGS",
@@ -465,7 +465,9 @@ class TagPredictor:
             rows = order[start : start + batch_size]
             ids, mask = pad_batch([features[i].input_ids for i in rows], self.tokenizer.pad_id)
             batch = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
-            predicted = _logits(self.model, batch).argmax(-1).cpu()
+            logits = _logits(self.model, batch)
+            check_finite(logits)  # NaN weights: an error, not labels picked from NaN
+            predicted = logits.argmax(-1).cpu()
             for row, i in enumerate(rows):
                 out[i] = predicted[row]
         return out
@@ -505,6 +507,11 @@ class TagPredictor:
             if not isinstance(text, str) or not text.strip():
                 raise InputError(f"input {i} is empty or whitespace only")
         piece = self.word_unit == "piece"
+        max_len = self.config.data.max_len
+        # a text is cut to max_text_chars(max_len) characters before it is split and
+        # tokenized: what lies beyond could never be labelled anyway
+        cut_texts = [cut_text(text, max_len) for text in texts]
+        texts = [text for text, _ in cut_texts]
         split = [split_words(text, "char" if piece else self.word_unit) for text in texts]
         if piece:
             ids, cut = self.unit_label_ids(
@@ -522,11 +529,14 @@ class TagPredictor:
         for i, (text, words, label_ids, was_cut) in enumerate(
             zip(texts, split, ids, cut, strict=True), 1
         ):
+            chars = cut_texts[i - 1][1]
+            was_cut = was_cut or chars
             if was_cut:
                 what = "characters" if self.word_unit != "word" else "words"
+                cut_at = f"; it was cut to {len(text):,} characters" if chars else ""
                 warnings.warn(
-                    f"input {i} is longer than max_len={self.config.data.max_len} word "
-                    f"pieces; the {what} that did not fit were labelled O",
+                    f"input {i} is longer than max_len={max_len} word pieces{cut_at}; the "
+                    f"{what} that did not fit were labelled O",
                     stacklevel=2,
                 )
             labels = [self.labels[k] for k in label_ids]
