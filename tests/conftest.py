@@ -94,13 +94,17 @@ def tiny_recipe(data_dir: Path, **training) -> dict:
     }
 
 
+def write_tiny_data(folder: Path) -> Path:
+    """``folder`` (created) with the tiny sentiment train.csv (320 rows) and test.csv (80)."""
+    folder.mkdir()
+    write_csv(folder / "train.csv", make_sentiment_rows(320, seed=0))
+    write_csv(folder / "test.csv", make_sentiment_rows(80, seed=1))
+    return folder
+
+
 @pytest.fixture
 def tiny_data(tmp_path: Path) -> Path:
-    d = tmp_path / "data"
-    d.mkdir()
-    write_csv(d / "train.csv", make_sentiment_rows(320, seed=0))
-    write_csv(d / "test.csv", make_sentiment_rows(80, seed=1))
-    return d
+    return write_tiny_data(tmp_path / "data")
 
 
 @pytest.fixture
@@ -117,10 +121,7 @@ def tiny_run_once(tmp_path_factory) -> Path:
     import attnkit
 
     root = tmp_path_factory.mktemp("tiny-once")
-    data = root / "data"
-    data.mkdir()
-    write_csv(data / "train.csv", make_sentiment_rows(320, seed=0))
-    write_csv(data / "test.csv", make_sentiment_rows(80, seed=1))
+    data = write_tiny_data(root / "data")
     recipe = root / "tiny.yaml"
     recipe.write_text(yaml.safe_dump(tiny_recipe(data, epochs=1)), encoding="utf-8")
     attnkit.train(recipe, out=root / "run", log=lambda *_: None)
@@ -140,10 +141,7 @@ def served_runs(tmp_path_factory) -> dict[str, Path]:
     import attnkit
 
     root = tmp_path_factory.mktemp("served")
-    data = root / "data"
-    data.mkdir()
-    write_csv(data / "train.csv", make_sentiment_rows(320, seed=0))
-    write_csv(data / "test.csv", make_sentiment_rows(80, seed=1))
+    data = write_tiny_data(root / "data")
     recipe = root / "sentiment.yaml"
     recipe.write_text(yaml.safe_dump(tiny_recipe(data, epochs=3)), encoding="utf-8")
     attnkit.train(recipe, out=root / "sentiment", log=lambda *_: None)

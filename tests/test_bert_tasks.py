@@ -320,7 +320,7 @@ def test_bert_pretrain_needs_two_documents(tmp_path) -> None:
 def test_masking_with_special_ids_elsewhere_than_first() -> None:
     """A Hugging Face vocabulary keeps [UNK] [CLS] [SEP] [MASK] at 100-103: never chosen,
     never drawn as random replacements."""
-    from attnkit.data.mlm import IGNORE_INDEX, mask_tokens
+    from attnkit.data.masking import IGNORE_INDEX, mask_tokens
 
     special = torch.tensor([0, 100, 101, 102, 103])
     gen = torch.Generator().manual_seed(0)

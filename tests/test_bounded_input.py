@@ -205,8 +205,8 @@ def test_classify_training_data_is_cut_before_tokenization(tiny_config, tmp_path
 
 
 def test_tag_and_qa_cut_before_tokenization(tokenizers_by_kind) -> None:
-    from attnkit.data.ner import encode_pieces, encode_tagged
-    from attnkit.data.qa import make_features
+    from attnkit.data.ner_features import encode_pieces, encode_tagged
+    from attnkit.data.qa_features import make_features
 
     tk = train_tokenizer([" ".join(WORDS * 20)], kind="wordpiece", vocab_size=200)
     spy = spy_on(tk)

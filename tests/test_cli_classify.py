@@ -11,16 +11,13 @@ import yaml
 
 from attnkit import load
 from attnkit.cli import main
-from conftest import make_sentiment_rows, tiny_recipe, write_csv
+from conftest import tiny_recipe, write_tiny_data
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
-    data = root / "data"
-    data.mkdir()
-    write_csv(data / "train.csv", make_sentiment_rows(320, seed=0))
-    write_csv(data / "test.csv", make_sentiment_rows(80, seed=1))
+    data = write_tiny_data(root / "data")
     recipe = root / "tiny.yaml"
     recipe.write_text(yaml.safe_dump(tiny_recipe(data, epochs=8)))
     assert main(["train", str(recipe), "--out", str(root / "run")]) == 0

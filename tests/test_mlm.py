@@ -17,11 +17,11 @@ import attnkit
 from attnkit.api import RunError
 from attnkit.config import ConfigError, RunConfig
 from attnkit.data.batching import pad_batch
-from attnkit.data.mlm import IGNORE_INDEX, chunk_ids, mask_tokens
+from attnkit.data.masking import IGNORE_INDEX, chunk_ids, mask_tokens
 from attnkit.data.paths import DataError
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.models.classifier import TransformerClassifier
-from attnkit.models.mlm import ElectraPretrainer, TransformerMLM
+from attnkit.models.masked_lm import ElectraPretrainer, TransformerMLM
 from attnkit.tasks import mlm
 from attnkit.tokenization import train_tokenizer
 from conftest import FILLER, NEG, POS, tiny_recipe

@@ -1,4 +1,4 @@
-"""NER alignment: Tokenizer.encode_words / from_vocab and attnkit.data.ner (first-piece
+"""NER alignment: Tokenizer.encode_words / from_vocab and attnkit.data.ner_features (first-piece
 labels of words; labels on every piece of a character-tagged text, ``word_unit: piece``)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attnkit.data.ner import (
+from attnkit.data.ner_features import (
     IGNORE_INDEX,
     align_labels,
     continuation_ids,
@@ -19,7 +19,7 @@ from attnkit.data.ner import (
     unit_spans,
     word_predictions,
 )
-from attnkit.data.tagged import TaggedSentence
+from attnkit.data.ner_readers import TaggedSentence
 from attnkit.errors import DataError, InputError
 from attnkit.metrics import entity_f1, get_entities
 from attnkit.tokenization import Tokenizer, train_tokenizer
@@ -377,7 +377,7 @@ def test_round_trip_recovers_entities_at_piece_boundaries(ko: Tokenizer) -> None
     reason="KLUE-NER not present",
 )
 def test_round_trip_on_klue_ner() -> None:
-    from attnkit.data.tagged import load_tagged
+    from attnkit.data.ner_readers import load_tagged
 
     sentences = load_tagged(
         "klue-ner", "validation", data_dir=Path(__file__).resolve().parents[2] / "shared" / "data"

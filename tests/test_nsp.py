@@ -1,4 +1,4 @@
-"""Next-sentence-prediction pairs (attnkit.data.nsp) and whole-word masking (data.mlm)."""
+"""Next-sentence-prediction pairs (attnkit.data.nsp) and whole-word masking (data.masking)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from attnkit.data.mlm import IGNORE_INDEX, mask_tokens, wordpiece_word_starts
+from attnkit.data.masking import IGNORE_INDEX, mask_tokens, wordpiece_word_starts
 from attnkit.data.nsp import make_nsp_pairs, review_segments, split_documents
 from attnkit.errors import DataError
 

@@ -1,4 +1,4 @@
-"""Extractive QA: Tokenizer.encode_offsets / from_vocab, attnkit.data.qa windows and decoding."""
+"""Extractive QA: Tokenizer.encode_offsets / from_vocab, attnkit.data.qa_features windows and decoding."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attnkit.data.qa import Answer, QAFeature, best_answer, decode_span, make_features
+from attnkit.data.qa_features import Answer, QAFeature, best_answer, decode_span, make_features
 from attnkit.errors import DataError, InputError
 from attnkit.tokenization import Tokenizer, train_tokenizer
 

@@ -364,7 +364,7 @@ def test_korquad_smoke(tmp_path: Path) -> None:
 def test_held_out_validation_keeps_articles_apart() -> None:
     """Without a validation file, whole articles are held out: no paragraph is in both."""
     from attnkit.config import RunConfig
-    from attnkit.data.qa_data import QAExample
+    from attnkit.data.qa_readers import QAExample
     from attnkit.tasks import qa
 
     examples = [

@@ -24,7 +24,14 @@ from attnkit.data.readers import read_texts
 from attnkit.data.split import split_examples
 from attnkit.models import AttnkitModel, ModelConfig, register_model
 from attnkit.models.base import param
-from attnkit.tasks import PreparedData, TaskSpec, get_task, get_tokenizer, register_task
+from attnkit.tasks import (
+    Predictor,
+    PreparedData,
+    TaskSpec,
+    get_task,
+    get_tokenizer,
+    register_task,
+)
 
 IGNORE = -100
 
@@ -112,8 +119,9 @@ class Tagged:
         return {"text": self.text, "tokens": [[t, cap] for t, cap in self.tokens]}
 
 
-class TaggerPredictor:
+class TaggerPredictor(Predictor):
     task = "toy-tag"
+    capabilities = frozenset({"predict"})  # what the CLI verbs may call: attnkit predict
 
     def __init__(self, model: nn.Module, tokenizer, config: RunConfig, run_dir) -> None:
         self.model, self.tokenizer, self.config, self.run_dir = (

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnkit.config import RunConfig
-from attnkit.data.mlm import IGNORE_INDEX
+from attnkit.data.masking import IGNORE_INDEX
 from attnkit.data.split import limit_examples, split_examples
 from attnkit.tasks import get_task
 from conftest import tiny_recipe, write_csv

@@ -19,8 +19,8 @@ import torch
 import attnkit
 from attnkit.cli import main
 from attnkit.config import ConfigError, RunConfig, load_config
-from attnkit.data.ner import IGNORE_INDEX
-from attnkit.data.tagged import TaggedSentence, load_tagged
+from attnkit.data.ner_features import IGNORE_INDEX
+from attnkit.data.ner_readers import TaggedSentence, load_tagged
 from attnkit.errors import DataError, InputError, RunError
 from attnkit.tasks.tag import (
     KNOWN_TAGS,

@@ -37,7 +37,7 @@ from attnkit.output_guard import cannot_write, check_output, staged_folder
 from attnkit.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quantize_int8, save_int8
 from attnkit.run import RunDir
 from attnkit.tasks import get_task
-from attnkit.tasks.base import RunError
+from attnkit.tasks.base import Predictor, RunError
 from attnkit.training import Trainer, TrainResult, resolve_device, training_precision
 
 __all__ = ["RunError", "calibrate", "evaluate", "export", "load", "train"]
@@ -291,7 +291,8 @@ def load(
     ``ClassifierPredictor`` (``.predict``) for classify runs, ``Seq2SeqPredictor``
     (``.translate``, ``.chat``, ``.alignment``, ``.trace``) for translate / chat runs,
     ``FillMaskPredictor`` (``.fill_mask``) for mlm runs. A list of runs gives their task's
-    ensemble (classify: ``EnsemblePredictor``, averaged probabilities).
+    ensemble (classify: ``EnsemblePredictor``, averaged probabilities). Each is an
+    ``attnkit.tasks.Predictor``: ``capabilities`` / ``can(name)`` say what it can do.
 
     ``quantize="int8"``: every Linear dynamically quantized to int8 (CPU only; see
     ``attnkit.quantize``). A run exported with ``--quantize int8`` loads quantized anyway.
@@ -323,7 +324,7 @@ def load(
         if quantize or torch.device(device).type != "cpu":
             raise RunError(f"{run} is an ONNX export: it runs as exported, on the CPU")
         model = OnnxModel(onnx_file, saved["onnx"]["inputs"], saved["onnx"]["outputs"])
-        predictor = get_task(cfg.task).predictor(model, tokenizer, cfg, run, saved)
+        predictor = _predictor(model, tokenizer, cfg, run, saved)
         predictor.precision = FP32
         return predictor
     model = build_model(cfg.model)
@@ -338,7 +339,7 @@ def load(
     else:
         run.load_weights(model, map_location=device)
     model.to(device)  # the predictor sends its inputs where the weights are
-    predictor = get_task(cfg.task).predictor(model, tokenizer, cfg, run, saved)
+    predictor = _predictor(model, tokenizer, cfg, run, saved)
     quantized = quantize or not run.has_weights()
     predictor.precision = (
         FP32
@@ -349,6 +350,20 @@ def load(
             what="precision",
         )
     )
+    return predictor
+
+
+def _predictor(
+    model: torch.nn.Module, tokenizer: Any, cfg: RunConfig, run: RunDir, saved: dict[str, Any]
+) -> Predictor:
+    """The run's task's predictor; a task whose ``predictor`` returns anything but a
+    ``Predictor`` (the CLI and the server dispatch on its ``capabilities``) is a bug in it."""
+    predictor = get_task(cfg.task).predictor(model, tokenizer, cfg, run, saved)
+    if not isinstance(predictor, Predictor):
+        raise TypeError(
+            f"task {cfg.task!r}: TaskSpec.predictor returned a {type(predictor).__name__}, "
+            "not an attnkit.tasks.Predictor (subclass it and declare its capabilities)"
+        )
     return predictor
 
 
@@ -379,12 +394,12 @@ def evaluate(
         run_dir = run_dir[0]
     predictor = load(run_dir, map_location, precision=precision)
     spec = get_task(predictor.config.task)
-    members = getattr(predictor, "members", None) or [predictor]
-    with members[0].precision.autocast():  # also where a task runs the model itself
+    # (an ensemble's precision is its first member's)
+    with predictor.precision.autocast():  # also where a task runs the model itself
         report = spec.evaluate(
             predictor, split, data_dir=data_dir, batch_size=batch_size, **options
         )
-    report.setdefault("precision", members[0].precision.name)
+    report.setdefault("precision", predictor.precision.name)
     return report
 
 

@@ -441,11 +441,11 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         [args.run, *args.ensemble], map_location=_device(args), precision=args.precision
     )
     _require_verb(predictor, "predict", args.run)
-    if figure is not None and not hasattr(predictor, "explain"):
+    if figure is not None and not predictor.can("explain"):
         raise UsageError(f"--explain has nothing to draw for a {predictor.task} run")
     options = {}
     if args.pair:
-        if not hasattr(predictor, "pairs"):
+        if not predictor.can("sentence_pairs"):
             raise UsageError(
                 f"--pair: {args.run} is a {predictor.task} run, not a sentence-pair one"
             )
@@ -468,13 +468,14 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-VERBS = ("predict", "translate", "chat", "tag", "answer", "generate")  # a predictor's methods
+# the verbs that call a predictor's method of the same name (Predictor.capabilities)
+VERBS = ("predict", "translate", "chat", "tag", "answer", "generate")
 
 
 def _require_verb(predictor, verb: str, run: str) -> None:
-    """A verb works on a run whose predictor has the method of that name."""
-    if not hasattr(predictor, verb):
-        others = [f"`attnkit {v}`" for v in VERBS if hasattr(predictor, v)]
+    """A verb works on a run whose predictor declares it (``Predictor.can``)."""
+    if not predictor.can(verb):
+        others = [f"`attnkit {v}`" for v in VERBS if predictor.can(v)]
         hint = f"; use {' or '.join(others)}" if others else ""
         raise UsageError(f"{run} is a {predictor.task} run{hint}")
 
@@ -781,6 +782,12 @@ def _cmd_translate(args: argparse.Namespace) -> int:
 
         figure = check_output_path(args.show_attention, what="--show-attention")
     predictor = _load_for(args.run, "translate", args)
+    for option, asked, capability in (
+        ("--trace", args.trace, "trace"),
+        ("--show-attention", figure is not None, "show_attention"),
+    ):
+        if asked and not predictor.can(capability):
+            raise UsageError(f"{option}: {args.run} is a {predictor.task} run without it")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if args.trace:

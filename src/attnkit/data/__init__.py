@@ -15,9 +15,22 @@ from attnkit.data.catalogue import (
     list_datasets,
 )
 from attnkit.data.fetch import download, fetch, file_sha256, is_present, mirror_url
+from attnkit.data.ner_readers import (
+    TaggedSentence,
+    load_tagged,
+    read_conll2003,
+    read_klue_ner,
+    read_tagged_file,
+    to_iob2,
+)
 from attnkit.data.pairs import NLI_LABELS, PairExample, read_klue_nli, read_pair_file
 from attnkit.data.paths import DataError, DatasetNotFoundError, resolve_data_dir
-from attnkit.data.qa_data import QAExample, answer_offset_mismatches, read_korquad, read_squad_file
+from attnkit.data.qa_readers import (
+    QAExample,
+    answer_offset_mismatches,
+    read_korquad,
+    read_squad_file,
+)
 from attnkit.data.readers import (
     FIXED_SPLITS,
     Example,
@@ -28,14 +41,6 @@ from attnkit.data.readers import (
     read_nsmc,
     read_table,
     train_val_split,
-)
-from attnkit.data.tagged import (
-    TaggedSentence,
-    load_tagged,
-    read_conll2003,
-    read_klue_ner,
-    read_tagged_file,
-    to_iob2,
 )
 
 if TYPE_CHECKING:

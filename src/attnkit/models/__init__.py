@@ -35,7 +35,7 @@ from attnkit.models.elmo import BiLM, ELMoConfig, ELMoEmbedder
 from attnkit.models.elmo_classifier import ELMoClassifier, ELMoClassifierConfig
 from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.models.gpt_classifier import GPTClassifier, GPTClassifierConfig
-from attnkit.models.mlm import MaskedLMConfig
+from attnkit.models.masked_lm import MaskedLMConfig
 from attnkit.models.ngram import NgramClassifier, NgramConfig
 from attnkit.models.rnn import Seq2SeqLSTMConfig
 from attnkit.models.transformer import TransformerConfig

@@ -109,7 +109,7 @@ class TransformerEncoderModel(AttnkitModel):
     """Token embedding + positional encoding + ``num_layers`` encoder blocks.
 
     The body that ``TransformerClassifier`` (pooling + linear head) and ``TransformerMLM``
-    (masked-LM head, ``attnkit.models.mlm``) add their heads to; both keep the parameter
+    (masked-LM head, ``attnkit.models.masked_lm``) add their heads to; both keep the parameter
     names ``embed.*``, ``pos.*`` and ``encoder.*``, so pretrained encoder weights load into a
     classifier one to one.
     """

@@ -91,7 +91,14 @@ def classify(run: ServedRun, req: ClassifyRequest, limits: Limits) -> dict[str, 
     head, the attention each token receives (the mean over all query positions of its
     column: what the web page highlights)."""
     p = run.predictor
-    preds = p.predict(req.texts, pairs=req.pairs)
+    options = {}
+    if req.pairs is not None:
+        if not p.can("sentence_pairs"):
+            raise InputError("this model classifies single texts; it was not trained on pairs")
+        options["pairs"] = req.pairs
+    if req.attention and not p.can("attention"):
+        raise InputError(f"model {run.name!r} has no attention maps to return")
+    preds = p.predict(req.texts, **options)
     out = []
     for text, pred in zip(req.texts, preds, strict=True):
         item = pred.to_dict()
@@ -109,6 +116,8 @@ def translate(run: ServedRun, req: TranslateRequest, limits: Limits) -> dict[str
     """Translations; with ``alignment`` (one text), its output x source cross-attention."""
     p = run.predictor
     if req.alignment:
+        if not p.can("alignment"):
+            raise InputError(f"model {run.name!r} has no alignment to return")
         if len(req.texts) != 1:
             raise InputError("alignment is given for one text per request")
         a = p.alignment(req.texts[0], beam=req.beam)

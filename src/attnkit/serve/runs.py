@@ -1,7 +1,9 @@
 """The runs one ``attnkit serve`` process holds, and which endpoint serves each.
 
 A run's task names its endpoint (``TaskSpec.endpoint``: a classify run is served by
-POST /v1/classify, an lm run by /v1/generate, ...); nothing here knows a task by name."""
+POST /v1/classify, an lm run by /v1/generate, ...), and its predictor must declare the
+capability that endpoint calls (``ENDPOINT_CAPABILITY``, ``Predictor.can``); nothing here
+knows a task by name."""
 
 from __future__ import annotations
 
@@ -12,6 +14,18 @@ from typing import Any
 
 from attnkit.errors import InputError, RunError
 from attnkit.tasks import get_task
+
+# what each endpoint calls on a run's predictor (attnkit.serve.handlers); the options a
+# request may ask for need theirs too: classify's pairs (sentence_pairs) and attention,
+# translate's alignment
+ENDPOINT_CAPABILITY: dict[str, str] = {
+    "classify": "predict",
+    "translate": "translate",
+    "chat": "chat",
+    "generate": "generate",
+    "tag": "tag",
+    "answer": "answer",
+}
 
 
 @dataclass
@@ -41,10 +55,12 @@ class ServedRun:
         if self.endpoint in ("classify", "tag"):
             info["labels"] = list(p.labels)
         if self.endpoint == "classify":
-            info["pairs"] = bool(p.pairs)
-            info["attention"] = bool(model.returns_attention) and not p.pairs
+            info["pairs"] = p.can("sentence_pairs") and bool(p.pairs)
+            info["attention"] = (
+                p.can("attention") and bool(model.returns_attention) and not info["pairs"]
+            )
         if self.endpoint == "translate":
-            info["alignment"] = bool(model.has_cross_attention)
+            info["alignment"] = p.can("alignment") and bool(model.has_cross_attention)
         return info
 
 
@@ -84,6 +100,12 @@ def load_runs(
             raise RunError(
                 f"{path} is a {task} run, which has no endpoint to serve it; serve classify, "
                 "translate, chat, lm, tag or qa runs"
+            )
+        needed = ENDPOINT_CAPABILITY.get(endpoint, endpoint)
+        if not predictor.can(needed):
+            raise RunError(
+                f"{path} is a {task} run whose predictor cannot {needed}: it cannot answer "
+                f"/v1/{endpoint}"
             )
         runs[name] = ServedRun(name, path, task, endpoint, predictor)
     return runs

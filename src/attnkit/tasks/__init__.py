@@ -15,10 +15,11 @@ import importlib
 import importlib.metadata
 
 from attnkit.config import ConfigError
-from attnkit.tasks.base import PreparedData, RunError, TaskSpec, get_tokenizer
+from attnkit.tasks.base import Predictor, PreparedData, RunError, TaskSpec, get_tokenizer
 
 __all__ = [
     "BUILTIN",
+    "Predictor",
     "PreparedData",
     "RunError",
     "TaskSpec",

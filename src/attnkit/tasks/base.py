@@ -17,27 +17,40 @@ returns. ``attnkit.api`` runs the same steps for every task, asking the spec at 
     calibrate: spec.calibrate(predictor, data_dir, log)
 
 A new task subclasses ``TaskSpec``, sets ``name`` / ``model_family`` and overrides
-``prepare_data``, ``trainer_task`` and ``predictor`` (the rest have defaults), then
-registers an instance (``attnkit.tasks.register_task``). docs/extending.md walks through one.
+``prepare_data``, ``trainer_task`` and ``predictor`` (the rest have defaults; its predictor
+subclasses ``Predictor`` and declares its ``capabilities``), then registers an instance (``attnkit.tasks.register_task``). docs/extending.md walks through one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from attnkit.config import RunConfig, TokenizerConfig
+from attnkit.device import FP32, Precision
 from attnkit.errors import RunError
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
     from attnkit.run import RunDir
     from attnkit.tokenization import Tokenizer
     from attnkit.training import Task
 
-__all__ = ["PreparedData", "RunError", "TaskSpec", "get_tokenizer", "one_line"]
+__all__ = [
+    "CAPABILITIES",
+    "Predictor",
+    "PreparedData",
+    "RunError",
+    "TaskSpec",
+    "get_tokenizer",
+    "one_line",
+    "with_data_dir",
+]
 
 Log = Callable[[str], None]
 
@@ -57,6 +70,90 @@ class PreparedData:
     summary: str = ""
     run_info: dict[str, Any] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)
+
+
+# what a predictor can declare (``Predictor.capabilities``): a public method of that name,
+# or an option of one (``OPTIONS``); the CLI verbs and the server's endpoints ask for these
+CAPABILITIES: dict[str, str] = {
+    "predict": "label / fill in / score / continue texts: what `attnkit predict` prints",
+    "explain": "save a figure explaining one text (`attnkit predict --explain`)",
+    "attention": "one text's tokens and self-attention per layer (the server's attention)",
+    "ngram_contributions": "a bag-of-n-grams model's exact explanation of one text",
+    "logits": "class logits of encoded texts",
+    "probabilities": "class probabilities of encoded texts",
+    "sentence_pairs": "predict(texts, pairs=...) reads each text's second sentence (--pair)",
+    "translate": "decode texts (`attnkit translate`, POST /v1/translate)",
+    "chat": "answer one message (`attnkit chat`, POST /v1/chat)",
+    "trace": "greedy decoding step by step (`attnkit translate --trace`)",
+    "alignment": "one text's cross-attention alignment (the server's alignment)",
+    "show_attention": "save the alignment heatmap (`attnkit translate --show-attention`)",
+    "fill_mask": "the likeliest tokens for each [MASK] of a text",
+    "next_sentence": "P(second sentence follows the first) from an NSP head",
+    "generate": "continue a prompt (`attnkit generate`, POST /v1/generate)",
+    "score": "loss / perplexity of a text",
+    "perplexity": "perplexity of texts",
+    "embed": "contextual embeddings of texts",
+    "tag": "label each word of texts (`attnkit tag`, POST /v1/tag)",
+    "entities": "the entities of one text",
+    "answer": "answer a question from a context (POST /v1/answer)",
+    "answer_batch": "answer (question, context) pairs (`attnkit answer`)",
+}
+# capabilities that are an option of a method rather than a method: name -> (method, keyword)
+OPTIONS: dict[str, tuple[str, str]] = {"sentence_pairs": ("predict", "pairs")}
+
+
+class Predictor:
+    """What ``attnkit.load(run)`` returns: a run's model ready for inference, and what it
+    can do with it. Each task's predictor subclasses it (``TaskSpec.predictor`` returns one).
+
+    Attributes (set by the subclass's ``__init__``; ``precision`` by ``attnkit.load``):
+        task: the task's name (``classify``, ``translate``, ...)
+        model: the model, in eval mode (an ``OnnxModel`` for an ONNX export)
+        tokenizer: the run's tokenizer
+        config: the run's ``RunConfig``. Read it, never change it: a task's ``evaluate``
+            with other options (``data_dir``, ``beam``, ...) works on a copy
+            (``with_data_dir``) or takes them as arguments
+        run_dir: the run directory (None: a predictor built in memory)
+        device: where inputs go (the model's device)
+        precision: what the ``@attnkit.device.inference`` methods compute in (autocast);
+            fp32 until ``attnkit.load`` sets it from its ``precision`` argument
+        members: the single-run predictors behind it: itself (an ensemble, which has no
+            model, tokenizer or device of its own: its runs' predictors)
+
+    ``capabilities`` (per class) names what the predictor can do, from ``CAPABILITIES``:
+    each is a public method of that name, except the options in ``OPTIONS`` (a keyword of
+    a method, e.g. ``sentence_pairs``: ``predict(texts, pairs=...)``). The CLI verbs and the
+    server's endpoints ask ``can(name)`` before they call one, never ``hasattr``; a method
+    may still refuse an input its model cannot serve (``InputError``, e.g. attention maps of
+    a GRU). tests/test_predictor_base.py checks every declared name against the class.
+    """
+
+    task: str = ""
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+
+    model: nn.Module
+    tokenizer: Tokenizer
+    config: RunConfig
+    run_dir: Path | None = None
+    device: torch.device
+    precision: Precision = FP32
+
+    def can(self, capability: str) -> bool:
+        """Whether this predictor declares ``capability`` (a name of ``CAPABILITIES``)."""
+        return capability in self.capabilities
+
+    @property
+    def members(self) -> list[Predictor]:
+        """The single-run predictors behind this one: itself (an ensemble: its runs)."""
+        return [self]
+
+
+def with_data_dir(cfg: RunConfig, data_dir: str | None) -> RunConfig:
+    """``cfg`` reading its dataset from ``data_dir`` (None or empty: ``cfg`` itself): a
+    copy, so an evaluation on other data leaves the loaded predictor's config as it was."""
+    if not data_dir:
+        return cfg
+    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, data_dir=data_dir))
 
 
 class TaskSpec:
@@ -138,15 +235,16 @@ class TaskSpec:
         cfg: RunConfig,
         run: RunDir,
         saved: dict[str, Any],
-    ) -> Any:
-        """What ``attnkit.load`` returns (``saved``: the run's config.json)."""
+    ) -> Predictor:
+        """What ``attnkit.load`` returns (``saved``: the run's config.json): a ``Predictor``
+        whose ``capabilities`` say what the CLI verbs and the server may ask of it."""
         raise NotImplementedError
 
-    def ensemble(self, predictors: Sequence[Any], runs: Sequence[Any]) -> Any:
+    def ensemble(self, predictors: Sequence[Predictor], runs: Sequence[Any]) -> Predictor:
         """A predictor averaging several runs' predictors, if the task has such a thing."""
         raise RunError(f"only classify runs can be ensembled; {runs[0]} is a {self.name} run")
 
-    def calibrate(self, predictor: Any, data_dir: str | None, log: Log) -> dict[str, Any]:
+    def calibrate(self, predictor: Predictor, data_dir: str | None, log: Log) -> dict[str, Any]:
         """Fit what makes the run's probabilities honest (classify: a softmax temperature),
         for runs trained before training did it."""
         raise RunError(f"{predictor.run_dir} is a {self.name} run: it has no class "
@@ -154,13 +252,15 @@ class TaskSpec:
 
     def evaluate(
         self,
-        predictor: Any,
+        predictor: Predictor,
         split: str,
         data_dir: str | None = None,
         batch_size: int = 128,
         **options: Any,
     ) -> dict[str, Any]:
-        """Metrics of a loaded run on a split of its dataset."""
+        """Metrics of a loaded run on a split of its dataset. ``data_dir`` and the
+        ``options`` apply to this call only: read the data with ``with_data_dir(predictor.
+        config, data_dir)``, never by changing ``predictor.config``."""
         raise RunError(f"{self.name} runs have no evaluation on a labelled {split} split")
 
 

@@ -14,7 +14,7 @@ pair ``[CLS] A [SEP] B [SEP]`` with segment ids 0/1 (``make_nsp_pairs``: 50% the
 segment, 50% one of another document); there are as many pairs as training documents, and
 they are drawn once (like BERT's static data; the masking is drawn afresh every time a
 batch is made). For ``bert-mlm`` an item is ``[CLS] document [SEP]`` (long documents cut
-into ``max_len`` pieces). Masking: ``attnkit.data.mlm.mask_tokens`` (15%; 80% [MASK], 10%
+into ``max_len`` pieces). Masking: ``attnkit.data.masking.mask_tokens`` (15%; 80% [MASK], 10%
 random, 10% kept; never special tokens; ``data.whole_word_mask`` picks whole words).
 Validation documents are held out (``data.val_fraction``); their pairs and masks are drawn
 once with a fixed seed, so every evaluation scores the same predictions.
@@ -38,7 +38,7 @@ from torch import Tensor, nn
 
 from attnkit.config import RunConfig, require
 from attnkit.data.batching import pad_batch
-from attnkit.data.mlm import IGNORE_INDEX, chunk_ids, mask_tokens, wordpiece_word_starts
+from attnkit.data.masking import IGNORE_INDEX, chunk_ids, mask_tokens, wordpiece_word_starts
 from attnkit.data.nsp import NspExample, make_nsp_pairs, review_segments, split_documents
 from attnkit.data.readers import read_unlabeled
 from attnkit.data.split import split_examples
@@ -276,6 +276,7 @@ class BertPretrainPredictor(FillMaskPredictor):
     (the likeliest tokens for each [MASK]) and, with the NSP head, ``next_sentence``."""
 
     task = "bert-pretrain"
+    capabilities = FillMaskPredictor.capabilities | {"next_sentence"}
     wrap_in_cls_sep = True  # fill_mask reads [CLS] text [SEP], as in pretraining
 
     def __init__(

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from attnkit.config import ConfigError, RunConfig, require
 from attnkit.data.batching import pad_batch
-from attnkit.data.mlm import chunk_ids
+from attnkit.data.masking import chunk_ids
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.data.split import split_examples
 from attnkit.device import inference, model_device
@@ -39,7 +39,15 @@ from attnkit.models.elmo import BiLM, ELMoEmbedder
 from attnkit.models.elmo_classifier import elmo_vectors
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer, one_line
+from attnkit.tasks.base import (
+    Log,
+    Predictor,
+    PreparedData,
+    TaskSpec,
+    get_tokenizer,
+    one_line,
+    with_data_dir,
+)
 from attnkit.tokenization import Tokenizer
 
 __all__ = [
@@ -209,7 +217,7 @@ class TextPerplexity:
         }
 
 
-class BiLMPredictor:
+class BiLMPredictor(Predictor):
     """What ``attnkit.load(run)`` returns for a bilm run.
 
     perplexity(texts) -> {forward_perplexity, backward_perplexity, perplexity, ...}
@@ -218,6 +226,7 @@ class BiLMPredictor:
     """
 
     task = "bilm"
+    capabilities = frozenset({"predict", "perplexity", "embed"})
 
     def __init__(
         self, model: BiLM, tokenizer: Tokenizer, config: RunConfig, run_dir: Path | None = None
@@ -409,9 +418,7 @@ class BiLMSpec(TaskSpec):
         """Perplexities on ``validation``: the texts held out from the corpus when the run
         trained (the same ones: same data settings and seed); on ``test`` only for a user
         file with ``data.test`` (the catalogued unlabelled corpora have no test split)."""
-        cfg = predictor.config
-        if data_dir:
-            cfg.data.data_dir = data_dir
+        cfg = with_data_dir(predictor.config, data_dir)  # a copy: the predictor's is kept
         d = cfg.data
         if split == "validation":
             _, texts = split_examples(read_corpus(cfg), d, cfg.training.seed)

@@ -26,18 +26,20 @@ from attnkit.data.paths import DataError
 from attnkit.data.readers import Example, Examples, load_text_classification
 from attnkit.data.segments import encode_pairs
 from attnkit.data.split import split_examples
-from attnkit.device import inference, model_device
+from attnkit.device import Precision, inference, model_device
 from attnkit.errors import InputError, check_finite, json_line
 from attnkit.metrics import accuracy, classification_report
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
+    Predictor,
     PreparedData,
     RunError,
     TaskSpec,
     get_tokenizer,
     one_line,
+    with_data_dir,
 )
 from attnkit.tasks.bert_init import (
     bert_model_inputs,
@@ -371,10 +373,14 @@ def _predictions(
     return out
 
 
-class ClassifierPredictor:
+class ClassifierPredictor(Predictor):
     """What ``attnkit.load(run)`` returns for a classification run."""
 
     task = "classify"
+    capabilities = frozenset(
+        {"predict", "explain", "attention", "ngram_contributions", "logits", "probabilities",
+         "sentence_pairs"}
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -544,7 +550,7 @@ class ClassifierPredictor:
         return "\n".join(json_line(p.to_dict()) for p in predictions)
 
 
-class EnsemblePredictor:
+class EnsemblePredictor(Predictor):
     """Several classifiers voting by their average class probabilities (``attnkit.load``
     given several runs, ``attnkit evaluate RUN RUN ...``, ``attnkit predict --ensemble``).
 
@@ -555,9 +561,12 @@ class EnsemblePredictor:
     than either. Each p_m uses its run's fitted temperature, so a member that is more
     confident than it is accurate does not outvote a better calibrated one (IMDB: 0.8969
     uncalibrated, 0.9063 calibrated). The members must have the same labels in the same order.
+    It has no model, tokenizer or device of its own: ``members`` are the runs' predictors
+    (each with its own), its ``precision`` the first member's.
     """
 
     task = "classify"
+    capabilities = frozenset({"predict", "explain"})
 
     def __init__(self, members: Sequence[ClassifierPredictor]) -> None:
         if len(members) < 2:
@@ -571,10 +580,20 @@ class EnsemblePredictor:
                     f"cannot ensemble runs with different labels: {m.run_dir} has {m.labels}, "
                     f"{members[0].run_dir} has {labels}"
                 )
-        self.members = list(members)
+        self._members = list(members)
         self.labels = list(labels)
         self.config = members[0].config  # what an evaluation reads its data with
         self.run_dir = members[0].run_dir
+
+    @property
+    def members(self) -> list[ClassifierPredictor]:
+        """The classify runs' predictors, in the order given."""
+        return self._members
+
+    @property
+    def precision(self) -> Precision:
+        """The first member's (``attnkit.load`` gives each member the same rule)."""
+        return self._members[0].precision
 
     def member_probabilities(
         self, texts: Sequence[str], batch_size: int = 64
@@ -755,9 +774,8 @@ class ClassifySpec(TaskSpec):
         self, predictor: ClassifierPredictor, data_dir: str | None, log: Log
     ) -> dict[str, Any]:
         """Temperature scaling for a run trained before training did it."""
-        if data_dir is not None:
-            predictor.config.data.data_dir = data_dir
-        data = prepare_data(predictor.config, predictor.tokenizer, log=lambda *_: None)
+        cfg = with_data_dir(predictor.config, data_dir)  # a copy: the predictor's is kept
+        data = prepare_data(cfg, predictor.tokenizer, log=lambda *_: None)
         return calibrate_run(RunDir(predictor.run_dir), predictor, data.validation, log)
 
     def predictor(
@@ -797,10 +815,8 @@ class ClassifySpec(TaskSpec):
     ) -> dict[str, Any]:
         """Accuracy, macro-F1, confusion matrix and loss; an ensemble also lists each
         member's accuracy under ``members``."""
-        members = predictor.members if isinstance(predictor, EnsemblePredictor) else [predictor]
-        cfg = predictor.config
-        if data_dir:
-            cfg.data.data_dir = data_dir
+        members = predictor.members
+        cfg = with_data_dir(predictor.config, data_dir)  # a copy: the predictor's is kept
         examples = read_split(cfg, split)
         y_true: list[int] = []
         member_probs = []

@@ -79,7 +79,7 @@ from attnkit.generation import sample
 from attnkit.params import check_params
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer
+from attnkit.tasks.base import Log, Predictor, PreparedData, TaskSpec, get_tokenizer
 from attnkit.tokenization import Tokenizer, cut_text
 
 __all__ = [
@@ -430,11 +430,12 @@ class _Banned:
         self.inner.reorder(index)
 
 
-class LMPredictor:
+class LMPredictor(Predictor):
     """What ``attnkit.load(run)`` returns for an lm run: ``generate`` (sampling or greedy,
     optionally streamed), ``predict`` (the same, for ``attnkit predict``), ``perplexity``."""
 
     task = "lm"
+    capabilities = frozenset({"generate", "predict", "score", "perplexity"})
 
     def __init__(
         self, model: nn.Module, tokenizer: Tokenizer, config: RunConfig, run_dir=None

@@ -7,7 +7,7 @@
 The corpus is every text that is safe to learn from without labels (for the catalogued
 datasets never the test set; see ``attnkit.data.readers.read_unlabeled``), cut into pieces of
 at most ``data.max_len`` tokens. Training batches are corrupted afresh each time
-(``attnkit.data.mlm.mask_tokens``); validation texts are corrupted once with a fixed seed, so
+(``attnkit.data.masking.mask_tokens``); validation texts are corrupted once with a fixed seed, so
 every evaluation scores the same positions. Model selection: lowest validation loss (ELECTRA:
 the generator's masked-LM loss).
 """
@@ -26,14 +26,14 @@ from torch import Tensor, nn
 
 from attnkit.config import ConfigError, RunConfig, require
 from attnkit.data.batching import pad_batch
-from attnkit.data.mlm import IGNORE_INDEX, chunk_ids, mask_tokens
+from attnkit.data.masking import IGNORE_INDEX, chunk_ids, mask_tokens
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.data.split import split_examples
 from attnkit.device import inference, model_device
 from attnkit.errors import DataError, InputError, RunError, check_finite, json_line
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer
+from attnkit.tasks.base import Log, Predictor, PreparedData, TaskSpec, get_tokenizer
 from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer
 
 __all__ = [
@@ -321,11 +321,12 @@ def pretrained_weights(run: str | Path) -> dict[str, Tensor]:
 # --------------------------------------------------------------------------------------
 # Prediction: fill in [MASK]
 # --------------------------------------------------------------------------------------
-class FillMaskPredictor:
+class FillMaskPredictor(Predictor):
     """What ``attnkit.load(run)`` returns for an mlm run: the most likely tokens for each
     ``[MASK]`` in a text."""
 
     task = "mlm"
+    capabilities = frozenset({"predict", "fill_mask"})
     # the text is read as [CLS] text [SEP] (a BERT's pretraining input) or as it is
     wrap_in_cls_sep = False
 

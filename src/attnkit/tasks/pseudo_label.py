@@ -92,7 +92,7 @@ def same_text(text: str) -> str:
 def _precision(member, bf16: bool | None) -> Iterator[None]:
     """The member's own precision (``attnkit.load``'s rule: bf16 where native), or for the
     duration the one ``bf16`` asks for (True / False)."""
-    saved = getattr(member, "precision", None)
+    saved = member.precision
     if bf16 is not None:
         member.precision = resolve_precision(bf16, member.device, what="bf16")
     try:

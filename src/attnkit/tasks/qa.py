@@ -4,11 +4,11 @@ the answer span in the context (Devlin et al. 2019, section 4.2; SQuAD v1.1 / Ko
 
 Data (``data.name``):
     korquad   KorQuAD 1.0 dev, cut into a fixed train / validation / test split by article
-              (``attnkit.data.qa_data.read_korquad``; 4,330 / 586 / 858 questions)
+              (``attnkit.data.qa_readers.read_korquad``; 4,330 / 586 / 858 questions)
     file      SQuAD-v1-format JSON files: ``data.train`` (required), ``data.validation``,
               ``data.test`` (``.json`` or ``.json.gz``)
 
-Contexts longer than a window are read in overlapping windows (``attnkit.data.qa``):
+Contexts longer than a window are read in overlapping windows (``attnkit.data.qa_features``):
 ``data.max_len`` tokens per window, windows starting ``data.doc_stride`` context tokens
 apart, the question cut to ``data.max_question_len`` tokens; decoding considers answers of
 at most ``data.max_answer_len`` tokens. Every window is a training item; a window that
@@ -42,15 +42,23 @@ from attnkit.config import RunConfig, require
 from attnkit.data.batching import pad_batch
 from attnkit.data.catalogue import has_split
 from attnkit.data.paths import DataError
-from attnkit.data.qa import QAFeature, best_answer, make_features
-from attnkit.data.qa_data import QAExample, read_korquad, read_squad_file
+from attnkit.data.qa_features import QAFeature, best_answer, make_features
+from attnkit.data.qa_readers import QAExample, read_korquad, read_squad_file
 from attnkit.data.split import limit_examples, split_examples
 from attnkit.device import inference, model_device, to_device
 from attnkit.errors import InputError, check_finite, json_line
 from attnkit.metrics import qa_report
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, RunError, get_tokenizer, one_line
+from attnkit.tasks.base import (
+    Log,
+    Predictor,
+    PreparedData,
+    RunError,
+    get_tokenizer,
+    one_line,
+    with_data_dir,
+)
 from attnkit.tasks.bert_init import (
     BertTaskSpec,
 )
@@ -154,7 +162,7 @@ def encode_examples(
     cfg: RunConfig,
     with_answers: bool = True,
 ) -> list[QAFeature]:
-    """Every window (``attnkit.data.qa.make_features``) of every example, with
+    """Every window (``attnkit.data.qa_features.make_features``) of every example, with
     ``example_index`` = the example's position in ``examples``. ``with_answers``: windows
     get the first answer's token positions (``(0, 0)`` where it is not wholly inside);
     otherwise, or for an example without a usable answer, every window gets ``(0, 0)``."""
@@ -264,7 +272,7 @@ class QATask:
 
     ``examples`` / ``features``: the validation questions and their windows, which the
     items' last field (the feature index) refers to. ``evaluate`` groups the windows of
-    each question, picks the best span over them (``attnkit.data.qa.best_answer``) and
+    each question, picks the best span over them (``attnkit.data.qa_features.best_answer``) and
     scores it against all of the question's answers (``scorer``: squad | korquad)."""
 
     metric = "f1"
@@ -386,7 +394,7 @@ def _strip_span(context: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-class QAPredictor:
+class QAPredictor(Predictor):
     """What ``attnkit.load(run)`` returns for a ``task: qa`` run.
 
     Extractive QA always answers with the best span of the context: SQuAD v1 / KorQuAD 1.0
@@ -397,6 +405,7 @@ class QAPredictor:
     ``max_question_len`` (``question_truncated`` says so)."""
 
     task = "qa"
+    capabilities = frozenset({"answer", "answer_batch"})
 
     def __init__(
         self,
@@ -639,9 +648,7 @@ class QASpec(BertTaskSpec):
         ``num_windows``."""
         if scorer is not None and scorer not in ("squad", "korquad"):
             raise InputError(f"scorer must be squad or korquad, got {scorer!r}")
-        cfg = predictor.config
-        if data_dir:
-            cfg.data.data_dir = data_dir
+        cfg = with_data_dir(predictor.config, data_dir)  # a copy: the predictor's is kept
         examples = read_split(cfg, split)
         report = predictor.evaluate_examples(examples, batch_size, max_answer_len, scorer)
         report["split"] = split

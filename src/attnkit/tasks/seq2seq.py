@@ -52,10 +52,12 @@ from attnkit.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
+    Predictor,
     PreparedData,
     RunError,
     TaskSpec,
     get_tokenizer,
+    with_data_dir,
 )
 from attnkit.tokenization import Tokenizer
 
@@ -405,8 +407,11 @@ class Alignment:
     text: str = ""  # the detokenized output
 
 
-class Seq2SeqPredictor:
-    """What ``attnkit.load(run)`` returns for a translate or chat run."""
+class Seq2SeqPredictor(Predictor):
+    """What ``attnkit.load(run)`` returns for a translate or chat run (either decodes:
+    ``translate`` greedy or with beam search, ``chat`` by sampling)."""
+
+    capabilities = frozenset({"translate", "chat", "trace", "alignment", "show_attention"})
 
     def __init__(
         self,
@@ -692,9 +697,7 @@ class Seq2SeqSpec(TaskSpec):
         """Loss and perplexity; for translate also sacreBLEU (greedy, or ``beam``)."""
         if beam < 1:
             raise InputError(f"beam must be >= 1, got {beam}")
-        cfg = predictor.config
-        if data_dir:
-            cfg.data.data_dir = data_dir
+        cfg = with_data_dir(predictor.config, data_dir)  # a copy: the predictor's is kept
         pairs = read_split(cfg, split)
         if not pairs:
             raise RunError(f"the {split} split is empty")

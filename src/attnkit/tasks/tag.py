@@ -2,7 +2,7 @@
 
 Data: CoNLL-2003 (English, one label per word), KLUE-NER (Korean, one tag per
 character) or the user's CoNLL-style files (``data.name: file``), all read by
-``attnkit.data.tagged`` as IOB2-tagged sentences. The model is
+``attnkit.data.ner_readers`` as IOB2-tagged sentences. The model is
 ``BertForTokenClassification`` (``model.arch: bert-tagger``), fine-tuned from a pretrained
 encoder (``model.init_from``) or trained from scratch.
 
@@ -10,14 +10,14 @@ What a label sits on is the run's word unit (``data.label_unit``, saved as ``wor
 
 * ``word`` (CoNLL-2003, files): BERT sees word pieces, so each word's label sits on its
   FIRST piece and the other pieces, ``[CLS]`` and ``[SEP]`` are ignored by the loss
-  (``attnkit.data.ner.encode_tagged``, Devlin et al. 2019, section 5.3); at prediction
+  (``attnkit.data.ner_features.encode_tagged``, Devlin et al. 2019, section 5.3); at prediction
   time the first piece's label is the word's label. A sentence longer than
   ``data.max_len`` pieces keeps its first whole words; the words cut off are labelled
   ``O``.
 * ``piece`` (KLUE-NER's default, as KLUE's baselines): the sentence's natural text (spaces
   as in the original) is tokenized as a whole, as the encoder saw text in pretraining, and
   EVERY piece is labelled with the tag of its first character and scored by the loss
-  (``attnkit.data.ner.encode_pieces``). At prediction time each character gets its
+  (``attnkit.data.ner_features.encode_pieces``). At prediction time each character gets its
   piece's label (``B-X`` only on the piece's first character: the others get ``I-X``, or
   ``O``), so the output and the metric stay per character; an entity whose start or end
   falls inside a piece cannot be matched exactly. A longer sentence keeps its first
@@ -52,7 +52,7 @@ from torch import Tensor, nn
 from attnkit.config import RunConfig, require
 from attnkit.data.batching import pad_batch
 from attnkit.data.catalogue import has_split
-from attnkit.data.ner import (
+from attnkit.data.ner_features import (
     IGNORE_INDEX,
     continuation_ids,
     encode_pieces,
@@ -61,15 +61,23 @@ from attnkit.data.ner import (
     unit_spans,
     word_predictions,
 )
+from attnkit.data.ner_readers import TAGGED_DATASETS, TaggedSentence, load_tagged
 from attnkit.data.paths import DataError
 from attnkit.data.split import split_examples
-from attnkit.data.tagged import TAGGED_DATASETS, TaggedSentence, load_tagged
 from attnkit.device import inference, model_device
 from attnkit.errors import InputError, check_finite
 from attnkit.metrics import entity_f1, get_entities
 from attnkit.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, RunError, get_tokenizer, one_line
+from attnkit.tasks.base import (
+    Log,
+    Predictor,
+    PreparedData,
+    RunError,
+    get_tokenizer,
+    one_line,
+    with_data_dir,
+)
 from attnkit.tasks.bert_init import (
     BertTaskSpec,
     is_bert,
@@ -106,7 +114,7 @@ def _iob2(*types: str) -> list[str]:
     return ["O", *sorted(f"{p}-{t}" for t in types for p in "BI")]
 
 
-# The documented tag sets of the catalogued datasets (attnkit.data.tagged): exactly the
+# The documented tag sets of the catalogued datasets (attnkit.data.ner_readers): exactly the
 # tags of their full training splits, in the order of tag_labels. A data.limit subset that
 # happens to miss a rare tag still learns the whole set, and its validation split (the
 # dataset's own, not limited) never has a tag the model cannot output.
@@ -414,10 +422,11 @@ def _entities(text: str, spans: Sequence[tuple[int, int]], labels: Sequence[str]
     return out
 
 
-class TagPredictor:
+class TagPredictor(Predictor):
     """What ``attnkit.load(run)`` returns for a tag (NER) run."""
 
     task = "tag"
+    capabilities = frozenset({"tag", "predict", "entities"})  # predict: tag, for `attnkit predict`
 
     def __init__(
         self,
@@ -637,9 +646,7 @@ class TagSpec(BertTaskSpec):
         """Entity-level precision / recall / F1 (micro, and ``per_type``) and word accuracy
         on a split, over the dataset's own words (every word scored: those cut off by
         ``data.max_len`` count as predicted O)."""
-        cfg = predictor.config
-        if data_dir:
-            cfg.data.data_dir = data_dir
+        cfg = with_data_dir(predictor.config, data_dir)  # a copy: the predictor's is kept
         sentences = read_split(cfg, split)
         _check_tags(sentences, {name: i for i, name in enumerate(predictor.labels)}, split)
         if predictor.word_unit == "piece":

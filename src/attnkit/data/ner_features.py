@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from attnkit.data.mlm import IGNORE_INDEX
-from attnkit.data.tagged import to_iob2
+from attnkit.data.masking import IGNORE_INDEX
+from attnkit.data.ner_readers import to_iob2
 from attnkit.errors import DataError, InputError
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ def word_predictions(
 
 def repair_iob2(tags: Sequence[str]) -> list[str]:
     """Valid IOB2: every ``I-X`` not preceded by ``B-X`` or ``I-X`` becomes ``B-X``
-    (``attnkit.data.tagged.to_iob2``, which reads data with it too).
+    (``attnkit.data.ner_readers.to_iob2``, which reads data with it too).
 
     A prediction clean-up for display or for strict (IOB2-scheme) scoring; attnkit's own
     evaluation does not call it. On tags made of ``O``, ``B-X`` and ``I-X`` it does not
