@@ -176,6 +176,7 @@ def test_the_peers_get_attnkits_weights(bench):
     assert mine.shape == (2, 6) and torch.equal(mine, theirs)
 
 
+@pytest.mark.slow
 def test_cli_writes_only_where_it_is_told(bench, tmp_path):
     _, speed = bench
     path = tmp_path / "speed.json"

@@ -334,6 +334,7 @@ def test_masking_with_special_ids_elsewhere_than_first() -> None:
     assert replaced.sum() > 0 and not torch.isin(out[replaced], special).any()
 
 
+@pytest.mark.slow
 def test_bert_pretrain_continues_from_a_hf_vocabulary(corpus, tmp_path) -> None:
     """Continued pretraining of a Hugging Face BERT whose special tokens are not ids 0..4."""
     words = sorted({w for line in corpus.read_text().split() for w in [line]})

@@ -100,6 +100,7 @@ def test_trainer_line_shows_both_directions(tmp_path: Path, capsys) -> None:
     assert "val loss" in line and "forward_perplexity" in line and "backward_perplexity" in line
 
 
+@pytest.mark.slow
 def test_load_perplexity_and_embed(runs) -> None:
     lm = attnkit.load(runs["bilm"])
     assert lm.task == "bilm" and lm.boundaries == (5, 6)
@@ -132,6 +133,7 @@ def test_load_perplexity_and_embed(runs) -> None:
         lm.predict([" "])
 
 
+@pytest.mark.slow
 def test_elmo_classifier_keeps_the_bilm_frozen_and_learns_the_mix(runs) -> None:
     bilm_weights = load_file(runs["bilm"] / "model.safetensors")
     clf_weights = load_file(runs["clf"] / "model.safetensors")
@@ -183,6 +185,7 @@ def test_the_classifier_reads_the_biLM_s_boundaries() -> None:
     assert not model.bilm.training
 
 
+@pytest.mark.slow
 def test_init_from_errors(runs, tmp_path: Path) -> None:
     recipe = tiny_recipe(runs["data"])
     recipe["model"] = {"arch": "elmo"}
@@ -210,6 +213,7 @@ def test_init_from_errors(runs, tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
+@pytest.mark.slow
 def test_cli_predict_and_evaluate_both_runs(runs, capsys) -> None:
     from attnkit.cli import main
 

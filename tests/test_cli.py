@@ -63,3 +63,13 @@ def test_console_script_installed():
     assert proc.returncode == 0 and __version__ in proc.stdout
     proc = subprocess.run([exe, "plot", "nope"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_python_dash_m_attnkit(monkeypatch, capsys):
+    """``python -m attnkit`` (what torchrun runs) is the CLI."""
+    import runpy
+
+    monkeypatch.setattr(sys, "argv", ["attnkit", "--version"])
+    with pytest.raises(SystemExit) as exc:
+        runpy.run_module("attnkit", run_name="__main__")
+    assert exc.value.code == 0 and capsys.readouterr().out.startswith("attnkit ")

@@ -215,6 +215,7 @@ def test_init_from_copies_the_lm_run_exactly_and_reads_text_as_it_did(runs, lm: 
         assert prepared.tokenizer.eos_id not in first
 
 
+@pytest.mark.slow
 def test_fine_tuning_learns_and_the_run_loads_predicts_and_resumes(runs) -> None:
     run = runs["clf"]
     logs = runs["clf_logs"]
@@ -238,6 +239,7 @@ def test_fine_tuning_learns_and_the_run_loads_predicts_and_resumes(runs) -> None
     assert (run / "model.safetensors").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_cli_predicts_explains_and_evaluates(runs, tmp_path: Path, capsys) -> None:
     from attnkit.cli import main
 
@@ -263,6 +265,7 @@ def test_char_level_lm_run_fine_tunes_too(runs, tmp_path: Path) -> None:
     assert pred.label == "pos"
 
 
+@pytest.mark.slow
 def test_from_scratch_without_init_from(runs, tmp_path: Path) -> None:
     data = {"name": "file", "train": str(runs["csv"] / "train.csv"),
             "test": str(runs["csv"] / "test.csv")}  # fmt: skip
@@ -275,6 +278,7 @@ def test_from_scratch_without_init_from(runs, tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- errors
+@pytest.mark.slow
 def test_a_bad_init_from_is_one_line(runs, tmp_path: Path) -> None:
     data = {"name": "file", "train": str(runs["csv"] / "train.csv")}
     cases = [

@@ -178,6 +178,7 @@ def test_pretrain_then_fine_tune_from_the_encoder(tmp_path: Path, tiny_data: Pat
     assert attnkit.evaluate(out, "test")["accuracy"] > 0.8
 
 
+@pytest.mark.slow
 def test_mlm_training_is_deterministic(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path / "corpus.txt", n=120)
     # one tokenizer for both (WordPiece training may break frequency ties differently)

@@ -290,6 +290,7 @@ def test_a_tiny_model_learns_its_training_answers(tmp_path: Path, recipe: dict) 
 
 
 # ----------------------------------------------------------------------------- init_from
+@pytest.mark.slow
 def test_init_from_a_hugging_face_bert_directory(tmp_path: Path, recipe: dict) -> None:
     from attnkit.models.bert import BertConfig, BertModel
 
