@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import os
+import stat
 import tarfile
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +36,7 @@ from attnkit.data import (
     resolve_data_dir,
     train_val_split,
 )
+from attnkit.errors import AttnkitError
 
 SHARED = Path(
     os.environ.get("ATTNKIT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -463,3 +465,24 @@ def test_offline_copy_readers():
     assert len(test) == 49_997 and test.dropped == 3
     chat = read_table(SHARED / "chatbot/ChatbotData.csv", text_column="Q")
     assert len(chat) == 11_823 and {e.label for e in chat} == {"0", "1", "2"}
+
+
+def test_fetch_never_reads_or_replaces_what_is_not_a_data_file(server, tmp_path, monkeypatch):
+    """The output-path guard for downloads: a FIFO in a data file's place is refused before
+    anything reads it (a read would block), a link out of the data folder is not replaced."""
+    www, base = server
+    _nsmc_fixture(www, monkeypatch)
+    data = tmp_path / "data"
+    (data / "nsmc").mkdir(parents=True)
+    fifo = data / "nsmc" / "ratings_train.txt.gz"
+    os.mkfifo(fifo)
+    with pytest.raises(DataError, match="it is not a regular file"):
+        fetch("nsmc", data_dir=data, base_url=base, progress=False)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    fifo.unlink()
+    outside = tmp_path / "elsewhere.gz"
+    outside.write_bytes(b"not nsmc")
+    fifo.symlink_to(outside)  # damaged (wrong checksum): would be downloaded again
+    with pytest.raises(AttnkitError, match="outside its folder"):
+        fetch("nsmc", data_dir=data, base_url=base, progress=False)
+    assert outside.read_bytes() == b"not nsmc" and fifo.is_symlink()

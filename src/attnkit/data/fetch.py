@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import stat
 import tarfile
 import tempfile
 import time
@@ -34,6 +35,7 @@ from typing import BinaryIO, NamedTuple
 from attnkit import __version__
 from attnkit.data.catalogue import DatasetFile, get_dataset
 from attnkit.data.paths import DataError, read_error_reason, resolve_data_dir
+from attnkit.output_guard import check_output
 
 __all__ = [
     "DownloadError",
@@ -371,6 +373,26 @@ def convert_imdb(archive: Path, outputs: list[Path]) -> None:
 CONVERTERS: dict[str, Callable[[Path, list[Path]], None]] = {"imdb": convert_imdb}
 
 
+def _refuse_odd_file(dest: Path) -> None:
+    """A data file that exists must be a regular file (or a link to one): a device, FIFO,
+    socket or folder in its place is never read or replaced (``attnkit.output_guard``)."""
+    try:
+        mode = os.stat(dest).st_mode
+    except OSError:
+        return  # missing (or a dangling link): the download decides
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise DataError(f"cannot fetch into {dest}: it is {kind}; move it away first")
+
+
+def _check_writable(dest: Path) -> None:
+    """The output-path guard for a file about to be downloaded: its folder (created if
+    missing, under a writable parent) and the file itself."""
+    check_output(dest.parent, kind="folder", what="--data-dir")
+    if dest.parent.is_dir():
+        check_output(dest, what="data file")
+
+
 def fetch(
     name: str,
     data_dir: str | Path | None = None,
@@ -403,6 +425,7 @@ def fetch(
         targets = [root / rel for rel in relpaths]
         paths.extend(targets)
         for dest in dict.fromkeys([root / file.relpath, *targets]):
+            _refuse_odd_file(dest)  # before anything reads it (a FIFO would block a read)
             remove_stale_parts(dest)
         if not force:
             checks = check_file(file, root, verify=True)
@@ -415,6 +438,8 @@ def fetch(
                         "%s is damaged (%s); downloading it again", check.path, check.reason
                     )
         log.info("%s: downloading %s", info.name, url)
+        for dest in dict.fromkeys([root / file.relpath, *targets]):
+            _check_writable(dest)
         if not file.convert:
             download(url, root / file.relpath, file.sha256, progress, compress=file.compress)
             continue
