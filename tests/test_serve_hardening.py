@@ -130,7 +130,7 @@ def test_work_of_clients_that_have_gone_is_dropped(runs, monkeypatch) -> None:
         time.sleep(2 * slow.seconds)  # abandoned work still queued would run meanwhile
     assert reply.startswith(b"HTTP/1.1 200 "), reply[:200]
     assert slow.runs <= 2, f"{slow.runs} of {abandoned} abandoned generations ran"
-    assert seconds < 1.5, f"classify waited {seconds:.1f} s behind abandoned work"
+    assert seconds < 3.0, f"classify waited {seconds:.1f} s behind abandoned work"
 
 
 # ----------------------------------------------------------------------------- slow clients
