@@ -81,20 +81,25 @@ def temp_file_beside(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` via a temporary file (unique per process) that is
-    fsync'ed and renamed into place."""
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` via a temporary file (unique per process) that is
+    fsync'ed and renamed into place; nothing is left behind when it fails."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = temp_file_beside(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         replace_durably(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """``atomic_write_bytes`` of ``text`` in UTF-8."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata=None) -> None:

@@ -37,7 +37,7 @@ from attnkit.models.bert import BERT_ARCHS, BertConfig, BertModel, HfBertFiles
 from attnkit.models.sizes import (
     check_memory,
     explain_misfit,
-    misfit_evidence,
+    misfit_error,
     renamed_fields,
     weight_shapes,
 )
@@ -357,10 +357,14 @@ def check_hf_bert(
                 from_hf_state_dict(stubs, config, str(directory), model_class)  # type: ignore[arg-type]
             else:
                 field, value = named
-                raise RunError(
-                    f"{where}: {_HF_NAMES.get(field, field)} is {getattr(config, field)} but "
-                    f"{SAFETENSORS_FILE} was saved with {value} "
-                    f"({misfit_evidence(expected, found)})"
+                raise misfit_error(
+                    where,
+                    _HF_NAMES.get(field, field),
+                    getattr(config, field),
+                    value,
+                    SAFETENSORS_FILE,
+                    expected,
+                    found,
                 )
     try:
         with torch.device("meta"):

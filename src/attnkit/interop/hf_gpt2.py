@@ -38,7 +38,7 @@ from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.models.sizes import (
     check_memory,
     explain_misfit,
-    misfit_evidence,
+    misfit_error,
     renamed_fields,
     weight_shapes,
 )
@@ -318,10 +318,14 @@ def check_hf_gpt2(directory: str | Path, config: GPTConfig) -> None:
                 _check_shapes(found, config, str(directory))
             else:
                 field, value = named
-                raise RunError(
-                    f"{where}: {_HF_NAMES.get(field, field)} is {getattr(config, field)} but "
-                    f"{SAFETENSORS_FILE} was saved with {value} "
-                    f"({misfit_evidence(expected, found)})"
+                raise misfit_error(
+                    where,
+                    _HF_NAMES.get(field, field),
+                    getattr(config, field),
+                    value,
+                    SAFETENSORS_FILE,
+                    expected,
+                    found,
                 )
     try:
         with torch.device("meta"):

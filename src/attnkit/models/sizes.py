@@ -53,6 +53,7 @@ __all__ = [
     "explain_misfit",
     "layer_counts",
     "meta_model",
+    "misfit_error",
     "misfit_evidence",
     "model_bytes",
     "read_run_config",
@@ -318,6 +319,24 @@ def explain_misfit(
     return None
 
 
+def misfit_error(
+    where: str,
+    field: str,
+    current: Any,
+    value: int,
+    weights_name: str,
+    expected: dict[str, tuple[int, ...]],
+    found: dict[str, tuple[int, ...]],
+    error: type[AttnkitError] = RunError,
+) -> AttnkitError:
+    """The one line for a config.json whose ``field`` (as the file names it) says
+    ``current`` where the weights were saved with ``value`` (``explain_misfit``)."""
+    return error(
+        f"{where}: {field} is {current} but {weights_name} was saved with {value} "
+        f"({misfit_evidence(expected, found)})"
+    )
+
+
 def misfit_evidence(expected: dict[str, tuple[int, ...]], found: dict[str, tuple[int, ...]]) -> str:
     """What shows a misfit: the first tensor of another shape, else the layer counts."""
     for key, shape in expected.items():
@@ -357,9 +376,8 @@ def check_weights(
     named = explain_misfit(config, lambda c: _meta_shapes(c) == found, own, found)
     if named is not None:
         name, value = named
-        raise error(
-            f"{where}: model.{name} is {getattr(config, name)} but {weights.name} was saved "
-            f"with {value} ({misfit_evidence(own, found)})"
+        raise misfit_error(
+            where, f"model.{name}", getattr(config, name), value, weights.name, own, found, error
         )
     from attnkit.checkpoint import misfit_summary
 

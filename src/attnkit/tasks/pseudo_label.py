@@ -34,7 +34,6 @@ import gzip
 import io
 import json
 import math
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -42,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from attnkit.checkpoint import replace_durably, temp_file_beside
+from attnkit.checkpoint import atomic_write_bytes
 from attnkit.config import RunConfig
 from attnkit.data.catalogue import has_split
 from attnkit.data.readers import (
@@ -257,17 +256,9 @@ def write_pseudo_labels(
     if compressed:
         data = gzip.compress(data, mtime=0)
     try:
-        fd, tmp = temp_file_beside(target)
+        atomic_write_bytes(target, data)
     except OSError as exc:
         raise cannot_write(target, exc) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        replace_durably(tmp, target)
-    except OSError as exc:
-        raise cannot_write(target, exc) from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     return target
 
 
