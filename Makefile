@@ -55,11 +55,12 @@ $(VENV)/.browser: $(VENV)/.dev
 	else echo "no chromium: tests/test_browser.py will be skipped"; fi
 
 demo: $(VENV)/.base
-	$(PY) -m attnkit.demo
+	$(PY) -m attnkit.app.demo
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/python tools/check_layers.py
 
 # what CI runs: lint, then every test (a few minutes on 2 cores)
 test: lint

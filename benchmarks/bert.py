@@ -40,7 +40,7 @@ import statistics
 import time
 from pathlib import Path
 
-from attnkit.api import evaluate, load, train
+from attnkit.app.api import evaluate, load, train
 from attnkit.tasks.pseudo_label import pseudo_label, read_unlabelled, write_pseudo_labels
 from report import (
     ROOT,

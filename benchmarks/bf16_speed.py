@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from attnkit.device import cpu_has_native_bf16
+from attnkit.runtime.device import cpu_has_native_bf16
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import ROOT, command_line, publish, train_tokens_per_s  # noqa: E402

@@ -47,10 +47,10 @@ from typing import Any
 
 import torch
 
-from attnkit.api import evaluate, load, train
-from attnkit.config import load_config
-from attnkit.generation import sample
+from attnkit.app.api import evaluate, load, train
+from attnkit.core.config import load_config
 from attnkit.models.gpt import GPT, PRESETS, GPTConfig
+from attnkit.nn.generation import sample
 from report import (
     ROOT,
     command_line,

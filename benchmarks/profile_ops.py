@@ -21,7 +21,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import speed  # noqa: E402
-from attnkit.dropout import dropout  # noqa: E402
+from attnkit.nn.dropout import dropout  # noqa: E402
 
 
 def _table(fn, rows: int = 18) -> str:
@@ -56,7 +56,7 @@ def generate() -> None:
 def dropout_ms(repeats: int = 10) -> None:
     x0 = torch.randn(32, 128, 1024)
     for name, fn in (("F.dropout", lambda x: F.dropout(x, 0.1, True)),
-                     ("attnkit.dropout", lambda x: dropout(x, 0.1))):  # fmt: skip
+                     ("attnkit.nn.dropout", lambda x: dropout(x, 0.1))):  # fmt: skip
 
         def once(fn=fn) -> None:
             x = x0.clone().requires_grad_()

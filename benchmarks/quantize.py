@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attnkit.api import evaluate, export, load  # noqa: E402
+from attnkit.app.api import evaluate, export, load  # noqa: E402
 from attnkit.interop.onnx import ONNX_FILE  # noqa: E402
-from attnkit.quantize import INT8_WEIGHTS  # noqa: E402
+from attnkit.interop.quantize import INT8_WEIGHTS  # noqa: E402
 from attnkit.tasks.classify import read_split  # noqa: E402
 from report import command_line, machine, publish  # noqa: E402
 

@@ -44,7 +44,10 @@ RECIPES = (
     "configs/multi30k-transformer.yaml",
 )
 BEFORE = "1522feb"  # main at the start of issue 17's optimisations
-CLI = "import sys; from attnkit.cli import main; sys.exit(main(sys.argv[1:]))"
+CLI = (  # revisions before the layer folders (issue 33) have attnkit.cli
+    "import sys\ntry:\n    from attnkit.app.cli import main\n"
+    "except ModuleNotFoundError:\n    from attnkit.cli import main\nsys.exit(main(sys.argv[1:]))"
+)
 
 
 def git(*args: str) -> str:

@@ -111,7 +111,7 @@ def check_record(record: dict) -> list[str]:
 def machine() -> str:
     """Where a benchmark ran: the recipes train on ``training.device: auto``, so on a machine
     with a GPU the row says which one."""
-    from attnkit.device import resolve_device
+    from attnkit.runtime.device import resolve_device
 
     device = resolve_device("auto")
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
@@ -125,7 +125,7 @@ def machine() -> str:
 def cpu_native_bf16() -> bool:
     """True where the CPU computes bf16 natively (``avx512_bf16`` or ``amx_bf16`` in
     /proc/cpuinfo); elsewhere bf16 autocast is emulated and slower than fp32."""
-    from attnkit.device import cpu_has_native_bf16
+    from attnkit.runtime.device import cpu_has_native_bf16
 
     return cpu_has_native_bf16()
 
@@ -176,7 +176,7 @@ def publish(record: dict) -> None:
 def train_tokens_per_s(config: str, out: Path, overrides: list[str]) -> float:
     """Train ``config`` with ``overrides`` into ``out`` and return the median training
     tokens/s the Trainer logged (the first log window dropped as warm-up)."""
-    from attnkit.api import train
+    from attnkit.app.api import train
 
     train(config, out=out, overrides=overrides, force=True, log=lambda *_: None)
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]

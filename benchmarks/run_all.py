@@ -228,8 +228,8 @@ BY_NAME = {b.name: b for b in BENCHMARKS}
 def missing_data(bench: Benchmark) -> str | None:
     """Why ``bench`` cannot run here (a dataset split not in the data folder, or a run
     another benchmark makes), or None."""
+    from attnkit.core.errors import DataError
     from attnkit.data.catalogue import dataset_path
-    from attnkit.errors import DataError
 
     for need in bench.needs:
         if need.startswith("run:"):

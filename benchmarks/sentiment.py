@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from attnkit.api import evaluate, train
+from attnkit.app.api import evaluate, train
 from report import (
     ROOT,
     command_line,
@@ -81,7 +81,7 @@ def pretrain(config: str, name: str, overrides: list[str]) -> tuple[Path, dict]:
 # in the process that already pretrained and fine-tuned, a GRU trained 17% slower.
 MEMBER = """
 import json, sys
-from attnkit.api import train
+from attnkit.app.api import train
 r = train(sys.argv[1], out=sys.argv[2], overrides=sys.argv[3:], force=True)
 print("RESULT " + json.dumps({"step": r.step, "best": r.best_metric, "seconds": r.train_seconds}))
 """

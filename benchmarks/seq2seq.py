@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 import attnkit
-from attnkit.api import evaluate, train
+from attnkit.app.api import evaluate, train
 from attnkit.data.batching import pad_batch
 from attnkit.tasks import seq2seq
 from report import ROOT, command_line, machine, peak_rss_mb, publish

@@ -65,7 +65,7 @@ def _texts(n: int) -> tuple[list[str], str]:
 def _ensure_run(run: Path) -> None:
     if (run / "model.safetensors").is_file():
         return
-    from attnkit.api import train
+    from attnkit.app.api import train
 
     print(f"training {run} from configs/nsmc-quick.yaml (the served model)")
     train(ROOT / "configs" / "nsmc-quick.yaml", out=run, force=True,
@@ -127,7 +127,7 @@ def main() -> None:
         [
             sys.executable,
             "-m",
-            "attnkit.cli",
+            "attnkit.app.cli",
             "serve",
             str(run),
             "--port",

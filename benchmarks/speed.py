@@ -97,16 +97,16 @@ import yaml
 from torch import Tensor, nn
 from torch.utils import flop_counter
 
-from attnkit.attention import MultiHeadAttention
 from attnkit.interop.hf_bert import bert_config_to_hf
 from attnkit.interop.hf_bert import to_hf_state_dict as bert_to_hf
 from attnkit.interop.hf_gpt2 import gpt_config_to_hf
 from attnkit.interop.hf_gpt2 import to_hf_state_dict as gpt2_to_hf
-from attnkit.layers import DecoderLayer, EncoderLayer, sinusoidal_encoding
+from attnkit.interop.quantize import quantize_int8
 from attnkit.models.bert import BertConfig, BertModel
 from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.models.transformer import Transformer, TransformerConfig
-from attnkit.quantize import quantize_int8
+from attnkit.nn.attention import MultiHeadAttention
+from attnkit.nn.layers import DecoderLayer, EncoderLayer, sinusoidal_encoding
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import ROOT, command_line, cpu_native_bf16, machine, publish  # noqa: E402
@@ -849,7 +849,7 @@ def int8_encoder(enc: Encoderish) -> Encoderish:
     model = quantize_int8(copy.deepcopy(enc.model))
     return Encoderish(
         "attnkit int8",
-        enc.settings + " with attnkit.quantize.quantize_int8 (dynamic int8 Linear layers, "
+        enc.settings + " with attnkit.interop.quantize.quantize_int8 (dynamic int8 Linear layers, "
         "weights per output channel)",
         model,
         lambda b: model(b.ids, b.mask).last_hidden_state,
@@ -1142,7 +1142,7 @@ def run_generate(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]
                 batch,
                 (
                     "attnkit int8",
-                    settings + " with attnkit.quantize.quantize_int8 (dynamic int8 Linear "
+                    settings + " with attnkit.interop.quantize.quantize_int8 (dynamic int8 Linear "
                     "layers, LM head included)",
                     times["int8"],
                 ),

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attnkit.attention import (
+from attnkit.nn.attention import (
     ConcatScore,
     GeneralScore,
     KVCache,

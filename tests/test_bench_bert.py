@@ -13,8 +13,8 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-import attnkit.training as training
-from attnkit.tokenization import train_tokenizer
+import attnkit.runtime.training as training
+from attnkit.data.tokenization import train_tokenizer
 from conftest import FILLER, NEG, POS, pretraining_documents
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"

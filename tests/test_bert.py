@@ -12,8 +12,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from attnkit.config import ConfigError
-from attnkit.errors import RunError
+from attnkit.core.config import ConfigError
+from attnkit.core.errors import RunError
 from attnkit.interop.hf_bert import hf_key_map, load_hf_bert, save_hf_bert
 from attnkit.models import from_pretrained
 from attnkit.models.bert import BertConfig, BertModel
@@ -256,7 +256,7 @@ def test_attnkit_tokenizer_gives_the_ids_transformers_gives(minilm, transformers
     """Same ids (Korean too: the uncased model's normalizer splits Hangul into jamo);
     ``Tokenizer.load`` drops the padding and truncation stored in MiniLM's tokenizer.json,
     as transformers does."""
-    from attnkit.tokenization import Tokenizer
+    from attnkit.data.tokenization import Tokenizer
 
     ours = Tokenizer.load(minilm / "tokenizer.json")
     theirs = transformers.AutoTokenizer.from_pretrained(minilm)
@@ -264,7 +264,7 @@ def test_attnkit_tokenizer_gives_the_ids_transformers_gives(minilm, transformers
 
 
 def test_tokenizer_load_ignores_the_files_padding_and_truncation(minilm, transformers) -> None:
-    from attnkit.tokenization import Tokenizer
+    from attnkit.data.tokenization import Tokenizer
 
     ours = Tokenizer.load(minilm / "tokenizer.json")
     theirs = transformers.AutoTokenizer.from_pretrained(minilm)

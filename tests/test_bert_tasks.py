@@ -12,14 +12,14 @@ import pytest
 import torch
 
 import attnkit
-from attnkit.cli import main
-from attnkit.config import ConfigError, load_config
+from attnkit.app.cli import main
+from attnkit.core.config import ConfigError, load_config
+from attnkit.core.errors import InputError, RunError
 from attnkit.data.segments import pair_ids, truncate_pair
-from attnkit.errors import InputError, RunError
-from attnkit.layers import ScalarMix
+from attnkit.data.tokenization import train_tokenizer
 from attnkit.models.bert import BertConfig, BertModel
+from attnkit.nn.layers import ScalarMix
 from attnkit.tasks.bert_init import load_pretrained_bert, resolve_init_from
-from attnkit.tokenization import train_tokenizer
 from conftest import pretraining_documents
 
 WORDS = [

@@ -13,8 +13,8 @@ import yaml
 from safetensors.torch import load_file
 
 import attnkit
-from attnkit.api import RunError
-from attnkit.config import ConfigError, RunConfig
+from attnkit.app.api import RunError
+from attnkit.core.config import ConfigError, RunConfig
 from attnkit.models.elmo_classifier import ELMoClassifier, ELMoClassifierConfig, add_boundaries
 from conftest import make_sentiment_rows, tiny_recipe
 
@@ -215,7 +215,7 @@ def test_init_from_errors(runs, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_cli_predict_and_evaluate_both_runs(runs, capsys) -> None:
-    from attnkit.cli import main
+    from attnkit.app.cli import main
 
     capsys.readouterr()
     assert main(["predict", str(runs["bilm"]), "the movie was great", "최고 영화"]) == 0

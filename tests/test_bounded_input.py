@@ -19,11 +19,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import attnkit
-import attnkit.lines as lines
-import attnkit.tokenization as tokenization
-from attnkit.cli import main
-from attnkit.lines import MAX_LINE_BYTES, decode_line, iter_lines
-from attnkit.tokenization import (
+import attnkit.data.lines as lines
+import attnkit.data.tokenization as tokenization
+from attnkit.app.cli import main
+from attnkit.data.lines import MAX_LINE_BYTES, decode_line, iter_lines
+from attnkit.data.tokenization import (
     MAX_TEXT_CHARS,
     MIN_TEXT_CHARS,
     Tokenizer,
@@ -171,7 +171,7 @@ def test_classify_training_data_is_cut_before_tokenization(tiny_config, tmp_path
     """The training readers' path (prepare_data -> encode_examples) with one 3 MB text."""
     import csv
 
-    from attnkit.config import load_config
+    from attnkit.core.config import load_config
     from attnkit.tasks import get_task
 
     train = Path(load_config(tiny_config).data.train)
@@ -224,7 +224,7 @@ def test_tag_and_qa_cut_before_tokenization(tokenizers_by_kind) -> None:
 def test_tag_predictor_cuts_the_text_it_splits(tmp_path: Path) -> None:
     import torch
 
-    from attnkit.config import RunConfig
+    from attnkit.core.config import RunConfig
     from attnkit.tasks.tag import TagPredictor
 
     class Outside(torch.nn.Module):
@@ -295,7 +295,7 @@ def test_a_cut_line_ends_on_a_character() -> None:
 
 
 def test_file_lines_are_cut_to_the_line_bound(tmp_path: Path, monkeypatch) -> None:
-    from attnkit import cli
+    from attnkit.app import cli
 
     path = tmp_path / "h.txt"
     path.write_bytes(("가" * 500_000).encode() + b"\nsecond\n")  # 1.5 MB, then a short line
@@ -336,7 +336,7 @@ def _child(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
     """``attnkit argv`` in a fresh interpreter that prints, last, how much its peak memory
     grew while the command ran (KiB; torch and attnkit imported before)."""
     code = (
-        "import resource, sys\nimport attnkit.api\nfrom attnkit.cli import main\n"
+        "import resource, sys\nimport attnkit.app.api\nfrom attnkit.app.cli import main\n"
         "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "before = peak()\nrc = main(sys.argv[1:])\nsys.stdout.flush()\n"
         "print('PEAK', peak() - before, file=sys.stderr)\nsys.exit(rc)\n"
@@ -421,7 +421,7 @@ def test_a_closed_pipe_ends_quietly(verb, classify_run, served_runs, tmp_path) -
 
 
 def test_broken_pipe_in_process_returns_141(monkeypatch, capsys) -> None:
-    from attnkit import cli
+    from attnkit.app import cli
 
     def broken(args):
         raise BrokenPipeError(32, "Broken pipe")
@@ -437,7 +437,7 @@ def test_broken_pipe_in_process_returns_141(monkeypatch, capsys) -> None:
 
 
 def test_answer_reads_a_bounded_context_file(tmp_path: Path, monkeypatch) -> None:
-    from attnkit import cli
+    from attnkit.app import cli
 
     seen: list[str] = []
 

@@ -58,7 +58,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def url(served_runs):
-    from attnkit.serve import create_app
+    from attnkit.app.serve import create_app
 
     app = create_app([f"{name}={path}" for name, path in served_runs.items()])
     port = _free_port()

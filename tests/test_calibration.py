@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import yaml
 
 import attnkit
-from attnkit.cli import main
+from attnkit.app.cli import main
 from attnkit.tasks.classify import fit_temperature
 from conftest import tiny_recipe
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from attnkit.config import ConfigError, load_config
-from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer, train_tokenizer
+from attnkit.core.config import ConfigError, load_config
+from attnkit.data.tokenization import SPECIAL_TOKENS, Tokenizer, train_tokenizer
 
 SHAKESPEARE = (
     "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n"

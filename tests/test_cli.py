@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from attnkit import __version__
-from attnkit.cli import main
+from attnkit.app.cli import main
 
 
 def test_version_and_help(capsys):

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from attnkit import load
-from attnkit.cli import main
+from attnkit.app.cli import main
 from conftest import tiny_recipe, write_tiny_data
 
 

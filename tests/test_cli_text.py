@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from attnkit import load, train
-from attnkit.cli import main
-from attnkit.config import RunConfig
+from attnkit.app.cli import main
+from attnkit.core.config import RunConfig
 from conftest import make_sentiment_rows, tiny_recipe, write_csv
 from test_mlm import _corpus, _mlm_recipe
 from test_seq2seq import reversal_pairs, s2s_recipe, write_tsv
@@ -37,7 +37,7 @@ def runs(tmp_path_factory):
         "mlm": _mlm_recipe(_corpus(root / "c.txt", n=40), epochs=1, max_steps=1),
     }
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("attnkit.viz.plot_curves", lambda rows, path: path)  # not tested here
+        mp.setattr("attnkit.runtime.viz.plot_curves", lambda rows, path: path)  # not tested here
         for name, recipe in recipes.items():
             train(RunConfig.from_dict(recipe), out=root / name, log=lambda *a: None)
     return {name: str(root / name) for name in recipes}

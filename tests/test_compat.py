@@ -16,10 +16,10 @@ import pytest
 import torch
 
 import attnkit
-from attnkit.cli import main
+from attnkit.app.cli import main
 from attnkit.models import from_pretrained
 from attnkit.models.base import read_model_config
-from attnkit.run import RunDir
+from attnkit.runtime.run import RunDir
 from conftest import make_sentiment_rows, write_csv
 
 FIXTURES = Path(__file__).parent / "fixtures" / "legacy_runs"
@@ -131,8 +131,8 @@ def test_new_runs_are_stamped_and_complete(tmp_path: Path, tiny_config: Path) ->
 def test_first_format_runs_that_would_resume_on_other_data_are_refused(task, data) -> None:
     """translate/chat's data.limit took the first pairs and val_split was ignored before
     format 2 (mlm ignored val_split): resuming such a run would change its data."""
-    from attnkit.config import RunConfig
-    from attnkit.errors import RunError
+    from attnkit.core.config import RunConfig
+    from attnkit.core.errors import RunError
     from attnkit.tasks import get_task
 
     raw = {"task": task, "data": {"name": "file", "train": "x", **data}}

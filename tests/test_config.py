@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from attnkit.config import ConfigError, RunConfig, apply_overrides, load_config
+from attnkit.core.config import ConfigError, RunConfig, apply_overrides, load_config
 
 
 def test_defaults_and_overrides(tmp_path):

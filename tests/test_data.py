@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from attnkit.core.errors import AttnkitError
 from attnkit.data import (
     DataError,
     DatasetNotFoundError,
@@ -36,7 +37,6 @@ from attnkit.data import (
     resolve_data_dir,
     train_val_split,
 )
-from attnkit.errors import AttnkitError
 
 SHARED = Path(
     os.environ.get("ATTNKIT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"

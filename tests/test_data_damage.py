@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from attnkit import cli
+from attnkit.app import cli
 from attnkit.data import DataError, catalogue, fetch, is_present, read_nsmc, read_table
 from attnkit.data.fetch import check_file, remove_stale_parts
 from attnkit.data.parallel import read_chatbot, read_multi30k, read_parallel_files

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from attnkit.app.demo import main, train_reverser
 from attnkit.data.catalogue import get_dataset
-from attnkit.demo import main, train_reverser
 
 
 @pytest.mark.slow
@@ -61,12 +61,12 @@ def test_demo_offline_is_one_error_line(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.slow
 def test_demo_module_offline_exits_2_without_traceback(tmp_path):
-    """``python -m attnkit.demo`` with an empty data folder and a mirror that is not there
+    """``python -m attnkit.app.demo`` with an empty data folder and a mirror that is not there
     (no network needed: the download fails on a missing file:// URL)."""
     env = {k: v for k, v in os.environ.items() if k != "ATTNKIT_DEBUG"}
     env.update(ATTNKIT_DATA=str(tmp_path / "data"), ATTNKIT_MIRROR=str(tmp_path / "no-mirror"))
     proc = subprocess.run(
-        [sys.executable, "-m", "attnkit.demo", "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "attnkit.app.demo", "--out", str(tmp_path / "out")],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -14,8 +14,8 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from attnkit.distributed import Placement, shard
-from attnkit.tokenization import train_tokenizer
+from attnkit.data.tokenization import train_tokenizer
+from attnkit.runtime.distributed import Placement, shard
 from conftest import make_sentiment_rows, tiny_recipe, write_csv
 
 # Float sums in another order (two half-batch means instead of one batch mean, gradients
@@ -27,14 +27,14 @@ RTOL = 1e-5
 # then stops the other process: a hard crash of a 2-process run.
 KILLER = """
 import os, signal, sys
-import attnkit.training as T
+import attnkit.runtime.training as T
 original = T.Trainer._log
 def _log(self, row):
     original(self, row)
     if row.get("step") == 7 and "train_loss" in row:
         os.kill(os.getpid(), signal.SIGKILL)
 T.Trainer._log = _log
-from attnkit.cli import main
+from attnkit.app.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -149,8 +149,8 @@ def test_a_crashed_two_process_run_resumes_exactly(recipe, runs, tmp_path):
 
 
 def test_bad_torchrun_environment_is_a_config_error(monkeypatch):
-    from attnkit.distributed import placement
-    from attnkit.errors import ConfigError
+    from attnkit.core.errors import ConfigError
+    from attnkit.runtime.distributed import placement
 
     monkeypatch.setenv("WORLD_SIZE", "two")
     with pytest.raises(ConfigError, match="WORLD_SIZE='two' is not an integer"):

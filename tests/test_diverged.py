@@ -16,10 +16,10 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from attnkit.cli import main
-from attnkit.config import TrainingConfig
-from attnkit.errors import NonFiniteError, TrainingError, check_finite, json_line
-from attnkit.training import FP16_MAX_SKIPPED, Trainer
+from attnkit.app.cli import main
+from attnkit.core.config import TrainingConfig
+from attnkit.core.errors import NonFiniteError, TrainingError, check_finite, json_line
+from attnkit.runtime.training import FP16_MAX_SKIPPED, Trainer
 
 FEATURES = 8
 NON_FINITE_LINE = (
@@ -255,8 +255,8 @@ def test_serve_answers_a_nan_model_with_a_json_error(served_runs, tiny_run_once,
     pytest.importorskip("httpx")
     from fastapi.testclient import TestClient
 
-    from attnkit.serve import Limits, create_app
-    from attnkit.serve.runs import load_runs
+    from attnkit.app.serve import Limits, create_app
+    from attnkit.app.serve.runs import load_runs
 
     cls = nan_copy(tiny_run_once, tmp_path / "cls")
     lm = nan_copy(served_runs["verse"], tmp_path / "lm")

@@ -1,4 +1,4 @@
-"""attnkit.dropout: a Bernoulli mask from 16-bit pieces of 64-bit draws (the CPU's cheaper
+"""attnkit.nn.dropout: a Bernoulli mask from 16-bit pieces of 64-bit draws (the CPU's cheaper
 dropout), statistically checked, and where the models and attention use it."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnkit.attention import scaled_dot_product_attention
-from attnkit.dropout import Dropout, dropout, keep_mask
 from attnkit.models.bert import BertConfig, BertModel
+from attnkit.nn.attention import scaled_dot_product_attention
+from attnkit.nn.dropout import Dropout, dropout, keep_mask
 
 N = 1 << 20  # draws per statistical check: 4 sigma of a proportion is < 0.004
 
@@ -117,7 +117,7 @@ def test_cuda_uses_torch_dropout():
 def test_fused_qkv_copy_follows_weight_changes_without_gradients():
     """The Q/K/V weights concatenated once for inference: replaced or changed in place, the
     next call sees the new weights (same outputs as three separate products)."""
-    from attnkit.attention import MultiHeadAttention
+    from attnkit.nn.attention import MultiHeadAttention
 
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 2).eval()

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnkit.config import ConfigError
+from attnkit.core.config import ConfigError
 from attnkit.models.elmo import (
     BiLM,
     BiLMOutput,

@@ -11,9 +11,9 @@ from importlib import metadata
 import pytest
 
 import attnkit
-from attnkit import cli, env_report
+from attnkit.app import cli, env_report
 from attnkit.data import catalogue
-from attnkit.device import SPEED_FLAGS
+from attnkit.runtime.device import SPEED_FLAGS
 
 SHAKESPEARE = b"First Citizen:\nBefore we proceed any further, hear me speak.\n"
 
@@ -116,7 +116,7 @@ def test_env_imports_neither_transformers_nor_onnxruntime():
     import sys
 
     code = (
-        "import sys; from attnkit import cli; cli.main(['env', '--json']); "
+        "import sys; from attnkit.app import cli; cli.main(['env', '--json']); "
         "assert 'transformers' not in sys.modules and 'onnxruntime' not in sys.modules"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -149,7 +149,7 @@ def test_data_dir_from_environment(capsys, data_dir, monkeypatch):
 def test_cpu_without_native_bf16_chooses_fp32(capsys, monkeypatch):
     monkeypatch.setenv("ATTNKIT_CPU_BF16", "0")
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    monkeypatch.setattr("attnkit.device._mps_available", lambda: False)
+    monkeypatch.setattr("attnkit.runtime.device._mps_available", lambda: False)
     info = _json(capsys)
     assert info["cpu"]["native_bf16"] is False
     assert info["precision"]["device"] == "cpu" and info["precision"]["bf16_auto"] == "fp32"
@@ -162,14 +162,14 @@ def test_cpu_without_native_bf16_chooses_fp32(capsys, monkeypatch):
 def test_cpu_with_native_bf16_chooses_bf16(capsys, monkeypatch):
     monkeypatch.setenv("ATTNKIT_CPU_BF16", "1")
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    monkeypatch.setattr("attnkit.device._mps_available", lambda: False)
+    monkeypatch.setattr("attnkit.runtime.device._mps_available", lambda: False)
     info = _json(capsys)
     assert info["cpu"]["native_bf16"] is True
     assert info["precision"]["bf16_auto"] == "bf16"
 
 
 def test_more_torch_threads_than_cores_is_flagged(capsys, monkeypatch):
-    monkeypatch.setattr("attnkit.device.usable_cores", lambda: 2)
+    monkeypatch.setattr("attnkit.runtime.device.usable_cores", lambda: 2)
     monkeypatch.setattr("torch.get_num_threads", lambda: 8)
     info = _json(capsys)
     assert info["threads"]["torch"] == 8 and info["threads"]["usable_cores"] == 2
@@ -178,7 +178,7 @@ def test_more_torch_threads_than_cores_is_flagged(capsys, monkeypatch):
 
 
 def test_threads_within_cores_not_flagged(capsys, monkeypatch):
-    monkeypatch.setattr("attnkit.device.usable_cores", lambda: 4)
+    monkeypatch.setattr("attnkit.runtime.device.usable_cores", lambda: 4)
     monkeypatch.setattr("torch.get_num_threads", lambda: 4)
     assert _json(capsys)["threads"]["oversubscribed"] is False
     assert "WARNING" not in _value(_env(capsys), "threads")

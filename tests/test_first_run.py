@@ -14,8 +14,8 @@ import pytest
 import torch
 import yaml
 
-from attnkit import cli, demo
-from attnkit.training import LineProgress
+from attnkit.app import cli, demo
+from attnkit.runtime.training import LineProgress
 from conftest import tiny_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,12 +64,12 @@ def test_training_into_a_log_file_has_no_redrawn_bars(tmp_path, tiny_data, capsy
 
 
 def test_ctrl_c_in_training_is_one_line_and_130(tmp_path, tiny_data, capsys, monkeypatch):
-    import attnkit.api
+    import attnkit.app.api
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(attnkit.api, "train", interrupted)
+    monkeypatch.setattr(attnkit.app.api, "train", interrupted)
     recipe = _recipe(tmp_path, tiny_data)
     assert cli.main(["train", str(recipe), "--out", str(tmp_path / "new")]) == 130
     err = capsys.readouterr().err.splitlines()
@@ -84,7 +84,7 @@ def test_ctrl_c_mid_training_says_how_to_resume(tmp_path, tiny_data):
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "attnkit.cli", "train", str(recipe), "--out", str(run)],
+        [sys.executable, "-m", "attnkit.app.cli", "train", str(recipe), "--out", str(run)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -119,7 +119,7 @@ def test_ctrl_c_in_the_demo_is_one_line(monkeypatch, capsys):
 
 
 def test_threads_option_on_every_command(monkeypatch, tmp_path, tiny_data, capsys):
-    import attnkit.device
+    import attnkit.runtime.device
 
     parser = cli.build_parser()
     for command in (["predict", "RUN", "x"], ["evaluate", "RUN"], ["serve", "RUN"], ["env"]):
@@ -127,7 +127,7 @@ def test_threads_option_on_every_command(monkeypatch, tmp_path, tiny_data, capsy
     with pytest.raises(SystemExit):
         parser.parse_args(["env", "--threads", "0"])
     seen = []
-    monkeypatch.setattr(attnkit.device, "apply_threads", lambda n=None: seen.append(n) or 1)
+    monkeypatch.setattr(attnkit.runtime.device, "apply_threads", lambda n=None: seen.append(n) or 1)
     assert cli.main(["env", "--threads", "1"]) == 0
     assert seen == [1]
     before = torch.get_num_threads()

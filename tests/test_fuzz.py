@@ -15,11 +15,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnkit.cli import main
-from attnkit.config import RunConfig, load_config
+from attnkit.app.cli import main
+from attnkit.core.config import RunConfig, load_config
+from attnkit.core.errors import AttnkitError
 from attnkit.data.readers import load_text_classification, read_table, read_texts
-from attnkit.errors import AttnkitError
-from attnkit.tokenization import train_tokenizer
+from attnkit.data.tokenization import train_tokenizer
 
 # the same examples every run (conftest's hypothesis profile); ATTNKIT_FUZZ=1 draws new ones
 # each run, for exploring (that is how the "@text read as a file" bug was found)

@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from attnkit.generation import beam_search, greedy, sample, top_k_top_p_filter
+from attnkit.nn.generation import beam_search, greedy, sample, top_k_top_p_filter
 
 EOS = 0
 

@@ -12,14 +12,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnkit.attention import MultiHeadAttention, causal_mask
-from attnkit.config import ConfigError
-from attnkit.errors import RunError
-from attnkit.generation import apply_repetition_penalty, sample
+from attnkit.core.config import ConfigError
+from attnkit.core.errors import RunError
 from attnkit.interop.hf_gpt2 import gpt_config_to_hf, load_hf_gpt2
-from attnkit.layers import EncoderLayer
 from attnkit.models.base import AttnkitModel
 from attnkit.models.gpt import GPT, GPTConfig, left_pad, positions_from_mask
+from attnkit.nn.attention import MultiHeadAttention, causal_mask
+from attnkit.nn.generation import apply_repetition_penalty, sample
+from attnkit.nn.layers import EncoderLayer
 
 ATOL = 1e-5
 V = 50

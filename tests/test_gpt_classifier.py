@@ -16,7 +16,7 @@ import yaml
 from safetensors.torch import load_file
 
 import attnkit
-from attnkit.config import ConfigError, RunConfig
+from attnkit.core.config import ConfigError, RunConfig
 from attnkit.models import GPTClassifier, GPTClassifierConfig
 from attnkit.tasks import get_task
 from attnkit.tasks.classify import _encode
@@ -241,7 +241,7 @@ def test_fine_tuning_learns_and_the_run_loads_predicts_and_resumes(runs) -> None
 
 @pytest.mark.slow
 def test_cli_predicts_explains_and_evaluates(runs, tmp_path: Path, capsys) -> None:
-    from attnkit.cli import main
+    from attnkit.app.cli import main
 
     run = str(runs["clf"])
     capsys.readouterr()

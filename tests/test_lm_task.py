@@ -17,9 +17,10 @@ import yaml
 from torch import nn
 
 import attnkit
-from attnkit.cli import main
-from attnkit.config import ConfigError, load_config
-from attnkit.errors import InputError
+from attnkit.app.cli import main
+from attnkit.core.config import ConfigError, load_config
+from attnkit.core.errors import InputError
+from attnkit.data.tokenization import train_tokenizer
 from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.tasks.lm import (
     IGNORE_INDEX,
@@ -32,7 +33,6 @@ from attnkit.tasks.lm import (
     read_corpus,
     token_stream,
 )
-from attnkit.tokenization import train_tokenizer
 
 SHARED = Path(
     os.environ.get("ATTNKIT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.metrics import (
+from attnkit.tasks.metrics import (
     accuracy,
     classification_report,
     confusion_matrix,

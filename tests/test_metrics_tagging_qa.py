@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from attnkit.metrics import entity_f1, get_entities, korquad_scores, qa_report, squad_scores
+from attnkit.tasks.metrics import entity_f1, get_entities, korquad_scores, qa_report, squad_scores
 
 IOB = ["O", "O", "O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "I-MISC"]
 ODD = [*IOB, "E-PER", "S-LOC", "B", "I", "O", "E-LOC", "S-PER", "I-", "X-PER"]

@@ -14,16 +14,16 @@ import torch
 import yaml
 
 import attnkit
-from attnkit.api import RunError
-from attnkit.config import ConfigError, RunConfig
+from attnkit.app.api import RunError
+from attnkit.core.config import ConfigError, RunConfig
 from attnkit.data.batching import pad_batch
 from attnkit.data.masking import IGNORE_INDEX, chunk_ids, mask_tokens
 from attnkit.data.paths import DataError
 from attnkit.data.readers import read_texts, read_unlabeled
+from attnkit.data.tokenization import train_tokenizer
 from attnkit.models.classifier import TransformerClassifier
 from attnkit.models.masked_lm import ElectraPretrainer, TransformerMLM
 from attnkit.tasks import mlm
-from attnkit.tokenization import train_tokenizer
 from conftest import FILLER, NEG, POS, tiny_recipe
 
 SPECIAL, VOCAB, MASK_ID = 7, 500, 4
@@ -330,7 +330,7 @@ def test_unlabeled_readers(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_cli_pretrain_predict_fill_mask_and_errors(tmp_path: Path, capsys) -> None:
-    from attnkit.cli import main
+    from attnkit.app.cli import main
 
     recipe = tmp_path / "mlm.yaml"
     recipe.write_text(yaml.safe_dump(_mlm_recipe(_corpus(tmp_path / "c.txt", n=100))))

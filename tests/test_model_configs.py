@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnkit.cli import main
-from attnkit.config import ConfigError, RunConfig
-from attnkit.layers import BlockConfig
+from attnkit.app.cli import main
+from attnkit.core.config import ConfigError, RunConfig
 from attnkit.models import MODEL_CONFIGS, config_class, from_pretrained
 from attnkit.models.classifier import TransformerClassifier, TransformerClassifierConfig
+from attnkit.nn.layers import BlockConfig
 
 SMALL = {"d_model": 16, "num_heads": 2, "d_ff": 32, "num_layers": 1, "hidden_size": 8,
          "emb_dim": 8, "num_buckets": 64, "generator_d_model": 16}  # fmt: skip
@@ -82,7 +82,7 @@ def test_models_take_a_config_or_its_keywords() -> None:
 
 
 def test_the_cli_reports_user_errors_in_one_line_but_not_bugs(monkeypatch, capsys) -> None:
-    import attnkit.api
+    import attnkit.app.api
 
     assert main(["predict", "/nonexistent/run", "text"]) == 2
     assert capsys.readouterr().err.startswith("attnkit: error: /nonexistent/run is not a run")
@@ -90,7 +90,7 @@ def test_the_cli_reports_user_errors_in_one_line_but_not_bugs(monkeypatch, capsy
     def bug(*args, **kwargs):
         raise KeyError("a bug, not bad input")
 
-    monkeypatch.setattr(attnkit.api, "load", bug)
+    monkeypatch.setattr(attnkit.app.api, "load", bug)
     with pytest.raises(KeyError):  # a traceback, not "attnkit: error:" and exit 2
         main(["predict", "/nonexistent/run", "text"])
 

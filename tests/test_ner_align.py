@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from attnkit.core.errors import DataError, InputError
 from attnkit.data.ner_features import (
     IGNORE_INDEX,
     align_labels,
@@ -20,9 +21,8 @@ from attnkit.data.ner_features import (
     word_predictions,
 )
 from attnkit.data.ner_readers import TaggedSentence
-from attnkit.errors import DataError, InputError
-from attnkit.metrics import entity_f1, get_entities
-from attnkit.tokenization import Tokenizer, train_tokenizer
+from attnkit.data.tokenization import Tokenizer, train_tokenizer
+from attnkit.tasks.metrics import entity_f1, get_entities
 
 TEXTS = [
     "Barack Obama visited New York and Seoul yesterday",

@@ -11,7 +11,7 @@ import torch
 import yaml
 
 import attnkit
-from attnkit.config import ConfigError, RunConfig
+from attnkit.core.config import ConfigError, RunConfig
 from attnkit.models import NgramClassifier, build_classifier
 from conftest import tiny_recipe
 

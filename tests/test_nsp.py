@@ -8,9 +8,9 @@ import random
 import pytest
 import torch
 
+from attnkit.core.errors import DataError
 from attnkit.data.masking import IGNORE_INDEX, mask_tokens, wordpiece_word_starts
 from attnkit.data.nsp import make_nsp_pairs, review_segments, split_documents
-from attnkit.errors import DataError
 
 CLS, SEP = 2, 3
 

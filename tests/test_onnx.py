@@ -16,9 +16,9 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 import attnkit  # noqa: E402
-from attnkit.api import RunError, export, load  # noqa: E402
-from attnkit.cli import main  # noqa: E402
-from attnkit.errors import InputError  # noqa: E402
+from attnkit.app.api import RunError, export, load  # noqa: E402
+from attnkit.app.cli import main  # noqa: E402
+from attnkit.core.errors import InputError  # noqa: E402
 from attnkit.interop.onnx import ONNX_FILE, OnnxModel  # noqa: E402
 from conftest import SERVE_LM_TEXT, make_sentiment_rows, tiny_recipe, write_csv  # noqa: E402
 
@@ -115,7 +115,7 @@ def test_classifier_export_predicts_like_the_run(runs, arch, tmp_path):
 def test_serve_answers_from_an_onnx_export(runs, tmp_path):
     from fastapi.testclient import TestClient
 
-    from attnkit.serve import create_app
+    from attnkit.app.serve import create_app
 
     out = _export(runs["transformer"], tmp_path)
     client = TestClient(create_app([f"onnx={out}"]))

@@ -1,4 +1,4 @@
-"""One output-path guard for every verb that writes (``attnkit.output_guard``): nothing the
+"""One output-path guard for every verb that writes (``attnkit.core.output_guard``): nothing the
 user had is destroyed. Device nodes (also /dev/null as root), FIFOs, sockets, folders, links
 out of their folder, the command's own inputs and a run's files are refused with one line
 before any work; pseudo-label's format follows the file name; an OS error while writing
@@ -25,11 +25,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import attnkit.api
-from attnkit.cli import main
+import attnkit.app.api
+from attnkit.app.cli import main
+from attnkit.core.errors import InputError, RunError
+from attnkit.core.output_guard import check_output, is_leftover, staged_folder
 from attnkit.data.readers import read_table
-from attnkit.errors import InputError, RunError
-from attnkit.output_guard import check_output, is_leftover, staged_folder
 from attnkit.tasks.pseudo_label import (
     PSEUDO_LABEL_SUFFIXES,
     PseudoLabel,
@@ -429,7 +429,7 @@ def test_pseudo_label_on_a_read_only_folder_fails_before_labelling(
 
     monkeypatch.setattr(os, "access", access)
     monkeypatch.setattr(os, "statvfs", lambda p: types.SimpleNamespace(f_flag=os.ST_RDONLY))
-    monkeypatch.setattr(attnkit.api, "load", lambda *a, **k: pytest.fail("labelled first"))
+    monkeypatch.setattr(attnkit.app.api, "load", lambda *a, **k: pytest.fail("labelled first"))
     code, out, err = _run(["pseudo-label", run_copy, "--input", corpus, "-o", ro / "p.tsv"], capsys)
     assert code == 2 and out == ""
     _one_line(err, f"cannot write {ro / 'p.tsv'}: folder {ro} is on a read-only file system")
@@ -479,7 +479,7 @@ def _fake_onnx_export(model, task, path, vocab_size, max_len):
 def test_leftovers_of_a_killed_export_do_not_block_it_again(
     tiny_run_once, tmp_path, capsys, monkeypatch
 ):
-    monkeypatch.setattr(attnkit.api, "export_onnx", _fake_onnx_export)  # the folder, not ONNX
+    monkeypatch.setattr(attnkit.app.api, "export_onnx", _fake_onnx_export)  # the folder, not ONNX
     out = tmp_path / "onnx"
     out.mkdir()
     (out / ".model.onnx.tmp").mkdir()  # what a SIGKILL mid-export left before

@@ -10,9 +10,9 @@ import matplotlib.figure
 import pytest
 
 from attnkit import train
-from attnkit.cli import main
-from attnkit.config import RunConfig
-from attnkit.viz import plot_positional_encoding
+from attnkit.app.cli import main
+from attnkit.core.config import RunConfig
+from attnkit.runtime.viz import plot_positional_encoding
 from conftest import make_sentiment_rows, tiny_recipe, write_csv
 from test_seq2seq import reversal_pairs, s2s_recipe, write_tsv
 
@@ -29,7 +29,7 @@ def runs(tmp_path_factory):
     mt = s2s_recipe(root)
     mt["training"].update(max_steps=1, eval_every=1)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("attnkit.viz.plot_curves", lambda rows, path: path)  # not tested here
+        mp.setattr("attnkit.runtime.viz.plot_curves", lambda rows, path: path)  # not tested here
         for name, recipe in (("clf", tiny_recipe(root, epochs=1, max_steps=1)), ("mt", mt)):
             train(RunConfig.from_dict(recipe), out=root / name, log=lambda *a: None)
     return {"clf": str(root / "clf"), "mt": str(root / "mt")}
@@ -179,7 +179,7 @@ def test_failed_plot_write_keeps_the_old_file(tmp_path, capsys, monkeypatch):
 
 
 def test_viz_library_does_not_make_folders(tmp_path):
-    from attnkit.errors import InputError
+    from attnkit.core.errors import InputError
 
     with pytest.raises(InputError, match="does not exist"):
         plot_positional_encoding(4, 4, tmp_path / "a" / "b" / "pe.png")

@@ -15,9 +15,9 @@ import torch
 import yaml
 
 import attnkit
-from attnkit import device as dev
-from attnkit.config import ConfigError, load_config
-from attnkit.device import apply_threads, native_bf16, resolve_precision, usable_cores
+from attnkit.core.config import ConfigError, load_config
+from attnkit.runtime import device as dev
+from attnkit.runtime.device import apply_threads, native_bf16, resolve_precision, usable_cores
 from attnkit.tasks.base import RunError
 from attnkit.tasks.classify import ClassifierPredictor
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import attnkit
-from attnkit.cli import main
-from attnkit.errors import RunError
+from attnkit.app.cli import main
+from attnkit.core.errors import RunError
 from attnkit.tasks import BUILTIN, Predictor, get_task
 from attnkit.tasks.base import CAPABILITIES, OPTIONS
 from attnkit.tasks.classify import ClassifierPredictor, ClassifySpec, EnsemblePredictor
@@ -55,15 +55,15 @@ def test_every_predictor_subclasses_predictor_and_declares_real_capabilities() -
         assert has <= cls.capabilities, (name, has - cls.capabilities)
         # and what the task's endpoint calls is declared (attnkit serve checks it too)
         if name in BUILTIN and get_task(name).endpoint is not None:
-            from attnkit.serve.runs import ENDPOINT_CAPABILITY
+            from attnkit.app.serve.runs import ENDPOINT_CAPABILITY
 
             assert ENDPOINT_CAPABILITY[get_task(name).endpoint] in cls.capabilities, name
 
 
 def test_no_capability_probes_in_the_cli_the_server_and_the_api() -> None:
     """``hasattr`` / ``getattr(x, name, default)`` on a predictor: the declaration is asked."""
-    files = [SRC / "cli.py", SRC / "api.py", SRC / "tasks" / "pseudo_label.py"]
-    files += sorted((SRC / "serve").glob("*.py"))
+    files = [SRC / "app" / "cli.py", SRC / "app" / "api.py", SRC / "tasks" / "pseudo_label.py"]
+    files += sorted((SRC / "app" / "serve").glob("*.py"))
     probes = []
     for path in files:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -127,8 +127,8 @@ def test_server_endpoints_dispatch_on_declared_capabilities(served_runs, monkeyp
     pytest.importorskip("httpx")
     from fastapi.testclient import TestClient
 
-    from attnkit.serve import Limits, create_app
-    from attnkit.serve.runs import load_runs
+    from attnkit.app.serve import Limits, create_app
+    from attnkit.app.serve.runs import load_runs
 
     runs = load_runs([f"{n}={served_runs[n]}" for n in ("sentiment", "translator")])
     client = TestClient(create_app(runs, Limits()))

@@ -11,10 +11,10 @@ import torch
 import yaml
 
 import attnkit
-from attnkit.cli import main
-from attnkit.config import ConfigError, load_config
+from attnkit.app.cli import main
+from attnkit.core.config import ConfigError, load_config
+from attnkit.core.errors import DataError, InputError
 from attnkit.data.readers import Example, read_table
-from attnkit.errors import DataError, InputError
 from attnkit.tasks.classify import ClassificationTask, prepare_data
 from attnkit.tasks.pseudo_label import (
     PseudoLabel,

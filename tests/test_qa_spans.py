@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from attnkit.core.errors import DataError, InputError
 from attnkit.data.qa_features import Answer, QAFeature, best_answer, decode_span, make_features
-from attnkit.errors import DataError, InputError
-from attnkit.tokenization import Tokenizer, train_tokenizer
+from attnkit.data.tokenization import Tokenizer, train_tokenizer
 
 CITIES = ["Seoul", "Busan", "Paris", "Tokyo", "Lisbon"]
 KO_CITIES = ["서울", "부산", "파리", "도쿄", "리스본"]

@@ -1,4 +1,4 @@
-"""task: qa -- extractive question answering (BERT + span head) through attnkit.api:
+"""task: qa -- extractive question answering (BERT + span head) through attnkit.app.api:
 windows and their targets, collate, training, loading, answering, evaluation, init_from a
 Hugging Face BERT directory, recipe checks, and a smoke test on KorQuAD when the shared
 data is there. Tiny models and tiny SQuAD-format files: the whole file runs in seconds."""
@@ -15,9 +15,10 @@ import torch
 import yaml
 
 import attnkit
-from attnkit.cli import main
-from attnkit.config import ConfigError, RunConfig
-from attnkit.errors import DataError, InputError
+from attnkit.app.cli import main
+from attnkit.core.config import ConfigError, RunConfig
+from attnkit.core.errors import DataError, InputError
+from attnkit.data.tokenization import train_tokenizer
 from attnkit.tasks import get_task
 from attnkit.tasks.qa import (
     AnswerResult,
@@ -29,7 +30,6 @@ from attnkit.tasks.qa import (
     qa_settings,
     read_split,
 )
-from attnkit.tokenization import train_tokenizer
 
 CITIES = ["Seoul", "Busan", "Paris", "Tokyo", "Lisbon", "Cairo", "Lima", "Oslo"]
 SHARED = Path(
@@ -364,7 +364,7 @@ def test_korquad_smoke(tmp_path: Path) -> None:
 
 def test_held_out_validation_keeps_articles_apart() -> None:
     """Without a validation file, whole articles are held out: no paragraph is in both."""
-    from attnkit.config import RunConfig
+    from attnkit.core.config import RunConfig
     from attnkit.data.qa_readers import QAExample
     from attnkit.tasks import qa
 

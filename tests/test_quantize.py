@@ -14,11 +14,11 @@ from safetensors.torch import load_file
 from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as QuantizedLinear
 
-from attnkit.api import RunError, export, load, train
-from attnkit.checkpoint import save_tensors
-from attnkit.config import RunConfig
+from attnkit.app.api import RunError, export, load, train
+from attnkit.core.checkpoint import save_tensors
+from attnkit.core.config import RunConfig
+from attnkit.interop.quantize import INT8_WEIGHTS, int8_state, load_int8, quantize_int8
 from attnkit.models.bert import BertConfig, BertModel
-from attnkit.quantize import INT8_WEIGHTS, int8_state, load_int8, quantize_int8
 from conftest import tiny_recipe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

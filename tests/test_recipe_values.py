@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 import attnkit
-from attnkit.config import ConfigError, RunConfig, load_config
-from attnkit.errors import AttnkitError
+from attnkit.core.config import ConfigError, RunConfig, load_config
+from attnkit.core.errors import AttnkitError
 from conftest import tiny_recipe, write_csv
 
 

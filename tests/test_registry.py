@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import attnkit
-from attnkit.cli import main
-from attnkit.config import RunConfig, check
+from attnkit.app.cli import main
+from attnkit.core.config import RunConfig, check
 from attnkit.data.batching import pad_batch
 from attnkit.data.readers import read_texts
 from attnkit.data.split import split_examples
@@ -280,7 +280,7 @@ def test_the_cli_trains_a_registered_task(tmp_path: Path, toy_recipe: dict, caps
 
 
 def test_registry_errors(toy_recipe: dict) -> None:
-    from attnkit.config import ConfigError
+    from attnkit.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="unknown task 'toy-tagg'.*toy-tag"):
         RunConfig.from_dict({**toy_recipe, "task": "toy-tagg"})

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attnkit.generation import beam_search, greedy
 from attnkit.models.rnn import Seq2SeqLSTM
+from attnkit.nn.generation import beam_search, greedy
 
 PAD, BOS, EOS = 0, 1, 2
 VARIANTS = [None, "dot", "scaled_dot", "general", "concat", "location"]

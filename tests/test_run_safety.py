@@ -13,12 +13,12 @@ import pytest
 import yaml
 
 import attnkit
-from attnkit.checkpoint import save_training_state
-from attnkit.cli import main
-from attnkit.config import RunConfig
-from attnkit.errors import AttnkitError, DataError, RunError
-from attnkit.run import RunDir
-from attnkit.training import Trainer
+from attnkit.app.cli import main
+from attnkit.core.checkpoint import save_training_state
+from attnkit.core.config import RunConfig
+from attnkit.core.errors import AttnkitError, DataError, RunError
+from attnkit.runtime.run import RunDir
+from attnkit.runtime.training import Trainer
 from conftest import tiny_recipe
 
 QUIET = {"log": lambda *_: None}
@@ -251,7 +251,7 @@ def test_a_run_is_as_readable_as_any_file_written_there(finished: Path) -> None:
 
 
 def test_save_pretrained_never_overwrites_a_run(finished: Path) -> None:
-    from attnkit.errors import ConfigError
+    from attnkit.core.errors import ConfigError
     from attnkit.models import from_pretrained
 
     before = _snapshot(finished)

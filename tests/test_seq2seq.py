@@ -16,17 +16,17 @@ import torch
 import yaml
 
 from attnkit import load, train
-from attnkit.cli import main
-from attnkit.config import ConfigError, RunConfig, load_config
+from attnkit.app.cli import main
+from attnkit.core.config import ConfigError, RunConfig, load_config
 from attnkit.data.parallel import Pair
 from attnkit.data.paths import DataError
+from attnkit.data.tokenization import train_tokenizer
 from attnkit.tasks.seq2seq import (
     Seq2SeqPredictor,
     Seq2SeqTask,
     encode_pairs,
     read_split,
 )
-from attnkit.tokenization import train_tokenizer
 
 WORDS = ["red", "blue", "green", "cat", "dog", "sun", "moon", "tree"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,7 +90,7 @@ def runs(tmp_path_factory):
     recipe.write_text(yaml.safe_dump(s2s_recipe(data)), encoding="utf-8")
     assert main(["train", str(recipe), "--out", str(root / "mt")]) == 0
     with pytest.MonkeyPatch.context() as mp:  # curves.png is tested above; it costs ~0.7 s
-        mp.setattr("attnkit.viz.plot_curves", lambda rows, path: path)
+        mp.setattr("attnkit.runtime.viz.plot_curves", lambda rows, path: path)
         # LSTM + attention translator through the API (teacher forcing 0.5)
         cfg = s2s_recipe(data, arch="lstm", attention="general")
         cfg["training"]["teacher_forcing_ratio"] = 0.5

@@ -23,10 +23,10 @@ pytest.importorskip("httpx")  # fastapi.testclient
 from fastapi.testclient import TestClient  # noqa: E402
 
 import attnkit  # noqa: E402
-from attnkit.cli import main  # noqa: E402
-from attnkit.errors import ConfigError, RunError  # noqa: E402
-from attnkit.serve import Limits, create_app  # noqa: E402
-from attnkit.serve.runs import load_runs  # noqa: E402
+from attnkit.app.cli import main  # noqa: E402
+from attnkit.app.serve import Limits, create_app  # noqa: E402
+from attnkit.app.serve.runs import load_runs  # noqa: E402
+from attnkit.core.errors import ConfigError, RunError  # noqa: E402
 
 LIMITS = Limits(max_chars=200, max_texts=8, max_new_tokens=16, max_beam=4,
                 max_body_bytes=20_000)  # fmt: skip
@@ -338,7 +338,7 @@ def test_cli_serves_until_stopped(served_runs) -> None:
         [
             sys.executable,
             "-m",
-            "attnkit.cli",
+            "attnkit.app.cli",
             "serve",
             str(served_runs["ngram"]),
             "--port",

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, assume, example, given, settings  # noqa: E4
 from hypothesis import strategies as st  # noqa: E402
 from starlette import testclient as starlette_testclient  # noqa: E402
 
-from attnkit.serve import Limits, create_app  # noqa: E402
-from attnkit.serve.runs import load_runs  # noqa: E402
-from attnkit.serve.schemas import REQUESTS  # noqa: E402
+from attnkit.app.serve import Limits, create_app  # noqa: E402
+from attnkit.app.serve.runs import load_runs  # noqa: E402
+from attnkit.app.serve.schemas import REQUESTS  # noqa: E402
 
 ENDPOINTS = ["classify", "translate", "chat", "generate", "tag", "answer"]
 MODELS = ["sentiment", "ngram", "translator", "bot", "verse", "nope"]
@@ -159,11 +159,11 @@ DECODING = ["seed", "temperature", "top_k", "top_p", "repetition_penalty", "max_
 def test_decoding_parameters_take_the_cli_ranges_and_strict_types(client, name, value) -> None:
     """Whatever the value, /v1/generate takes it iff it is of the field's JSON type (no
     coercion: a bool or a string is no number, a float no integer) and in the range the CLI
-    checks (attnkit.params); and the CLI's check refuses exactly what the range refuses."""
+    checks (attnkit.core.params); and the CLI's check refuses exactly what the range refuses."""
     import argparse
 
-    from attnkit.cli import UsageError, _sampling_args
-    from attnkit.params import PARAMS
+    from attnkit.app.cli import UsageError, _sampling_args
+    from attnkit.core.params import PARAMS
 
     param = PARAMS[name]
     body = {"model": "verse", "prompt": "a", "max_new_tokens": 1, name: value}

@@ -23,12 +23,12 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 import attnkit  # noqa: E402
-from attnkit.cli import _sampling_args, main  # noqa: E402
-from attnkit.errors import InputError  # noqa: E402
-from attnkit.params import PARAMS  # noqa: E402
-from attnkit.serve import Limits, create_app  # noqa: E402
-from attnkit.serve.runs import load_runs  # noqa: E402
-from attnkit.serve.server import bind, make_server  # noqa: E402
+from attnkit.app.cli import _sampling_args, main  # noqa: E402
+from attnkit.app.serve import Limits, create_app  # noqa: E402
+from attnkit.app.serve.runs import load_runs  # noqa: E402
+from attnkit.app.serve.server import bind, make_server  # noqa: E402
+from attnkit.core.errors import InputError  # noqa: E402
+from attnkit.core.params import PARAMS  # noqa: E402
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy_runs"
 NGRAM = LEGACY / "classify-ngram"
@@ -360,7 +360,7 @@ def test_a_port_in_use_is_one_line_before_loading(capsys, monkeypatch) -> None:
     def no_loading(*args, **kwargs):
         raise AssertionError("a model was loaded before the port was checked")
 
-    monkeypatch.setattr(attnkit.api, "load", no_loading)
+    monkeypatch.setattr(attnkit.app.api, "load", no_loading)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnkit.config import RunConfig
+from attnkit.core.config import RunConfig
 from attnkit.data.masking import IGNORE_INDEX
 from attnkit.data.split import limit_examples, split_examples
 from attnkit.tasks import get_task

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from attnkit.config import DataConfig
+from attnkit.core.config import DataConfig
+from attnkit.core.errors import DataError
 from attnkit.data.split import limit_examples, split_examples
-from attnkit.errors import DataError
 
 # examples are (position, group): unique, so that "disjoint" and "order" are checkable
 examples_st = st.lists(st.integers(0, 3), max_size=60).map(lambda gs: list(enumerate(gs)))

@@ -17,11 +17,12 @@ import pytest
 import torch
 
 import attnkit
-from attnkit.cli import main
-from attnkit.config import ConfigError, RunConfig, load_config
+from attnkit.app.cli import main
+from attnkit.core.config import ConfigError, RunConfig, load_config
+from attnkit.core.errors import DataError, InputError, RunError
 from attnkit.data.ner_features import IGNORE_INDEX
 from attnkit.data.ner_readers import TaggedSentence, load_tagged
-from attnkit.errors import DataError, InputError, RunError
+from attnkit.data.tokenization import Tokenizer, train_tokenizer
 from attnkit.tasks.tag import (
     KNOWN_TAGS,
     TaggingTask,
@@ -32,7 +33,6 @@ from attnkit.tasks.tag import (
     tag_labels,
     word_unit,
 )
-from attnkit.tokenization import Tokenizer, train_tokenizer
 
 SHARED = Path(
     os.environ.get("ATTNKIT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"

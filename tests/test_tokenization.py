@@ -1,4 +1,4 @@
-"""Tests for attnkit.tokenization (tiny corpora built here; no files, no network)."""
+"""Tests for attnkit.data.tokenization (tiny corpora built here; no files, no network)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer, train_tokenizer, truncate
+from attnkit.data.tokenization import SPECIAL_TOKENS, Tokenizer, train_tokenizer, truncate
 
 KO_SUBJECTS = ["이 영화는", "배우들의 연기가", "스토리가", "음악이", "감독의 연출이", "결말이"]
 KO_PREDICATES = [

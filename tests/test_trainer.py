@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
-from attnkit import checkpoint as ckpt
-from attnkit.config import ConfigError, TrainingConfig
-from attnkit.run import RunDir
-from attnkit.training import (
+from attnkit.core import checkpoint as ckpt
+from attnkit.core.config import ConfigError, TrainingConfig
+from attnkit.runtime.run import RunDir
+from attnkit.runtime.training import (
     Trainer,
     cpu_has_native_bf16,
     lr_multiplier,

@@ -12,11 +12,11 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from attnkit import checkpoint as ckpt
-from attnkit.api import RunError, load, train
-from attnkit.config import RunConfig, TrainingConfig
-from attnkit.tokenization import train_tokenizer
-from attnkit.training import lr_multiplier, make_adamw
+from attnkit.app.api import RunError, load, train
+from attnkit.core import checkpoint as ckpt
+from attnkit.core.config import RunConfig, TrainingConfig
+from attnkit.data.tokenization import train_tokenizer
+from attnkit.runtime.training import lr_multiplier, make_adamw
 from conftest import tiny_recipe
 
 KILL_AT_STEP = 7
@@ -25,14 +25,14 @@ KILL_AT_STEP = 7
 # (after the checkpoint of step 6, before the one of step 9): a hard crash mid-run.
 KILLER = """
 import os, signal, sys
-import attnkit.training as T
+import attnkit.runtime.training as T
 original = T.Trainer._log
 def _log(self, row):
     original(self, row)
     if row.get("step") == {step} and "train_loss" in row:
         os.kill(os.getpid(), signal.SIGKILL)
 T.Trainer._log = _log
-from attnkit.cli import main
+from attnkit.app.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -41,7 +41,7 @@ def _cli(*args, killer=False):
     code = (
         KILLER.replace("{step}", str(KILL_AT_STEP))
         if killer
-        else ("import sys; from attnkit.cli import main; sys.exit(main(sys.argv[1:]))")
+        else ("import sys; from attnkit.app.cli import main; sys.exit(main(sys.argv[1:]))")
     )
     return subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnkit.generation import beam_search, greedy
 from attnkit.models.transformer import PRESETS, Transformer
+from attnkit.nn.generation import beam_search, greedy
 
 PAD, BOS, EOS = 0, 1, 2
 

@@ -19,15 +19,15 @@ import pytest
 import yaml
 
 import attnkit
-from attnkit.cli import main
-from attnkit.config import ConfigError, RunConfig
-from attnkit.errors import AttnkitError, RunError
+from attnkit.app.cli import main
+from attnkit.core.config import ConfigError, RunConfig
+from attnkit.core.errors import AttnkitError, RunError
 from attnkit.interop.hf_bert import load_hf_bert, save_hf_bert
 from attnkit.interop.hf_gpt2 import load_hf_gpt2, save_hf_gpt2
 from attnkit.models import GPT, MODEL_CONFIGS, BertConfig, BertModel, GPTConfig
 from attnkit.models import sizes as sizes_module
 from attnkit.models.sizes import ID_LIMITS, SIZE_LIMITS
-from attnkit.run import RunDir
+from attnkit.runtime.run import RunDir
 from conftest import tiny_recipe
 
 # the memory bombs: model field -> value (d_model 10^6 allocated 6.5 GB, num_layers

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attnkit.viz import curve_series, plot_attention, plot_curves
+from attnkit.runtime.viz import curve_series, plot_attention, plot_curves
 
 
 def test_attention_heatmap_with_korean_labels(tmp_path):

@@ -1,6 +1,6 @@
 """``python -m attnkit ...`` = the ``attnkit`` command (also what ``torchrun -m attnkit
 train RECIPE`` starts in each process)."""
 
-from attnkit.cli import main
+from attnkit.app.cli import main
 
 raise SystemExit(main())

@@ -411,7 +411,7 @@ def get_dataset(name: str) -> DatasetInfo:
 
 
 if TYPE_CHECKING:
-    from attnkit.config import DataConfig
+    from attnkit.core.config import DataConfig
 
 
 def has_split(data: DataConfig, split: str) -> bool:

@@ -32,10 +32,10 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from attnkit import __version__
+from attnkit.core.output_guard import check_output
+from attnkit.core.version import __version__
 from attnkit.data.catalogue import DatasetFile, get_dataset
 from attnkit.data.paths import DataError, read_error_reason, resolve_data_dir
-from attnkit.output_guard import check_output
 
 __all__ = [
     "DownloadError",
@@ -375,7 +375,7 @@ CONVERTERS: dict[str, Callable[[Path, list[Path]], None]] = {"imdb": convert_imd
 
 def _refuse_odd_file(dest: Path) -> None:
     """A data file that exists must be a regular file (or a link to one): a device, FIFO,
-    socket or folder in its place is never read or replaced (``attnkit.output_guard``)."""
+    socket or folder in its place is never read or replaced (``attnkit.core.output_guard``)."""
     try:
         mode = os.stat(dest).st_mode
     except OSError:

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from attnkit.tokenization import Tokenizer
+    from attnkit.data.tokenization import Tokenizer
 
 __all__ = ["IGNORE_INDEX", "chunk_ids", "mask_tokens", "wordpiece_word_starts"]
 

@@ -22,12 +22,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from attnkit.core.errors import DataError, InputError
 from attnkit.data.masking import IGNORE_INDEX
 from attnkit.data.ner_readers import to_iob2
-from attnkit.errors import DataError, InputError
 
 if TYPE_CHECKING:
-    from attnkit.tokenization import Tokenizer
+    from attnkit.data.tokenization import Tokenizer
 
 __all__ = [
     "IGNORE_INDEX",
@@ -117,7 +117,7 @@ def _words_within(words: Sequence[str], max_len: int) -> list[str]:
     """The first words of ``words`` with at most ``max_text_chars(max_len)`` characters in
     all (a first word longer than that: its beginning), so that a huge sentence is never
     tokenized whole; the words left out count as truncated."""
-    from attnkit.tokenization import max_text_chars
+    from attnkit.data.tokenization import max_text_chars
 
     limit, used = max_text_chars(max_len), 0
     out: list[str] = []
@@ -226,7 +226,7 @@ def repair_iob2(tags: Sequence[str]) -> list[str]:
 
     A prediction clean-up for display or for strict (IOB2-scheme) scoring; attnkit's own
     evaluation does not call it. On tags made of ``O``, ``B-X`` and ``I-X`` it does not
-    change :func:`attnkit.metrics.entity_f1`: seqeval's default, conlleval-compatible mode
+    change :func:`attnkit.tasks.metrics.entity_f1`: seqeval's default, conlleval-compatible mode
     already starts an entity at such an ``I-X``.
     """
     return to_iob2(tags)
@@ -309,7 +309,7 @@ def encode_pieces(
     """
     if max_len < 3:
         raise InputError(f"max_len={max_len} is too small: [CLS] piece [SEP] needs at least 3")
-    from attnkit.tokenization import cut_text
+    from attnkit.data.tokenization import cut_text
 
     tag_ids = _tag_ids(tags, spans, label_to_id) if tags is not None else None
     text, cut = cut_text(text, max_len)  # never tokenized whole when huge (offsets hold)

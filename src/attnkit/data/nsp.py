@@ -29,8 +29,8 @@ import random
 import re
 from dataclasses import dataclass
 
+from attnkit.core.errors import DataError
 from attnkit.data.segments import truncate_pair
-from attnkit.errors import DataError
 
 __all__ = ["NspExample", "make_nsp_pairs", "review_segments", "split_documents"]
 

@@ -8,7 +8,7 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from attnkit.errors import DataError
+from attnkit.core.errors import DataError
 
 __all__ = ["DataError", "DatasetNotFoundError", "read_error_reason", "resolve_data_dir"]
 

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from attnkit.errors import DataError, InputError
-from attnkit.tokenization import cut_text
+from attnkit.core.errors import DataError, InputError
+from attnkit.data.tokenization import cut_text
 
 if TYPE_CHECKING:
-    from attnkit.tokenization import Tokenizer
+    from attnkit.data.tokenization import Tokenizer
 
 __all__ = ["Answer", "QAFeature", "best_answer", "decode_span", "make_features"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attnkit.tokenization import Tokenizer, cut_text, truncate
+from attnkit.data.tokenization import Tokenizer, cut_text, truncate
 
 __all__ = ["encode_pairs", "pair_ids", "truncate_pair"]
 

@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
-from attnkit.config import DataConfig
+from attnkit.core.config import DataConfig
 from attnkit.data.readers import train_val_split
 
 __all__ = ["limit_examples", "split_examples"]

@@ -30,9 +30,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnkit.checkpoint import atomic_write_text, misfit_summary, read_tensors, save_tensors
-from attnkit.config import ConfigError, short_repr
-from attnkit.errors import MissingFileError, RunError
+from attnkit.core.checkpoint import atomic_write_text, misfit_summary, read_tensors, save_tensors
+from attnkit.core.config import ConfigError, short_repr
+from attnkit.core.errors import MissingFileError, RunError
 from attnkit.models.bert import BERT_ARCHS, BertConfig, BertModel, HfBertFiles
 from attnkit.models.sizes import (
     check_memory,

@@ -30,9 +30,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnkit.checkpoint import misfit_summary
-from attnkit.config import ConfigError, short_repr
-from attnkit.errors import MissingFileError, RunError
+from attnkit.core.checkpoint import misfit_summary
+from attnkit.core.config import ConfigError, short_repr
+from attnkit.core.errors import MissingFileError, RunError
 from attnkit.interop.hf_bert import read_hf_tensors
 from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.models.sizes import (

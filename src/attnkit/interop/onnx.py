@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnkit.errors import InputError, RunError
+from attnkit.core.errors import InputError, RunError
 
 __all__ = ["ONNX_FILE", "OnnxModel", "export_onnx", "onnx_signature", "trace_to_onnx"]
 

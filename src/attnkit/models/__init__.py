@@ -1,4 +1,4 @@
-"""Models built from ``attnkit.attention`` and ``attnkit.layers``; they know only tensors.
+"""Models built from ``attnkit.nn.attention`` and ``attnkit.nn.layers``; they know only tensors.
 
 Each model family declares its config dataclass (``attnkit.models.base.ModelConfig``) and is
 registered here by its family (the ``model_type`` a task trains) and ``arch`` (the recipe's
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from torch import nn
 
-from attnkit.config import ConfigError
+from attnkit.core.config import ConfigError
 from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, read_model_config
 from attnkit.models.bert import BERT_ARCHS, BertConfig, BertModel, BertOutput
 from attnkit.models.bert_heads import (
@@ -129,8 +129,8 @@ def from_pretrained(directory: str | Path, map_location: str = "cpu") -> nn.Modu
     mode), its class found from the saved ``model_type`` and ``arch``. A Hugging Face BERT
     directory gives the class of its config.json's ``architectures`` (``BertModel``,
     ``BertForMaskedLM``, ...)."""
-    from attnkit.checkpoint import load_model_weights
-    from attnkit.run import RunDir
+    from attnkit.core.checkpoint import load_model_weights
+    from attnkit.runtime.run import RunDir
 
     config = read_model_config(directory)
     if isinstance(config, BertConfig):  # its own loader reads Hugging Face's names

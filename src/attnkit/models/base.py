@@ -26,10 +26,10 @@ from typing import Any, ClassVar, TypeVar
 
 from torch import Tensor, nn
 
-from attnkit.config import ConfigError, build_dataclass, check, positive, short_repr
-from attnkit.errors import RunError
-from attnkit.layers import BlockConfig
-from attnkit.run import RunDir
+from attnkit.core.config import ConfigError, build_dataclass, check, positive, short_repr
+from attnkit.core.errors import RunError
+from attnkit.nn.layers import BlockConfig
+from attnkit.runtime.run import RunDir
 
 __all__ = ["AttnkitModel", "ModelConfig", "Seq2SeqOutput", "TransformerSizes", "param"]
 
@@ -195,7 +195,7 @@ class TransformerSizes(ModelConfig):
         )
 
     def block(self) -> BlockConfig:
-        """The per-layer sizes for ``attnkit.layers``."""
+        """The per-layer sizes for ``attnkit.nn.layers``."""
         return BlockConfig(
             d_model=self.d_model,
             num_heads=self.num_heads,
@@ -257,7 +257,7 @@ class AttnkitModel(nn.Module):
     # ------------------------------------------------------------------ files
     def save_pretrained(self, directory: str | Path) -> Path:
         """Write ``config.json`` (this model's config) and ``model.safetensors``."""
-        from attnkit.checkpoint import atomic_write_text, save_model_weights
+        from attnkit.core.checkpoint import atomic_write_text, save_model_weights
 
         out = RunDir(directory)
         if _is_training_run(out):
@@ -276,7 +276,7 @@ class AttnkitModel(nn.Module):
         """Load a directory written by ``save_pretrained`` or a training run's directory
         (either run format): its config.json gives every size, nothing else is needed. The
         model comes back in eval mode."""
-        from attnkit.checkpoint import load_model_weights
+        from attnkit.core.checkpoint import load_model_weights
 
         config = read_model_config(directory, cls.config_class)
         model = cls(config)
@@ -296,7 +296,7 @@ def read_model_config(directory: str | Path, config_class: type[C] | None = None
     """The model config saved in ``directory``: a bare model config.json
     (``save_pretrained``), a run's (its ``model`` section) or a Hugging Face BERT one.
     ``config_class`` None: the class registered for the saved ``model_type`` and ``arch``."""
-    from attnkit.config import FIRST_FORMAT_MODEL_KEYS
+    from attnkit.core.config import FIRST_FORMAT_MODEL_KEYS
     from attnkit.models import config_class as registered
 
     directory = Path(directory)

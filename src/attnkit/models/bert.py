@@ -6,7 +6,7 @@
       -> num_layers post-norm EncoderLayers (GELU feed-forward)     (B, T, d_model)  last_hidden_state
       -> pooler: tanh(W h_[CLS] + b) on position 0                  (B, d_model)     pooler_output
 
-Each ``EncoderLayer`` (``attnkit.layers``, ``norm_first=False``) computes exactly Hugging
+Each ``EncoderLayer`` (``attnkit.nn.layers``, ``norm_first=False``) computes exactly Hugging
 Face's ``BertLayer``: LayerNorm(x + Dropout(W^O MultiHead(x))), then
 LayerNorm(x + Dropout(W_2 GELU(W_1 x + b_1) + b_2)); GELU is the exact (erf) one.
 
@@ -31,10 +31,10 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from attnkit.config import ConfigError, check, positive, short_repr
-from attnkit.dropout import Dropout
-from attnkit.layers import BlockConfig, Encoder, LearnedPositionalEmbedding, SegmentEmbedding
+from attnkit.core.config import ConfigError, check, positive, short_repr
 from attnkit.models.base import AttnkitModel, ModelConfig, param
+from attnkit.nn.dropout import Dropout
+from attnkit.nn.layers import BlockConfig, Encoder, LearnedPositionalEmbedding, SegmentEmbedding
 
 __all__ = ["BERT_ARCHS", "PRESETS", "BertConfig", "BertModel", "BertOutput", "HfBertFiles"]
 

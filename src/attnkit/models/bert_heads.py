@@ -24,9 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.dropout import Dropout
-from attnkit.layers import ScalarMix
 from attnkit.models.bert import BertConfig, BertModel, BertOutput, HfBertFiles
+from attnkit.nn.dropout import Dropout
+from attnkit.nn.layers import ScalarMix
 
 __all__ = [
     "BertForMaskedLM",

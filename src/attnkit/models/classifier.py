@@ -30,16 +30,16 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnkit.attention import padding_mask
-from attnkit.config import ConfigError, check, positive, short_repr
-from attnkit.dropout import Dropout
-from attnkit.layers import (
+from attnkit.core.config import ConfigError, check, positive, short_repr
+from attnkit.models.base import AttnkitModel, ModelConfig, TransformerSizes, param
+from attnkit.nn.attention import padding_mask
+from attnkit.nn.dropout import Dropout
+from attnkit.nn.layers import (
     Encoder,
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
     TokenEmbedding,
 )
-from attnkit.models.base import AttnkitModel, ModelConfig, TransformerSizes, param
 
 __all__ = [
     "RNNClassifier",

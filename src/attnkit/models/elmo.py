@@ -19,7 +19,7 @@ The representation of token k is the list of its L + 1 layers, each (2 * hidden)
     h_{k,0} = [x_k; x_k],   h_{k,j} = [h->_{k,j}; h<-_{k,j}]
 
 and ``ELMoEmbedder`` (the feature-based use: the biLM frozen) collapses them with
-``attnkit.layers.ScalarMix`` into ELMo_k = gamma * sum_j softmax(s)_j h_{k,j}.
+``attnkit.nn.layers.ScalarMix`` into ELMo_k = gamma * sum_j softmax(s)_j h_{k,j}.
 
 Padding is expected on the right (the data pipeline's layout); the mask must be a prefix of
 each row. Models know only tensors: which tokens surround a sentence ([BOS]/[EOS], as
@@ -36,11 +36,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from attnkit.attention import padding_mask
-from attnkit.config import check, positive
-from attnkit.dropout import Dropout
-from attnkit.layers import ScalarMix
+from attnkit.core.config import check, positive
 from attnkit.models.base import AttnkitModel, ModelConfig, param
+from attnkit.nn.attention import padding_mask
+from attnkit.nn.dropout import Dropout
+from attnkit.nn.layers import ScalarMix
 
 __all__ = ["BiLM", "BiLMOutput", "ELMoConfig", "ELMoEmbedder", "reverse_padded"]
 

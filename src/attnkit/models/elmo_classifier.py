@@ -33,11 +33,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnkit.config import ConfigError, check, positive, short_repr
-from attnkit.dropout import Dropout
+from attnkit.core.config import ConfigError, check, positive, short_repr
 from attnkit.models.base import AttnkitModel, ModelConfig, param
 from attnkit.models.classifier import _real_token_mask, masked_max, masked_mean
 from attnkit.models.elmo import BiLM, ELMoConfig, ELMoEmbedder
+from attnkit.nn.dropout import Dropout
 
 __all__ = [
     "ELMoClassifier",

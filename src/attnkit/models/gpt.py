@@ -3,7 +3,7 @@ from attnkit's own layers.
 
     input_ids (B, T)
       -> token embedding + learned position embedding, Dropout        (B, T, d_model)
-      -> num_layers pre-norm blocks (``attnkit.layers.EncoderLayer`` with the look-ahead
+      -> num_layers pre-norm blocks (``attnkit.nn.layers.EncoderLayer`` with the look-ahead
          mask): x = x + Attn(LN(x)); x = x + FFN(LN(x))               (B, T, d_model)
       -> final LayerNorm                                               (B, T, d_model)
       -> LM head, tied to the token embedding: logits = h E^T         (B, T, vocab_size)
@@ -19,7 +19,7 @@ new tokens follow it directly.
 
 Caching. ``forward(..., cache=model.init_cache())`` fills a per-layer ``KVCache``; a later
 call then passes only the new tokens (and an attention_mask covering cached + new ones).
-``stepper(prompt)`` wraps that for ``attnkit.generation`` (greedy, sampling, beam search).
+``stepper(prompt)`` wraps that for ``attnkit.nn.generation`` (greedy, sampling, beam search).
 
 On disk. ``save_pretrained`` writes a Hugging Face GPT-2 directory (config.json with
 ``n_embd``, ``n_layer``, ... and model.safetensors under GPT-2's names, attention as
@@ -44,12 +44,12 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from attnkit.attention import KVCache
-from attnkit.config import ConfigError, check, positive, short_repr
-from attnkit.dropout import Dropout
-from attnkit.generation import StepCallback, beam_search, sample
-from attnkit.layers import BlockConfig, Encoder, LearnedPositionalEmbedding
+from attnkit.core.config import ConfigError, check, positive, short_repr
 from attnkit.models.base import AttnkitModel, ModelConfig, param
+from attnkit.nn.attention import KVCache
+from attnkit.nn.dropout import Dropout
+from attnkit.nn.generation import StepCallback, beam_search, sample
+from attnkit.nn.layers import BlockConfig, Encoder, LearnedPositionalEmbedding
 
 __all__ = [
     "PRESETS",
@@ -323,7 +323,7 @@ class GPT(AttnkitModel):
     def stepper(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, use_cache: bool = True
     ) -> GPTStepper:
-        """An object for ``attnkit.generation`` (greedy / sampling / beam search) that has
+        """An object for ``attnkit.nn.generation`` (greedy / sampling / beam search) that has
         read the prompt ``input_ids`` (B, T) except its last column, which the search then
         feeds as ``start``. The prompts must be left-padded (``left_pad``) so that the last
         column is real in every row."""
@@ -423,7 +423,7 @@ class GPT(AttnkitModel):
 
 
 class GPTStepper:
-    """Feeds one new token per row per call (``attnkit.generation``'s ``Stepper``).
+    """Feeds one new token per row per call (``attnkit.nn.generation``'s ``Stepper``).
 
     Made from the left-padded prompt (B, T): with the KV cache its first T - 1 tokens are
     read at once here, and each ``step`` costs one position; without the cache every step

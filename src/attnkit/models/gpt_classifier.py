@@ -34,11 +34,11 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from attnkit.config import check, positive, short_repr
-from attnkit.dropout import Dropout
+from attnkit.core.config import check, positive, short_repr
 from attnkit.models.base import AttnkitModel, ModelConfig, param
 from attnkit.models.classifier import _real_token_mask, masked_mean
 from attnkit.models.gpt import GPT, GPTConfig
+from attnkit.nn.dropout import Dropout
 
 __all__ = ["GPTClassifier", "GPTClassifierConfig", "last_token"]
 

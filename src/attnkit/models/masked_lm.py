@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import check, positive, short_repr
+from attnkit.core.config import check, positive, short_repr
 from attnkit.models.base import ModelConfig, param
 from attnkit.models.classifier import TransformerEncoderConfig, TransformerEncoderModel
 

@@ -32,9 +32,9 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from attnkit.attention import padding_mask
-from attnkit.config import check, positive
+from attnkit.core.config import check, positive
 from attnkit.models.base import AttnkitModel, ModelConfig, param
+from attnkit.nn.attention import padding_mask
 
 __all__ = ["NgramClassifier", "NgramConfig"]
 

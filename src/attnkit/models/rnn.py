@@ -4,7 +4,7 @@
 Encoder: embedding + (bi)LSTM over the source -> outputs h_1..h_S and a final state.
 Decoder, one step t:
     s_t       = LSTM([emb(y_{t-1}); a_{t-1}], s_{t-1})     (input feeding: previous attention vector)
-    alpha_t   = softmax(score(s_t, h_1..h_S))               any score from attnkit.attention
+    alpha_t   = softmax(score(s_t, h_1..h_S))               any score from attnkit.nn.attention
                                                             (key side prepared once per source)
     c_t       = sum_i alpha_t,i h_i                         the attention value (context vector)
     a_t       = tanh(W_c [c_t; s_t])                        attentional hidden state
@@ -25,10 +25,10 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnkit.attention import SCORE_NAMES, attend, make_score, masked_softmax
-from attnkit.config import check, positive
-from attnkit.dropout import Dropout
+from attnkit.core.config import check, positive
 from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, param
+from attnkit.nn.attention import SCORE_NAMES, attend, make_score, masked_softmax
+from attnkit.nn.dropout import Dropout
 
 __all__ = ["LSTMStepper", "Seq2SeqLSTM", "Seq2SeqLSTMConfig"]
 
@@ -220,13 +220,13 @@ class Seq2SeqLSTM(AttnkitModel):
     def stepper(
         self, src: Tensor, src_mask: Tensor | None = None, use_cache: bool = True
     ) -> LSTMStepper:
-        """An object for ``attnkit.generation`` over ``src``. The recurrent state is the
+        """An object for ``attnkit.nn.generation`` over ``src``. The recurrent state is the
         LSTM's cache, so ``use_cache`` (there for a common stepper signature) changes nothing."""
         return LSTMStepper(self, *self._start(src, src_mask))
 
 
 class LSTMStepper:
-    """``attnkit.generation`` adaptor: the LSTM state plays the role of the KV cache."""
+    """``attnkit.nn.generation`` adaptor: the LSTM state plays the role of the KV cache."""
 
     def __init__(self, model: Seq2SeqLSTM, enc_out, state, src_mask, context0, feed, keys) -> None:
         self.model = model

@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from attnkit.config import ConfigError, short_repr
-from attnkit.errors import AttnkitError, MissingFileError, RunError
+from attnkit.core.config import ConfigError, short_repr
+from attnkit.core.errors import AttnkitError, MissingFileError, RunError
 
 if TYPE_CHECKING:
-    from attnkit.config import RunConfig
-    from attnkit.run import RunDir
+    from attnkit.core.config import RunConfig
+    from attnkit.runtime.run import RunDir
 
 __all__ = [
     "ID_LIMITS",
@@ -255,7 +255,7 @@ def weight_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
 
 
 def _int8_as_float_names(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    """An int8 file's shapes (``attnkit.quantize``) under the float model's names."""
+    """An int8 file's shapes (``attnkit.interop.quantize``) under the float model's names."""
     out = {}
     for key, shape in shapes.items():
         if key.endswith((".weight.scales", ".weight.zero_points")):
@@ -365,7 +365,7 @@ def check_weights(
 ) -> None:
     """A one-line ``error`` naming ``where`` (config.json) and the field if ``model`` (a
     ``meta_model`` of ``config``) does not have exactly the tensors of ``weights`` (a
-    safetensors file; ``int8``: an ``attnkit.quantize`` file), read from its header."""
+    safetensors file; ``int8``: an ``attnkit.interop.quantize`` file), read from its header."""
     weights = Path(weights)
     found = weight_shapes(weights)
     if int8:
@@ -379,7 +379,7 @@ def check_weights(
         raise misfit_error(
             where, f"model.{name}", getattr(config, name), value, weights.name, own, found, error
         )
-    from attnkit.checkpoint import misfit_summary
+    from attnkit.core.checkpoint import misfit_summary
 
     missing = [k for k in own if k not in found]
     extra = [k for k in found if k not in own]
@@ -427,8 +427,8 @@ def read_run_config(run: RunDir) -> tuple[RunConfig, dict[str, Any]]:
     checked as this module's docstring says against the run's weights (model.safetensors,
     else model.int8.safetensors; an ONNX export has no model to build) before anything is
     built from it. Every problem is a one-line ``RunError`` naming config.json."""
-    from attnkit.config import RunConfig
-    from attnkit.quantize import INT8_WEIGHTS
+    from attnkit.core.config import RunConfig
+    from attnkit.interop.quantize import INT8_WEIGHTS
 
     saved = run.read_config()
     source = "first-format run" if saved["format"] == 1 else "run"

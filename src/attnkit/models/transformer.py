@@ -1,4 +1,4 @@
-"""The encoder-decoder Transformer of "Attention Is All You Need", built from attnkit.layers.
+"""The encoder-decoder Transformer of "Attention Is All You Need", built from attnkit.nn.layers.
 
     memory = Encoder(Embed(src) * sqrt(d_model) + PE)                      (B, S, d_model)
     y      = Decoder(Embed(tgt_in) * sqrt(d_model) + PE, memory)           (B, T, d_model)
@@ -17,17 +17,17 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from attnkit.attention import KVCache
-from attnkit.config import ConfigError, check, positive, short_repr
-from attnkit.dropout import Dropout
-from attnkit.layers import (
+from attnkit.core.config import ConfigError, check, positive, short_repr
+from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, TransformerSizes, param
+from attnkit.nn.attention import KVCache
+from attnkit.nn.dropout import Dropout
+from attnkit.nn.layers import (
     Decoder,
     Encoder,
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
     TokenEmbedding,
 )
-from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, TransformerSizes, param
 
 __all__ = ["PRESETS", "Transformer", "TransformerConfig", "TransformerStepper"]
 
@@ -217,7 +217,7 @@ class Transformer(AttnkitModel):
     def stepper(
         self, src: Tensor, src_mask: Tensor | None = None, use_cache: bool = True
     ) -> TransformerStepper:
-        """An object for ``attnkit.generation`` (greedy / beam / sampling) over ``src``."""
+        """An object for ``attnkit.nn.generation`` (greedy / beam / sampling) over ``src``."""
         src_mask = src != self.pad_id if src_mask is None else src_mask
         memory, _ = self.encode(src, src_mask)
         return TransformerStepper(self, memory, src_mask, use_cache)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 
-from attnkit.config import ConfigError
+from attnkit.core.config import ConfigError
 from attnkit.tasks.base import Predictor, PreparedData, RunError, TaskSpec, get_tokenizer
 
 __all__ = [

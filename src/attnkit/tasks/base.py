@@ -1,8 +1,8 @@
-"""The ``TaskSpec`` protocol: what a task tells ``attnkit.api`` (and so the CLI) to do.
+"""The ``TaskSpec`` protocol: what a task tells ``attnkit.app.api`` (and so the CLI) to do.
 
 A task owns everything that depends on data: reading it, the tokenizer, encoding, the
 Trainer's loss and metrics, evaluation on a split and the predictor ``attnkit.load``
-returns. ``attnkit.api`` runs the same steps for every task, asking the spec at each one:
+returns. ``attnkit.app.api`` runs the same steps for every task, asking the spec at each one:
 
     train:    spec.validate(cfg) (when the recipe is read)
               spec.check_resume(cfg, saved)               --resume only
@@ -29,17 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from attnkit.config import RunConfig, TokenizerConfig
-from attnkit.device import FP32, Precision
-from attnkit.errors import RunError
+from attnkit.core.config import RunConfig, TokenizerConfig
+from attnkit.core.errors import RunError
+from attnkit.runtime.device import FP32, Precision
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from attnkit.run import RunDir
-    from attnkit.tokenization import Tokenizer
-    from attnkit.training import Task
+    from attnkit.data.tokenization import Tokenizer
+    from attnkit.runtime.run import RunDir
+    from attnkit.runtime.training import Task
 
 __all__ = [
     "CAPABILITIES",
@@ -115,7 +115,7 @@ class Predictor:
             (``with_data_dir``) or takes them as arguments
         run_dir: the run directory (None: a predictor built in memory)
         device: where inputs go (the model's device)
-        precision: what the ``@attnkit.device.inference`` methods compute in (autocast);
+        precision: what the ``@attnkit.runtime.device.inference`` methods compute in (autocast);
             fp32 until ``attnkit.load`` sets it from its ``precision`` argument
         members: the single-run predictors behind it: itself (an ensemble, which has no
             model, tokenizer or device of its own: its runs' predictors)
@@ -163,7 +163,7 @@ class TaskSpec:
     model_family: str = ""  # which models it trains (attnkit.models.MODEL_CONFIGS)
     default_arch: str = "transformer"
     # how ``attnkit serve`` serves its runs: the endpoint POST /v1/<endpoint> (classify,
-    # translate, chat, generate, tag, answer; attnkit.serve.handlers); None: not served
+    # translate, chat, generate, tag, answer; attnkit.app.serve.handlers); None: not served
     endpoint: str | None = None
     # the outputs of its models' ONNX graph (attnkit export --format onnx); (): no export
     onnx_outputs: tuple[str, ...] = ()
@@ -278,7 +278,7 @@ def get_tokenizer(tk: TokenizerConfig, texts: Iterable[str], what: str, log: Log
     """The recipe's tokenizer: loaded from ``tokenizer.path``, else trained on ``texts``
     (``what`` describes them in the log line; a huge text is read in pieces, ``split_long``,
     which count the same words in bounded memory)."""
-    from attnkit.tokenization import Tokenizer, split_long, train_tokenizer
+    from attnkit.data.tokenization import Tokenizer, split_long, train_tokenizer
 
     if tk.path:
         return Tokenizer.load(tk.path)

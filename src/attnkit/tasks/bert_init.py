@@ -20,11 +20,11 @@ from typing import Any
 
 from torch import nn
 
-from attnkit.config import ConfigError, RunConfig
+from attnkit.core.config import ConfigError, RunConfig
+from attnkit.data.tokenization import Tokenizer
 from attnkit.models.bert import BertConfig, BertModel
-from attnkit.run import RunDir
+from attnkit.runtime.run import RunDir
 from attnkit.tasks.base import Log, PreparedData, TaskSpec
-from attnkit.tokenization import Tokenizer
 
 __all__ = [
     "KNOWN_CHECKPOINTS",

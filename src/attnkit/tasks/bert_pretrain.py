@@ -36,22 +36,22 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import RunConfig, require
+from attnkit.core.config import RunConfig, require
+from attnkit.core.errors import DataError, InputError, RunError
 from attnkit.data.batching import pad_batch
 from attnkit.data.masking import IGNORE_INDEX, chunk_ids, mask_tokens, wordpiece_word_starts
 from attnkit.data.nsp import NspExample, make_nsp_pairs, review_segments, split_documents
 from attnkit.data.readers import read_unlabeled
 from attnkit.data.split import split_examples
-from attnkit.errors import DataError, InputError, RunError
+from attnkit.data.tokenization import SPECIAL_TOKENS, Tokenizer
 from attnkit.models.bert_heads import BertForPreTraining
-from attnkit.run import RunDir
+from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import Log, PreparedData, get_tokenizer
 from attnkit.tasks.bert_init import (
     BertTaskSpec,
 )
 from attnkit.tasks.mlm import FillMaskPredictor
-from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer
 
 __all__ = [
     "BertPretrainSpec",

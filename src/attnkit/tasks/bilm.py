@@ -28,16 +28,17 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from attnkit.config import ConfigError, RunConfig, require
+from attnkit.core.config import ConfigError, RunConfig, require
+from attnkit.core.errors import DataError, InputError, RunError, check_finite, json_line
 from attnkit.data.batching import pad_batch
 from attnkit.data.masking import chunk_ids
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.data.split import split_examples
-from attnkit.device import inference, model_device
-from attnkit.errors import DataError, InputError, RunError, check_finite, json_line
+from attnkit.data.tokenization import Tokenizer
 from attnkit.models.elmo import BiLM, ELMoEmbedder
 from attnkit.models.elmo_classifier import elmo_vectors
-from attnkit.run import RunDir
+from attnkit.runtime.device import inference, model_device
+from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
@@ -48,7 +49,6 @@ from attnkit.tasks.base import (
     one_line,
     with_data_dir,
 )
-from attnkit.tokenization import Tokenizer
 
 __all__ = [
     "BiLMPredictor",

@@ -19,17 +19,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import ConfigError, RunConfig, require, short_repr
+from attnkit.core.config import ConfigError, RunConfig, require, short_repr
+from attnkit.core.errors import InputError, check_finite, json_line
 from attnkit.data.batching import pad_batch
 from attnkit.data.catalogue import has_split
 from attnkit.data.paths import DataError
 from attnkit.data.readers import Example, Examples, load_text_classification
 from attnkit.data.segments import encode_pairs
 from attnkit.data.split import split_examples
-from attnkit.device import Precision, inference, model_device
-from attnkit.errors import InputError, check_finite, json_line
-from attnkit.metrics import accuracy, classification_report
-from attnkit.run import RunDir
+from attnkit.data.tokenization import Tokenizer
+from attnkit.runtime.device import Precision, inference, model_device
+from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
@@ -47,7 +47,7 @@ from attnkit.tasks.bert_init import (
     load_pretrained_bert,
     pretrained_bert_config,
 )
-from attnkit.tokenization import Tokenizer
+from attnkit.tasks.metrics import accuracy, classification_report
 
 __all__ = [
     "ClassificationTask",
@@ -524,7 +524,7 @@ class ClassifierPredictor(Predictor):
     ) -> Path:
         """Save the self-attention heatmap of ``layer`` (``head`` or the mean over heads); for
         a bag-of-n-grams model (no attention), the bar chart of ``ngram_contributions``."""
-        from attnkit.viz import plot_attention, plot_contributions
+        from attnkit.runtime.viz import plot_attention, plot_contributions
 
         if self.model.explains_by_contributions:
             pred = self.predict([text])[0]

@@ -69,18 +69,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import ConfigError, RunConfig, require
+from attnkit.core.config import ConfigError, RunConfig, require
+from attnkit.core.errors import NON_FINITE, DataError, InputError, NonFiniteError, RunError
+from attnkit.core.params import check_params
 from attnkit.data.batching import pad_batch
 from attnkit.data.readers import read_imdb, read_nsmc, read_unlabeled
 from attnkit.data.split import limit_examples, split_examples
-from attnkit.device import inference, model_device, to_device
-from attnkit.errors import NON_FINITE, DataError, InputError, NonFiniteError, RunError
-from attnkit.generation import sample
-from attnkit.params import check_params
-from attnkit.run import RunDir
+from attnkit.data.tokenization import Tokenizer, cut_text
+from attnkit.nn.generation import sample
+from attnkit.runtime.device import inference, model_device, to_device
+from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import Log, Predictor, PreparedData, TaskSpec, get_tokenizer
-from attnkit.tokenization import Tokenizer, cut_text
 
 __all__ = [
     "DATASETS",
@@ -555,7 +555,7 @@ class LMPredictor(Predictor):
     ) -> None:
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
             raise InputError(f"max_new_tokens must be an integer, got {max_new_tokens!r}")
-        check_params(  # the ranges of the CLI and the server (attnkit.params)
+        check_params(  # the ranges of the CLI and the server (attnkit.core.params)
             max_new_tokens=max_new_tokens,
             temperature=temperature,
             top_k=top_k,
@@ -730,7 +730,7 @@ def pretrained_gpt_config(cfg: RunConfig, log: Log = print) -> tuple[RunConfig, 
 def load_pretrained_gpt(model: nn.Module, run: str | Path, log: Log = print) -> int:
     """Copy every weight of a finished lm run's GPT into a GPT classifier's ``model.gpt``
     (the head stays new); returns the number of tensors copied."""
-    from attnkit.checkpoint import load_model_weights
+    from attnkit.core.checkpoint import load_model_weights
 
     run_dir, _ = _read_gpt_run(run)
     load_model_weights(model.gpt, run_dir.weights_path)

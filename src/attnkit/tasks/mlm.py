@@ -24,17 +24,17 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from attnkit.config import ConfigError, RunConfig, require
+from attnkit.core.config import ConfigError, RunConfig, require
+from attnkit.core.errors import DataError, InputError, RunError, check_finite, json_line
 from attnkit.data.batching import pad_batch
 from attnkit.data.masking import IGNORE_INDEX, chunk_ids, mask_tokens
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.data.split import split_examples
-from attnkit.device import inference, model_device
-from attnkit.errors import DataError, InputError, RunError, check_finite, json_line
-from attnkit.run import RunDir
+from attnkit.data.tokenization import SPECIAL_TOKENS, Tokenizer
+from attnkit.runtime.device import inference, model_device
+from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import Log, Predictor, PreparedData, TaskSpec, get_tokenizer
-from attnkit.tokenization import SPECIAL_TOKENS, Tokenizer
 
 __all__ = [
     "ElectraTask",

@@ -41,8 +41,10 @@ from pathlib import Path
 
 import torch
 
-from attnkit.checkpoint import atomic_write_bytes
-from attnkit.config import RunConfig
+from attnkit.core.checkpoint import atomic_write_bytes
+from attnkit.core.config import RunConfig
+from attnkit.core.errors import DataError, InputError
+from attnkit.core.output_guard import cannot_write, check_output
 from attnkit.data.catalogue import has_split
 from attnkit.data.readers import (
     Example,
@@ -53,9 +55,7 @@ from attnkit.data.readers import (
     read_texts,
     read_unlabeled,
 )
-from attnkit.device import resolve_precision
-from attnkit.errors import DataError, InputError
-from attnkit.output_guard import cannot_write, check_output
+from attnkit.runtime.device import resolve_precision
 
 __all__ = [
     "PSEUDO_LABEL_SUFFIXES",
@@ -244,7 +244,7 @@ def write_pseudo_labels(
     ``labels`` when the rows are soft; line breaks and tabs in a text become spaces) in the
     format ``path``'s name gives (``pseudo_label_format``: TSV, CSV or JSON Lines, gzip for
     .gz), atomically: a temp file renamed into place. ``path`` passes
-    ``attnkit.output_guard.check_output`` (never a device, FIFO, folder or a run's file);
+    ``attnkit.core.output_guard.check_output`` (never a device, FIFO, folder or a run's file);
     an error while writing is one ``InputError`` line and leaves the old file as it was."""
     fmt, compressed = pseudo_label_format(path)
     target = check_output(path, what="output")

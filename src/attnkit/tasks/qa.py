@@ -38,17 +38,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import RunConfig, require
+from attnkit.core.config import RunConfig, require
+from attnkit.core.errors import InputError, check_finite, json_line
 from attnkit.data.batching import pad_batch
 from attnkit.data.catalogue import has_split
 from attnkit.data.paths import DataError
 from attnkit.data.qa_features import QAFeature, best_answer, make_features
 from attnkit.data.qa_readers import QAExample, read_korquad, read_squad_file
 from attnkit.data.split import limit_examples, split_examples
-from attnkit.device import inference, model_device, to_device
-from attnkit.errors import InputError, check_finite, json_line
-from attnkit.metrics import qa_report
-from attnkit.run import RunDir
+from attnkit.data.tokenization import MAX_TEXT_CHARS, Tokenizer
+from attnkit.runtime.device import inference, model_device, to_device
+from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
@@ -62,7 +62,7 @@ from attnkit.tasks.base import (
 from attnkit.tasks.bert_init import (
     BertTaskSpec,
 )
-from attnkit.tokenization import MAX_TEXT_CHARS, Tokenizer
+from attnkit.tasks.metrics import qa_report
 
 __all__ = [
     "DOC_STRIDE",
@@ -104,7 +104,7 @@ def qa_settings(cfg: RunConfig) -> tuple[int, int, int]:
 
 
 def scorer_for(cfg: RunConfig) -> str:
-    """Which official EM/F1 (``attnkit.metrics.qa_report``): ``korquad`` (character F1)
+    """Which official EM/F1 (``attnkit.tasks.metrics.qa_report``): ``korquad`` (character F1)
     for KorQuAD, ``squad`` (word F1) for anything else."""
     return "korquad" if cfg.data.name == "korquad" else "squad"
 

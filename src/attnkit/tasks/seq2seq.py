@@ -5,7 +5,7 @@ tokenizer trained on sources and targets (so embeddings can be shared), the teac
 batch layout, the loss and the metrics. The models (family ``seq2seq`` in ``attnkit.models``:
 the Transformer and the LSTM) see only tensors and share one signature,
 ``model(src, tgt_in, src_mask, tgt_mask, teacher_forcing_ratio, need_weights) ->
-Seq2SeqOutput``; decoding is ``attnkit.generation`` over the model's ``stepper()``.
+Seq2SeqOutput``; decoding is ``attnkit.nn.generation`` over the model's ``stepper()``.
 
 Batch layout for a pair (x, y)::
 
@@ -32,7 +32,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import RunConfig, require
+from attnkit.core.config import RunConfig, require
+from attnkit.core.errors import InputError
+from attnkit.core.params import check_params
 from attnkit.data.batching import BucketBatchSampler, pad_batch
 from attnkit.data.parallel import (
     Pair,
@@ -43,12 +45,10 @@ from attnkit.data.parallel import (
 )
 from attnkit.data.paths import DataError
 from attnkit.data.split import split_examples
-from attnkit.device import inference, model_device, to_device
-from attnkit.errors import InputError
-from attnkit.generation import beam_search, greedy, sample
-from attnkit.metrics import bleu, perplexity
-from attnkit.params import check_params
-from attnkit.run import RunDir
+from attnkit.data.tokenization import Tokenizer
+from attnkit.nn.generation import beam_search, greedy, sample
+from attnkit.runtime.device import inference, model_device, to_device
+from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
@@ -59,7 +59,7 @@ from attnkit.tasks.base import (
     get_tokenizer,
     with_data_dir,
 )
-from attnkit.tokenization import Tokenizer
+from attnkit.tasks.metrics import bleu, perplexity
 
 __all__ = [
     "Alignment",
@@ -509,7 +509,7 @@ class Seq2SeqPredictor(Predictor):
     ) -> str:
         """One answer, sampled from softmax(logits / temperature) after top-k / top-p
         filtering (``temperature=0``: greedy). ``seed`` makes the answer reproducible."""
-        # the ranges of the CLI and the server (attnkit.params)
+        # the ranges of the CLI and the server (attnkit.core.params)
         check_params(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
         generator = None  # sampling draws on the model's device, so does the generator
         if seed is not None:
@@ -591,7 +591,7 @@ class Seq2SeqPredictor(Predictor):
 
     def show_attention(self, text: str, path: str | Path, beam: int = 1) -> Path:
         """Save the alignment heatmap (rows = output tokens, columns = source tokens)."""
-        from attnkit.viz import plot_attention
+        from attnkit.runtime.viz import plot_attention
 
         a = self.alignment(text, beam=beam)
         if not a.output:

@@ -26,7 +26,7 @@ What a label sits on is the run's word unit (``data.label_unit``, saved as ``wor
   existed): every character is a word of its own, tokenized alone.
 
 Model selection by validation entity-level F1 (seqeval's default, conlleval-compatible
-scoring, ``attnkit.metrics.entity_f1``): an entity counts only if its type and both ends
+scoring, ``attnkit.tasks.metrics.entity_f1``): an entity counts only if its type and both ends
 match.
 
     tagger = attnkit.load("runs/conll2003-minilm")
@@ -49,7 +49,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.config import RunConfig, require
+from attnkit.core.config import RunConfig, require
+from attnkit.core.errors import InputError, check_finite
 from attnkit.data.batching import pad_batch
 from attnkit.data.catalogue import has_split
 from attnkit.data.ner_features import (
@@ -64,10 +65,9 @@ from attnkit.data.ner_features import (
 from attnkit.data.ner_readers import TAGGED_DATASETS, TaggedSentence, load_tagged
 from attnkit.data.paths import DataError
 from attnkit.data.split import split_examples
-from attnkit.device import inference, model_device
-from attnkit.errors import InputError, check_finite
-from attnkit.metrics import entity_f1, get_entities
-from attnkit.run import RunDir
+from attnkit.data.tokenization import Tokenizer, cut_text
+from attnkit.runtime.device import inference, model_device
+from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
@@ -82,7 +82,7 @@ from attnkit.tasks.bert_init import (
     BertTaskSpec,
     is_bert,
 )
-from attnkit.tokenization import Tokenizer, cut_text
+from attnkit.tasks.metrics import entity_f1, get_entities
 
 __all__ = [
     "KNOWN_TAGS",

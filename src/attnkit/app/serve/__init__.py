@@ -1,0 +1,48 @@
+"""``attnkit serve``: trained runs behind an HTTP API and a web page (``create_app``)."""
+
+from __future__ import annotations
+
+from attnkit.app.serve.limits import Limits
+
+__all__ = ["Limits", "create_app", "serve"]
+
+
+def create_app(*args, **kwargs):
+    """See ``attnkit.app.serve.app.create_app`` (imported on use: FastAPI loads only here)."""
+    from attnkit.app.serve.app import create_app as _create_app
+
+    return _create_app(*args, **kwargs)
+
+
+def serve(
+    runs,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: Limits | None = None,
+    map_location: str = "cpu",
+    log=print,
+    precision: str = "auto",
+) -> None:
+    """Load ``runs`` and serve them until interrupted (uvicorn). The address is taken
+    first: a port in use (or not allowed) is a one-line ``InputError`` before any model is
+    loaded."""
+    from attnkit.app.serve.app import create_app as _create_app
+    from attnkit.app.serve.server import bind, make_server
+
+    limits = limits or Limits()
+    sockets = bind(host, port)
+    try:
+        loopback = host in ("127.0.0.1", "localhost", "::1")
+        hosts = ["127.0.0.1", "localhost", "[::1]", "::1"] if loopback else None
+        app = _create_app(runs, limits, map_location, allowed_hosts=hosts, precision=precision)
+        names = ", ".join(f"{r.name} (/v1/{r.endpoint})" for r in app.state.server.runs.values())
+        log(f"serving {names}")
+        if not loopback:
+            log(f"warning: listening on {host}, not only this machine: anyone who can reach "
+                "it can use the models (there is no authentication)")  # fmt: skip
+        shown = "[" + host + "]" if ":" in host else host
+        log(f"web page: http://{shown}:{port}/   API docs: /docs")
+        make_server(app, limits).run(sockets=sockets)
+    finally:
+        for sock in sockets:
+            sock.close()

@@ -1,0 +1,181 @@
+"""What each endpoint does with a checked request: the predictor's public API, nothing else.
+
+``check(endpoint, request, limits)`` runs first, in the event loop (cheap: sizes only);
+``HANDLERS[endpoint](run, request, limits)`` then runs in a worker thread under the
+server's model lock and returns the JSON body."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from attnkit.app.serve.limits import Limits
+from attnkit.app.serve.runs import ServedRun
+from attnkit.app.serve.schemas import (
+    AnswerRequest,
+    ChatRequest,
+    ClassifyRequest,
+    GenerateRequest,
+    TagRequest,
+    TranslateRequest,
+)
+from attnkit.core.errors import InputError
+
+DEFAULT_NEW_TOKENS = 64  # what /v1/generate produces when max_new_tokens is not given
+
+
+class PayloadTooLarge(Exception):
+    """A request bigger than the server's limits (-> 413)."""
+
+
+def _check_texts(texts: Sequence[str], limits: Limits, what: str = "text") -> None:
+    if len(texts) > limits.max_texts:
+        raise PayloadTooLarge(
+            f"{len(texts)} {what}s in one request; this server takes at most {limits.max_texts}"
+        )
+    _check_chars(texts, limits.max_chars, what)
+
+
+def _check_chars(texts: Sequence[str], limit: int, what: str) -> None:
+    for i, text in enumerate(texts, 1):
+        if len(text) > limit:
+            raise PayloadTooLarge(
+                f"{what} {i} has {len(text):,} characters; this server takes at most "
+                f"{limit:,} per {what}"
+            )
+
+
+def check(endpoint: str, req: Any, limits: Limits) -> None:
+    """Refuse a request over the limits: ``PayloadTooLarge`` (413) for sizes, ``InputError``
+    (422) for parameters out of the server's range."""
+    if isinstance(req, ClassifyRequest):
+        _check_texts(req.texts, limits)
+        if req.attention and len(req.texts) > limits.max_attention_texts:
+            raise PayloadTooLarge(
+                f"attention maps are returned for at most {limits.max_attention_texts} texts "
+                f"per request, got {len(req.texts)}"
+            )
+        if req.pairs is not None:
+            _check_texts(req.pairs, limits, "second sentence")
+    elif isinstance(req, (TranslateRequest, TagRequest)):
+        _check_texts(req.texts, limits)
+        if isinstance(req, TranslateRequest) and req.beam > limits.max_beam:
+            raise InputError(f"beam must be <= {limits.max_beam} here, got {req.beam}")
+    elif isinstance(req, ChatRequest):
+        _check_chars([req.message], limits.max_chars, "message")
+    elif isinstance(req, GenerateRequest):
+        _check_chars([req.prompt], limits.max_chars, "prompt")
+        _check_texts(req.stop, limits, "stop string")
+        if req.max_new_tokens is None:
+            req.max_new_tokens = min(DEFAULT_NEW_TOKENS, limits.max_new_tokens)
+        if req.max_new_tokens > limits.max_new_tokens:
+            raise InputError(
+                f"max_new_tokens must be <= {limits.max_new_tokens} here, got {req.max_new_tokens}"
+            )
+        if any(not s for s in req.stop):
+            raise InputError("a stop string must not be empty")
+    elif isinstance(req, AnswerRequest):
+        _check_chars([req.question], limits.max_chars, "question")
+        _check_chars([req.context], limits.max_context_chars, "context")
+
+
+def _rounded(rows: Any, digits: int = 4) -> Any:
+    """Nested lists of floats, rounded (attention maps as compact JSON)."""
+    if isinstance(rows, list):
+        return [_rounded(r, digits) for r in rows]
+    return round(float(rows), digits)
+
+
+def classify(run: ServedRun, req: ClassifyRequest, limits: Limits) -> dict[str, Any]:
+    """Labels and probabilities; with ``attention``, per text the tokens and, per layer and
+    head, the attention each token receives (the mean over all query positions of its
+    column: what the web page highlights)."""
+    p = run.predictor
+    options = {}
+    if req.pairs is not None:
+        if not p.can("sentence_pairs"):
+            raise InputError("this model classifies single texts; it was not trained on pairs")
+        options["pairs"] = req.pairs
+    if req.attention and not p.can("attention"):
+        raise InputError(f"model {run.name!r} has no attention maps to return")
+    preds = p.predict(req.texts, **options)
+    out = []
+    for text, pred in zip(req.texts, preds, strict=True):
+        item = pred.to_dict()
+        if req.attention:
+            tokens, weights = p.attention(text)  # per layer (H, T, T)
+            item["attention"] = {
+                "tokens": tokens,
+                "received": [_rounded(w.mean(1).tolist()) for w in weights],  # (L, H, T)
+            }
+        out.append(item)
+    return {"model": run.name, "predictions": out}
+
+
+def translate(run: ServedRun, req: TranslateRequest, limits: Limits) -> dict[str, Any]:
+    """Translations; with ``alignment`` (one text), its output x source cross-attention."""
+    p = run.predictor
+    if req.alignment:
+        if not p.can("alignment"):
+            raise InputError(f"model {run.name!r} has no alignment to return")
+        if len(req.texts) != 1:
+            raise InputError("alignment is given for one text per request")
+        a = p.alignment(req.texts[0], beam=req.beam)
+        return {
+            "model": run.name,
+            "translations": [a.text],
+            "alignment": {
+                "source": a.source,
+                "output": a.output,
+                "weights": _rounded(a.weights.tolist()),
+            },
+        }
+    return {"model": run.name, "translations": p.translate(req.texts, beam=req.beam)}
+
+
+def chat(run: ServedRun, req: ChatRequest, limits: Limits) -> dict[str, Any]:
+    if not req.message.strip():
+        raise InputError("the message is empty or whitespace only")
+    answer = run.predictor.chat(
+        req.message, temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed
+    )
+    return {"model": run.name, "answer": answer}
+
+
+def generate(
+    run: ServedRun,
+    req: GenerateRequest,
+    limits: Limits,
+    stream: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """One continuation of the prompt (``stream(piece)`` gets it as it is produced)."""
+    g = run.predictor.generate(
+        req.prompt,
+        max_new_tokens=req.max_new_tokens,
+        temperature=req.temperature,
+        top_k=req.top_k,
+        top_p=req.top_p,
+        repetition_penalty=req.repetition_penalty,
+        stop=req.stop or None,
+        seed=req.seed,
+        stream=stream,
+    )[0]
+    return {"model": run.name, **g.to_dict()}
+
+
+def tag(run: ServedRun, req: TagRequest, limits: Limits) -> dict[str, Any]:
+    return {"model": run.name, "results": [t.to_dict() for t in run.predictor.tag(req.texts)]}
+
+
+def answer(run: ServedRun, req: AnswerRequest, limits: Limits) -> dict[str, Any]:
+    return {"model": run.name, **run.predictor.answer(req.question, req.context).to_dict()}
+
+
+HANDLERS: dict[str, Callable[..., dict[str, Any]]] = {
+    "classify": classify,
+    "translate": translate,
+    "chat": chat,
+    "generate": generate,
+    "tag": tag,
+    "answer": answer,
+}

@@ -1,0 +1,134 @@
+"""The runs one ``attnkit serve`` process holds, and which endpoint serves each.
+
+A run's task names its endpoint (``TaskSpec.endpoint``: a classify run is served by
+POST /v1/classify, an lm run by /v1/generate, ...), and its predictor must declare the
+capability that endpoint calls (``ENDPOINT_CAPABILITY``, ``Predictor.can``); nothing here
+knows a task by name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnkit.core.errors import InputError, RunError
+from attnkit.tasks import get_task
+
+# what each endpoint calls on a run's predictor (attnkit.app.serve.handlers); the options a
+# request may ask for need theirs too: classify's pairs (sentence_pairs) and attention,
+# translate's alignment
+ENDPOINT_CAPABILITY: dict[str, str] = {
+    "classify": "predict",
+    "translate": "translate",
+    "chat": "chat",
+    "generate": "generate",
+    "tag": "tag",
+    "answer": "answer",
+}
+
+
+@dataclass
+class ServedRun:
+    """One loaded run: its public ``name``, where it came from, its task and predictor."""
+
+    name: str
+    path: Path
+    task: str
+    endpoint: str
+    predictor: Any
+
+    def describe(self) -> dict[str, Any]:
+        """What GET /v1/models says about it (what the web page builds its forms from)."""
+        p = self.predictor
+        model = p.model
+        cfg = p.config
+        info: dict[str, Any] = {
+            "name": self.name,
+            "task": self.task,
+            "endpoint": f"/v1/{self.endpoint}",
+            "arch": cfg.model.arch,
+            "parameters": getattr(model, "num_parameters", None)  # an ONNX export's
+            or sum(t.numel() for t in model.parameters()),
+            "dataset": cfg.data.name,
+        }
+        if self.endpoint in ("classify", "tag"):
+            info["labels"] = list(p.labels)
+        if self.endpoint == "classify":
+            info["pairs"] = p.can("sentence_pairs") and bool(p.pairs)
+            info["attention"] = (
+                p.can("attention") and bool(model.returns_attention) and not info["pairs"]
+            )
+        if self.endpoint == "translate":
+            info["alignment"] = p.can("alignment") and bool(model.has_cross_attention)
+        return info
+
+
+def _name_and_path(spec: str | Path) -> tuple[str, Path]:
+    """``NAME=RUN`` or ``RUN`` (named after its folder)."""
+    text = str(spec)
+    if "=" in text and not Path(text).exists():
+        name, _, path = text.partition("=")
+        if not name or not path:
+            raise RunError(f"expected RUN or NAME=RUN, got {text!r}")
+        return name, Path(path)
+    path = Path(text)
+    return path.resolve().name, path
+
+
+def load_runs(
+    specs: Sequence[str | Path], map_location: str = "cpu", precision: str = "auto"
+) -> dict[str, ServedRun]:
+    """Load each run (``RUN`` or ``NAME=RUN``) for serving, by name. A run whose task has no
+    endpoint, or two runs of one name, is a one-line ``RunError``."""
+    from attnkit.app.api import load
+
+    if not specs:
+        raise RunError("give at least one run directory to serve")
+    runs: dict[str, ServedRun] = {}
+    for spec in specs:
+        name, path = _name_and_path(spec)
+        if name in runs:
+            raise RunError(
+                f"two runs are named {name!r} ({runs[name].path} and {path}); "
+                f"name them: attnkit serve a={runs[name].path} b={path}"
+            )
+        predictor = load(path, map_location=map_location, precision=precision)
+        task = predictor.config.task
+        endpoint = get_task(task).endpoint
+        if endpoint is None:
+            raise RunError(
+                f"{path} is a {task} run, which has no endpoint to serve it; serve classify, "
+                "translate, chat, lm, tag or qa runs"
+            )
+        needed = ENDPOINT_CAPABILITY.get(endpoint, endpoint)
+        if not predictor.can(needed):
+            raise RunError(
+                f"{path} is a {task} run whose predictor cannot {needed}: it cannot answer "
+                f"/v1/{endpoint}"
+            )
+        runs[name] = ServedRun(name, path, task, endpoint, predictor)
+    return runs
+
+
+def pick(runs: dict[str, ServedRun], endpoint: str, name: str | None) -> ServedRun:
+    """The run that answers a request to ``endpoint``: the one named, or the only one.
+
+    Raises:
+        LookupError: no such run (-> 404).
+        InputError: the run serves another endpoint, or several could answer (-> 422).
+    """
+    candidates = [r for r in runs.values() if r.endpoint == endpoint]
+    if name is not None:
+        if name not in runs:
+            raise LookupError(f"no model named {name!r} is served (GET /v1/models lists them)")
+        run = runs[name]
+        if run.endpoint != endpoint:
+            raise InputError(f"model {name!r} is a {run.task} model: send it to /v1/{run.endpoint}")
+        return run
+    if not candidates:
+        raise LookupError(f"no model served here answers /v1/{endpoint}")
+    if len(candidates) > 1:
+        names = ", ".join(r.name for r in candidates)
+        raise InputError(f"several models answer /v1/{endpoint} ({names}): name one in 'model'")
+    return candidates[0]

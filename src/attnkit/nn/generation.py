@@ -1,0 +1,285 @@
+"""Decoding for every decoder: greedy, beam search, sampling (temperature, top-k, top-p).
+
+Models plug in through a tiny protocol, so the search code never knows what a model is:
+
+    class Stepper(Protocol):
+        def step(self, tokens: Tensor) -> Tensor:   # (N,) last token of each row -> (N, V) logits
+        def reorder(self, index: Tensor) -> None:   # keep rows ``index`` (N',), in that order
+
+A Transformer decoder implements ``step`` with its KV cache (one new position per call) and
+``reorder`` with ``KVCache.reorder``; an LSTM decoder with its hidden state. A decoder-only
+language model (GPT) reads its prompt when its stepper is made and starts from the prompt's
+last token.
+
+``sample`` also takes Hugging Face's repetition penalty (CTRL, Keskar et al. 2019: a token
+already in the row has its logit divided by the penalty if positive, multiplied if
+negative) and stop sequences (a row is finished once its new tokens end with one of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from attnkit.core.errors import check_finite
+
+__all__ = [
+    "BeamResult",
+    "Stepper",
+    "apply_repetition_penalty",
+    "beam_search",
+    "greedy",
+    "sample",
+    "top_k_top_p_filter",
+]
+
+
+class Stepper(Protocol):
+    def step(self, tokens: Tensor) -> Tensor: ...
+
+    def reorder(self, index: Tensor) -> None: ...
+
+
+# on_step(t, tokens_so_far (B, t+1), probs (B, V)): for step-by-step traces
+StepCallback = Callable[[int, Tensor, Tensor], None]
+
+
+def _finish(out: Tensor, eos_id: int | None, pad_id: int) -> Tensor:
+    """Replace everything after the first EOS of each row by ``pad_id``."""
+    if eos_id is None:
+        return out
+    after = (out == eos_id).int().cumsum(1) - (out == eos_id).int() > 0
+    return out.masked_fill(after, pad_id)
+
+
+@torch.no_grad()
+def greedy(
+    model: Stepper,
+    start: Tensor,
+    max_new_tokens: int,
+    eos_id: int | None = None,
+    pad_id: int = 0,
+    on_step: StepCallback | None = None,
+) -> Tensor:
+    """Pick the most probable token at each step. start (B,) -> tokens (B, <= max_new_tokens)
+    (without the start token); rows that produced EOS are padded with ``pad_id`` after it."""
+    return sample(model, start, max_new_tokens, eos_id, pad_id, temperature=0.0, on_step=on_step)
+
+
+def top_k_top_p_filter(logits: Tensor, top_k: int = 0, top_p: float = 1.0) -> Tensor:
+    """Set logits outside the top-k and outside the nucleus (smallest set of tokens whose
+    probability adds up to ``top_p``) to -inf. logits (N, V) -> (N, V)."""
+    if top_k and top_k < logits.size(-1):
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cum = sorted_logits.softmax(-1).cumsum(-1)
+        drop = cum - sorted_logits.softmax(-1) >= top_p  # keep the token that crosses top_p
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return logits
+
+
+def apply_repetition_penalty(logits: Tensor, seen: Tensor, penalty: float) -> Tensor:
+    """CTRL's repetition penalty, as Hugging Face applies it: the logit of every token with
+    ``seen`` True is divided by ``penalty`` if positive, multiplied by it if negative
+    (``penalty > 1`` discourages repeats). logits (N, V) float, seen (N, V) bool -> (N, V)."""
+    if penalty == 1.0:
+        return logits
+    penalised = torch.where(logits < 0, logits * penalty, logits / penalty)
+    # a tiny penalty must not overflow to +inf (-inf, a banned token, stays -inf)
+    penalised = penalised.clamp(max=torch.finfo(logits.dtype).max)
+    return torch.where(seen, penalised, logits)
+
+
+def _seen_tokens(
+    vocab: int, start: Tensor, context: Tensor | None, context_mask: Tensor | None
+) -> Tensor:
+    """(B, V) bool: True for the start token and the real tokens of ``context`` (B, T)."""
+    seen = torch.zeros(start.size(0), vocab, dtype=torch.bool, device=start.device)
+    seen[torch.arange(start.size(0), device=start.device), start] = True
+    if context is not None and context.size(1) > 0:
+        real = torch.ones_like(context, dtype=torch.bool) if context_mask is None else context_mask
+        counts = torch.zeros(seen.shape, dtype=torch.long, device=seen.device)
+        counts.scatter_add_(1, context.masked_fill(~real, 0), real.long())  # pads add 0
+        seen |= counts > 0
+    return seen
+
+
+def _ends_with(out: list[Tensor], stop: Sequence[Tensor]) -> Tensor:
+    """(B,) bool: the tokens so far (list of (B,)) end with one of the ``stop`` sequences."""
+    hit = torch.zeros_like(out[-1], dtype=torch.bool)
+    for seq in stop:
+        n = seq.numel()
+        if 0 < n <= len(out):
+            hit |= (torch.stack(out[-n:], 1) == seq).all(1)
+    return hit
+
+
+@torch.no_grad()
+def sample(
+    model: Stepper,
+    start: Tensor,
+    max_new_tokens: int,
+    eos_id: int | None = None,
+    pad_id: int = 0,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+    on_step: StepCallback | None = None,
+    repetition_penalty: float = 1.0,
+    context: Tensor | None = None,
+    context_mask: Tensor | None = None,
+    stop: Sequence[Sequence[int]] | None = None,
+) -> Tensor:
+    """Sample from softmax(logits / temperature) after top-k / top-p filtering;
+    ``temperature=0`` is greedy. start (B,) -> tokens (B, <= max_new_tokens).
+
+    ``repetition_penalty`` (> 0; 1 = off) applies to the tokens already in each row: the
+    start token, the new ones and ``context`` (B, T) (e.g. the prompt; ``context_mask``
+    (B, T) True = real token). ``stop``: token sequences that finish a row (kept in the
+    output, ``pad_id`` after them), as ``eos_id`` does; all rows finished ends the loop."""
+    if repetition_penalty <= 0:
+        raise ValueError(f"repetition_penalty must be > 0, got {repetition_penalty}")
+    stops = [torch.as_tensor(list(s), dtype=torch.long, device=start.device) for s in stop or ()]
+    tokens = start
+    out: list[Tensor] = []
+    done = torch.zeros(start.size(0), dtype=torch.bool, device=start.device)
+    # index of each row's last kept token (the EOS or the stop sequence's end)
+    end = torch.full_like(done, max_new_tokens, dtype=torch.long)
+    seen: Tensor | None = None
+    for t in range(max_new_tokens):
+        logits = model.step(tokens).float()
+        if repetition_penalty != 1.0:
+            if seen is None:
+                seen = _seen_tokens(logits.size(-1), start, context, context_mask)
+            logits = apply_repetition_penalty(logits, seen, repetition_penalty)
+        # NaN (damaged or diverged weights): an error, not a token picked from NaN (argmax)
+        # or a crash in multinomial; -inf is a banned token
+        check_finite(logits, allow_neg_inf=True)
+        if temperature == 0.0:
+            probs = logits.softmax(-1) if on_step is not None else None  # only to report
+            tokens = logits.argmax(-1)
+        else:
+            # softmax(l / T) = softmax((l - max l) / T): shifted, the values are <= 0, so a
+            # tiny T cannot overflow to +inf (it tends to greedy, as it should)
+            # (in float64: T may be below float32's smallest number)
+            shifted = (logits - logits.max(-1, keepdim=True).values).double()
+            filtered = top_k_top_p_filter(shifted / temperature, top_k, top_p)
+            probs = filtered.softmax(-1).float()
+            check_finite(probs)  # e.g. every token banned: no distribution to sample from
+            tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        out.append(tokens)
+        if seen is not None:
+            seen[torch.arange(tokens.size(0), device=tokens.device), tokens] = True
+        if on_step is not None:
+            on_step(t, torch.stack(out, 1), probs)
+        if eos_id is not None or stops:
+            now = tokens == eos_id if eos_id is not None else torch.zeros_like(done)
+            if stops:
+                now |= _ends_with(out, stops)
+            end = torch.where(now & ~done, t, end)
+            done |= now
+            if bool(done.all()):
+                break
+    result = torch.stack(out, 1)
+    if not stops:
+        return _finish(result, eos_id, pad_id)
+    after = torch.arange(result.size(1), device=result.device)[None, :] > end[:, None]
+    return result.masked_fill(after, pad_id)
+
+
+@dataclass
+class BeamResult:
+    tokens: list[list[int]]  # best hypothesis per input (EOS excluded)
+    scores: list[float]  # its length-normalized log-probability
+
+
+@torch.no_grad()
+def beam_search(
+    model: Stepper,
+    start: Tensor,
+    beam_size: int,
+    max_new_tokens: int,
+    eos_id: int,
+    length_penalty: float = 1.0,
+) -> BeamResult:
+    """Batched beam search. Each input keeps ``beam_size`` live hypotheses; a hypothesis that
+    emits EOS is finished with score log P / len^length_penalty (len counts EOS). An input is
+    done when it has ``beam_size`` finished hypotheses and no live one can still beat the
+    worst of them; at ``max_new_tokens`` live hypotheses are finished as they are.
+    """
+    b, k = start.size(0), beam_size
+    device = start.device
+    model.reorder(torch.arange(b, device=device).repeat_interleave(k))  # (B*K) rows
+    tokens = start.repeat_interleave(k)
+    scores = torch.full((b, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start identical: expand only the first
+    history = torch.empty(b * k, 0, dtype=torch.long, device=device)
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
+    done = [False] * b
+
+    def norm(score: float, length: int) -> float:
+        return score / (max(length, 1) ** length_penalty)
+
+    for t in range(max_new_tokens):
+        logp = model.step(tokens).float().log_softmax(-1)  # (B*K, V)
+        check_finite(logp, allow_neg_inf=True)  # NaN weights: an error, not NaN beams
+        vocab = logp.size(-1)
+        cand = (scores.view(-1, 1) + logp).view(b, k * vocab)  # (B, K*V)
+        top_scores, top_idx = cand.topk(2 * k, dim=-1)  # enough to refill after EOS
+        next_rows, next_tokens, next_scores = [], [], []
+        for i in range(b):
+            picked = 0
+            for s, idx in zip(top_scores[i].tolist(), top_idx[i].tolist(), strict=True):
+                if picked == k:
+                    break
+                beam, tok = divmod(idx, vocab)
+                row = i * k + beam
+                if done[i] or s == float("-inf"):
+                    next_rows.append(row)
+                    next_tokens.append(tok)
+                    next_scores.append(float("-inf"))
+                    picked += 1
+                    continue
+                if tok == eos_id:
+                    finished[i].append((norm(s, t + 1), history[row].tolist()))
+                    continue
+                next_rows.append(row)
+                next_tokens.append(tok)
+                next_scores.append(s)
+                picked += 1
+            while picked < k:  # fewer than k live candidates: pad with dead beams
+                next_rows.append(i * k)
+                next_tokens.append(eos_id)
+                next_scores.append(float("-inf"))
+                picked += 1
+            best_live = max(next_scores[-k:])
+            if len(finished[i]) >= k:
+                worst = sorted(h[0] for h in finished[i])[-k]
+                # a live beam's normalized score can only improve if length_penalty > 0 and
+                # its log-prob stays; bound it optimistically by the final length
+                bound = norm(best_live, max_new_tokens if length_penalty > 0 else t + 1)
+                if best_live == float("-inf") or bound <= worst:
+                    done[i] = True
+        if all(done):
+            break
+        index = torch.tensor(next_rows, device=device)
+        model.reorder(index)
+        tokens = torch.tensor(next_tokens, device=device)
+        history = torch.cat([history[index], tokens[:, None]], dim=1)
+        scores = torch.tensor(next_scores, device=device).view(b, k)
+    for i in range(b):  # unfinished inputs: live beams count as finished
+        if not done[i]:
+            for j in range(k):
+                s = scores[i, j].item()
+                if s != float("-inf"):
+                    finished[i].append((norm(s, history.size(1)), history[i * k + j].tolist()))
+    best = [max(hyps, key=lambda h: h[0]) if hyps else (float("-inf"), []) for hyps in finished]
+    return BeamResult(tokens=[h[1] for h in best], scores=[h[0] for h in best])

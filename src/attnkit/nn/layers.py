@@ -1,0 +1,447 @@
+"""The Transformer's building blocks (Vaswani et al., 2017), with the paper's names.
+
+    x = Embedding(tokens) * sqrt(d_model) + PE                     (B, T, d_model)
+    EncoderLayer:  x = AddNorm(x, SelfAttention(x))                 padding mask
+                   x = AddNorm(x, FFN(x))
+    DecoderLayer:  y = AddNorm(y, MaskedSelfAttention(y))           look-ahead + padding
+                   y = AddNorm(y, CrossAttention(y, memory))        encoder padding mask
+                   y = AddNorm(y, FFN(y))
+    FFN(x) = max(0, x W_1 + b_1) W_2 + b_2                          d_model -> d_ff -> d_model
+
+"Add & Norm" is post-norm as in the paper, LayerNorm(x + Dropout(Sublayer(x))), or
+pre-norm, x + Dropout(Sublayer(LayerNorm(x))) (``norm_first=True``), which trains more
+stably in deep stacks and needs one final LayerNorm after the stack.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnkit.nn.attention import KVCache, MultiHeadAttention
+from attnkit.nn.dropout import Dropout
+
+__all__ = [
+    "AddNorm",
+    "BlockConfig",
+    "Decoder",
+    "DecoderLayer",
+    "Encoder",
+    "EncoderLayer",
+    "FeedForward",
+    "LearnedPositionalEmbedding",
+    "ScalarMix",
+    "SegmentEmbedding",
+    "SinusoidalPositionalEncoding",
+    "TokenEmbedding",
+    "count_parameters",
+    "sinusoidal_encoding",
+]
+
+
+# --------------------------------------------------------------------------------------
+# Embeddings and positional encodings
+# --------------------------------------------------------------------------------------
+class TokenEmbedding(nn.Module):
+    """Token ids (B, T) -> vectors (B, T, d_model), multiplied by sqrt(d_model) as in the
+    paper (section 3.4) unless ``scale=False``."""
+
+    def __init__(
+        self, vocab_size: int, d_model: int, padding_idx: int | None = None, scale: bool = True
+    ) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
+        self.scale = math.sqrt(d_model) if scale else 1.0
+        if scale:  # N(0, 1/d_model) so that after x sqrt(d_model) each component has unit
+            # variance, like the positional encoding (N(0, 1) would make it sqrt(d_model)
+            # times larger and saturate the first attention softmax)
+            nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
+            if padding_idx is not None:
+                with torch.no_grad():
+                    self.embedding.weight[padding_idx].zero_()
+
+    @property
+    def weight(self) -> Tensor:
+        return self.embedding.weight
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return self.embedding(ids) * self.scale
+
+
+def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+
+    Returns (max_len, d_model) float32. Works for odd d_model (the last cos column is dropped).
+    """
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i = 0, 2, 4, ...
+    angle = pos / torch.pow(10000.0, two_i / d_model)  # (max_len, ceil(d_model/2))
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return pe.float()
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds the fixed sinusoidal encoding: x (B, T, d_model) -> x + PE[offset : offset + T].
+
+    The table is a non-persistent buffer (rebuilt, not stored in checkpoints).
+    """
+
+    def __init__(self, d_model: int, max_len: int = 5000) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        end = offset + x.size(1)
+        if end > self.max_len:
+            raise ValueError(f"sequence of length {end} exceeds max_len={self.max_len}")
+        return x + self.pe[offset:end].to(x.dtype)
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """Adds a trained embedding per position (BERT/GPT style): x + P[offset : offset + T]."""
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.embedding = nn.Embedding(max_len, d_model)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        end = offset + x.size(1)
+        if end > self.max_len:
+            raise ValueError(f"sequence of length {end} exceeds max_len={self.max_len}")
+        positions = torch.arange(offset, end, device=x.device)
+        return x + self.embedding(positions).to(x.dtype)
+
+
+class SegmentEmbedding(nn.Module):
+    """Segment (token type) embedding, BERT's sentence A = 0 / sentence B = 1: (B, T) -> (B, T, d)."""
+
+    def __init__(self, d_model: int, num_segments: int = 2) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(num_segments, d_model)
+
+    def forward(self, segment_ids: Tensor) -> Tensor:
+        return self.embedding(segment_ids)
+
+
+class ScalarMix(nn.Module):
+    """ELMo's learned layer mix (Peters et al. 2018, eq. 1): a softmax-weighted sum of the
+    layers' representations, times a learned scale,
+
+        mix(h_0 .. h_L) = gamma * sum_j softmax(s)_j * h_j
+
+    ``num_inputs`` tensors of one shape (e.g. (B, T, d)) -> that shape. The weights start
+    equal (s = 0) and gamma at 1. Used where a frozen encoder's layers feed a task head
+    (the feature-based mode of BERT, ELMo's biLM layers)."""
+
+    def __init__(self, num_inputs: int) -> None:
+        super().__init__()
+        self.scalars = nn.Parameter(torch.zeros(num_inputs))  # s
+        self.gamma = nn.Parameter(torch.ones(()))
+
+    def forward(self, layers: Sequence[Tensor]) -> Tensor:
+        if len(layers) != self.scalars.numel():
+            raise ValueError(f"ScalarMix expects {self.scalars.numel()} inputs, got {len(layers)}")
+        weights = self.scalars.softmax(0)  # (L + 1,)
+        return self.gamma * sum(w * h for w, h in zip(weights, layers, strict=True))
+
+
+# --------------------------------------------------------------------------------------
+# Position-wise feed-forward and Add & Norm
+# --------------------------------------------------------------------------------------
+_ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+}
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = W_2 Dropout(act(W_1 x + b_1)) + b_2, applied at every position alike.
+    (B, T, d_model) -> (B, T, d_ff) -> (B, T, d_model). The inner dropout (on the d_ff-wide
+    activations: the costliest dropout of a layer) is torch.nn's and the Annotated
+    Transformer's; the paper, BERT and GPT-2 have none there (``dropout=0``)."""
+
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"
+    ) -> None:
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
+            )
+        self.linear1 = nn.Linear(d_model, d_ff)  # W_1
+        self.linear2 = nn.Linear(d_ff, d_model)  # W_2
+        self.dropout = Dropout(dropout)
+        self.activation = _ACTIVATIONS[activation]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+class AddNorm(nn.Module):
+    """Residual connection + layer normalization around one sub-layer.
+
+    post-norm (paper): LayerNorm(x + Dropout(sublayer(x)))
+    pre-norm:          x + Dropout(sublayer(LayerNorm(x)))
+    """
+
+    def __init__(
+        self, d_model: int, dropout: float = 0.1, norm_first: bool = False, eps: float = 1e-5
+    ) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.dropout = Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+# --------------------------------------------------------------------------------------
+# Encoder and decoder layers
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BlockConfig:
+    """The sizes and options of one encoder or decoder layer (the paper's names).
+
+    d_model: width of every position's vector; num_heads: attention heads (d_model must be
+    divisible by it); d_ff: the feed-forward's inner width; dropout: on sublayer outputs;
+    attention_dropout: on the attention weights (None: ``dropout``; Hugging Face's
+    ``attention_probs_dropout_prob``); ffn_dropout: inside the FFN, after the activation
+    (None: ``dropout``, as torch.nn; BERT and GPT-2 use 0); activation: relu | gelu;
+    norm_first: pre-norm instead of the paper's post-norm; eps: LayerNorm epsilon."""
+
+    d_model: int
+    num_heads: int
+    d_ff: int
+    dropout: float = 0.1
+    attention_dropout: float | None = None
+    activation: str = "relu"
+    norm_first: bool = False
+    eps: float = 1e-5
+    ffn_dropout: float | None = None
+
+    @property
+    def attention_p(self) -> float:
+        return self.dropout if self.attention_dropout is None else self.attention_dropout
+
+    @property
+    def ffn_p(self) -> float:
+        return self.dropout if self.ffn_dropout is None else self.ffn_dropout
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention + FFN, each wrapped in Add & Norm. (B, T, d_model) -> same.
+
+    ``dropout`` applies to the sublayer outputs (and inside the FFN unless ``ffn_dropout``
+    says otherwise); ``attention_dropout`` to the attention weights (None: the same as ``dropout``; Hugging Face's
+    ``attention_probs_dropout_prob``). At 0 the fused attention kernel runs, which on the CPU
+    is several times faster for long sequences (no (B, H, T, T) weights are built)."""
+
+    def __init__(self, config: BlockConfig) -> None:
+        super().__init__()
+        c = config
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.attention_p)
+        self.add_norm1 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
+        self.ffn = FeedForward(c.d_model, c.d_ff, c.ffn_p, c.activation)
+        self.add_norm2 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B, T, d_model); key_padding_mask (B, T_total) True = real token.
+
+        ``is_causal`` adds the look-ahead mask (a decoder-only model such as GPT);
+        ``cache`` (a ``KVCache``) makes it incremental: pass only the new positions, the
+        earlier keys/values come from the cache (T_total = cached + T).
+        Returns (x, self-attention weights (B, H, T, T_total) if need_weights)."""
+        weights = None
+
+        def attn(h: Tensor) -> Tensor:
+            nonlocal weights
+            out, weights = self.self_attn(
+                h,
+                h,
+                h,
+                key_padding_mask,
+                attn_mask,
+                need_weights=need_weights,
+                cache=cache,
+                is_causal=is_causal,
+            )
+            return out
+
+        x = self.add_norm1(x, attn)
+        x = self.add_norm2(x, self.ffn)
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, encoder-decoder (cross) attention and FFN, each with Add & Norm.
+    ``d_memory``: the encoder output's width if it differs from ``config.d_model``."""
+
+    def __init__(self, config: BlockConfig, d_memory: int | None = None) -> None:
+        super().__init__()
+        c = config
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.attention_p)
+        self.add_norm1 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
+        self.cross_attn = MultiHeadAttention(
+            c.d_model, c.num_heads, dropout=c.attention_p, kdim=d_memory, vdim=d_memory
+        )
+        self.add_norm2 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
+        self.ffn = FeedForward(c.d_model, c.d_ff, c.ffn_p, c.activation)
+        self.add_norm3 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
+
+    def forward(
+        self,
+        y: Tensor,
+        memory: Tensor,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        causal: bool = True,
+        cache: dict[str, KVCache] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """y (B, Tt, d_model) target so far; memory (B, Ts, d_memory) encoder output.
+
+        tgt_key_padding_mask (B, Tt_total) / memory_key_padding_mask (B, Ts): True = real.
+        ``causal`` applies the look-ahead mask; ``tgt_mask`` adds any other (Tt, Tt_total) mask.
+        cache: {"self": KVCache(), "cross": KVCache(static=True)} for incremental decoding.
+        Returns (y, self weights (B, H, Tt, Tt_total), cross weights (B, H, Tt, Ts)); the
+        weights are None unless ``need_weights``.
+        """
+        self_w = cross_w = None
+        self_cache = cache["self"] if cache is not None else None
+        cross_cache = cache["cross"] if cache is not None else None
+
+        def self_attn(h: Tensor) -> Tensor:
+            nonlocal self_w
+            out, self_w = self.self_attn(
+                h, h, h, tgt_key_padding_mask, tgt_mask, need_weights, self_cache, is_causal=causal
+            )
+            return out
+
+        def cross_attn(h: Tensor) -> Tensor:
+            nonlocal cross_w
+            out, cross_w = self.cross_attn(
+                h, memory, memory, memory_key_padding_mask, None, need_weights, cross_cache
+            )
+            return out
+
+        y = self.add_norm1(y, self_attn)
+        y = self.add_norm2(y, cross_attn)
+        y = self.add_norm3(y, self.ffn)
+        return y, self_w, cross_w
+
+
+# --------------------------------------------------------------------------------------
+# Stacks
+# --------------------------------------------------------------------------------------
+class Encoder(nn.Module):
+    """num_layers EncoderLayers (+ a final LayerNorm when pre-norm). (B, T, d) -> (B, T, d)."""
+
+    def __init__(self, config: BlockConfig, num_layers: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(num_layers))
+        self.norm = (
+            nn.LayerNorm(config.d_model, eps=config.eps) if config.norm_first else nn.Identity()
+        )
+
+    def init_cache(self) -> list[KVCache]:
+        """An empty per-layer self-attention cache for step-by-step causal decoding."""
+        return [KVCache() for _ in self.layers]
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        need_weights: bool = False,
+        cache: list[KVCache] | None = None,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, list[Tensor] | None]:
+        """x (B, T, d) -> (B, T, d). ``is_causal``: look-ahead mask in every layer (a
+        decoder-only stack); with ``cache`` (from ``init_cache``) pass only the new
+        positions and a key_padding_mask (B, T_total) covering cached + new ones.
+        Returns (x, per-layer self-attention weights [(B, H, T, T_total)] if need_weights)."""
+        all_weights = [] if need_weights else None
+        for i, layer in enumerate(self.layers):
+            x, w = layer(
+                x,
+                key_padding_mask,
+                attn_mask,
+                need_weights,
+                None if cache is None else cache[i],
+                is_causal,
+            )
+            if all_weights is not None:
+                all_weights.append(w)
+        return self.norm(x), all_weights
+
+
+class Decoder(nn.Module):
+    """num_layers DecoderLayers (+ a final LayerNorm when pre-norm)."""
+
+    def __init__(self, config: BlockConfig, num_layers: int, d_memory: int | None = None) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(DecoderLayer(config, d_memory) for _ in range(num_layers))
+        self.norm = (
+            nn.LayerNorm(config.d_model, eps=config.eps) if config.norm_first else nn.Identity()
+        )
+
+    def init_cache(self) -> list[dict[str, KVCache]]:
+        """An empty per-layer cache for step-by-step decoding (see ``forward``)."""
+        return [{"self": KVCache(), "cross": KVCache(static=True)} for _ in self.layers]
+
+    def forward(
+        self,
+        y: Tensor,
+        memory: Tensor,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        causal: bool = True,
+        cache: list[dict[str, KVCache]] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]] | None]:
+        """y (B, Tt, d) -> (B, Tt, d). With ``cache`` (from ``init_cache``) pass only the new
+        target positions; earlier keys/values come from the cache.
+        Returns (y, per-layer (self, cross) weights if need_weights)."""
+        all_weights = [] if need_weights else None
+        for i, layer in enumerate(self.layers):
+            y, self_w, cross_w = layer(
+                y,
+                memory,
+                tgt_key_padding_mask,
+                memory_key_padding_mask,
+                tgt_mask,
+                causal,
+                None if cache is None else cache[i],
+                need_weights,
+            )
+            if all_weights is not None:
+                all_weights.append((self_w, cross_w))
+        return self.norm(y), all_weights
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)

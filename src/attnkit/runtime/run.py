@@ -1,0 +1,314 @@
+"""``RunDir``: the only code that knows a run directory's layout.
+
+    runs/NAME/
+      config.json         the resolved recipe (task, data, tokenizer, model, training), the
+                          model's full config (sizes from the data too) and what loading
+                          needs (labels, temperature, ...)
+      tokenizer.json      Hugging Face ``tokenizers`` format
+      model.safetensors   best weights so far
+      last/               latest weights + optimizer + state.json: what ``--resume`` reads
+      metrics.jsonl       one JSON object per log / evaluation step
+      curves.png          learning curves
+      .lock               held (flock) by the process training here; says who that is
+
+Every file is written to a temporary name and renamed into place (``attnkit.core.checkpoint``),
+so a crash never leaves a half-written file.
+
+Run directories written before the redesign (no ``"format"`` key in config.json) are read
+as they are: ``read_config`` completes their ``model`` section with the sizes the code of
+that time took from elsewhere (vocabulary, padding id, ``data.max_len``, number of labels).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import shutil
+import socket
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attnkit.core.checkpoint import (
+    atomic_write_text,
+    load_model_weights,
+    load_training_state,
+    save_model_weights,
+    save_training_state,
+)
+from attnkit.core.errors import RunError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from attnkit.data.tokenization import Tokenizer
+
+__all__ = ["FORMAT", "RunDir", "RunLock", "read_jsonl"]
+
+FORMAT = 2  # config.json layout version; 1 = before the model section held every size
+# the model family each task of the first format trained (used to read those runs)
+_LEGACY_FAMILY = {
+    "classify": "classifier",
+    "translate": "seq2seq",
+    "chat": "seq2seq",
+    "mlm": "masked_lm",
+}
+
+
+class RunDir:
+    """A training run's directory (see the module docstring for its layout)."""
+
+    CONFIG = "config.json"
+    TOKENIZER = "tokenizer.json"
+    WEIGHTS = "model.safetensors"
+    LAST = "last"
+    METRICS = "metrics.jsonl"
+    CURVES = "curves.png"
+    LOCK = ".lock"
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def config_path(self) -> Path:
+        return self.path / self.CONFIG
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.path / self.TOKENIZER
+
+    @property
+    def weights_path(self) -> Path:
+        return self.path / self.WEIGHTS
+
+    @property
+    def last_path(self) -> Path:
+        return self.path / self.LAST
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / self.METRICS
+
+    @property
+    def curves_path(self) -> Path:
+        return self.path / self.CURVES
+
+    # ------------------------------------------------------------------ state
+    def is_run(self) -> bool:
+        """True once training has started here (config.json exists)."""
+        return self.config_path.is_file()
+
+    def has_weights(self) -> bool:
+        """True once training has saved weights (after its first evaluation)."""
+        return self.weights_path.is_file()
+
+    def has_checkpoint(self) -> bool:
+        """True if ``--resume`` has a checkpoint to continue from."""
+        return any((self.path / d / "state.json").is_file() for d in (self.LAST, ".last.old"))
+
+    def is_empty(self) -> bool:
+        """True if there is nothing here but (maybe) the lock file."""
+        return not self.path.exists() or all(p.name == self.LOCK for p in self.path.iterdir())
+
+    def is_unfinished(self) -> bool:
+        """A run that was started but saved nothing to continue from or to use (killed or
+        failed before its first checkpoint): it may be started again in its place."""
+        return self.is_run() and not self.has_checkpoint() and not self.has_weights()
+
+    def create(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def clear(self) -> None:
+        """Remove everything in the run directory but the lock (before a run replaces it)."""
+        for entry in self.path.iterdir():
+            if entry.name == self.LOCK:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+    def lock(self) -> RunLock:
+        """An exclusive lock on this run directory (``with run.lock(): ...``): a second
+        training or ``--resume`` of the same folder is refused while it is held."""
+        return RunLock(self)
+
+    # ------------------------------------------------------------------ config.json
+    def read_config(self) -> dict[str, Any]:
+        """config.json as a dict; a first-format run's ``model`` section is completed (see
+        the module docstring) and ``format`` says which format it was written in. A
+        damaged file is a one-line ``RunError`` naming it."""
+        try:
+            raw = json.loads(self.config_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise RunError(f"{self} is not a run directory (no config.json)") from None
+        except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
+            raise RunError(f"{self.config_path} is damaged ({_first_line(exc)})") from None
+        if not isinstance(raw, dict):
+            raise RunError(f"{self.config_path} must hold a JSON object, not {type(raw).__name__}")
+        missing = [k for k in ("task", "data", "tokenizer", "model", "training") if k not in raw]
+        if missing:
+            raise RunError(f"{self.config_path} lacks {', '.join(missing)}: not an attnkit run")
+        if "format" not in raw:
+            raw = _upgrade_first_format(raw, self)
+        return raw
+
+    def write_config(self, payload: dict[str, Any]) -> None:
+        """Write config.json (atomically), stamped with the current format."""
+        payload = {"format": FORMAT, **{k: v for k, v in payload.items() if k != "format"}}
+        atomic_write_text(
+            self.config_path, json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+        )
+
+    def update_config(self, **values: Any) -> None:
+        """Set top-level config.json entries (e.g. a fitted temperature), atomically, keeping
+        the file's format as it is."""
+        raw = json.loads(self.config_path.read_text(encoding="utf-8"))
+        raw.update(values)
+        atomic_write_text(self.config_path, json.dumps(raw, indent=2, ensure_ascii=False) + "\n")
+
+    # ------------------------------------------------------------------ tokenizer, weights
+    def save_tokenizer(self, tokenizer: Tokenizer) -> None:
+        tokenizer.save(self.tokenizer_path)
+
+    def load_tokenizer(self) -> Tokenizer:
+        from attnkit.data.tokenization import Tokenizer
+
+        return Tokenizer.load(self.tokenizer_path)
+
+    def save_weights(self, model: nn.Module) -> None:
+        save_model_weights(model, self.weights_path)
+
+    def load_weights(self, model: nn.Module, map_location: str | torch.device = "cpu") -> None:
+        load_model_weights(model, self.weights_path, map_location=map_location)
+
+    # ------------------------------------------------------------------ last/ (resume)
+    def save_checkpoint(self, model: nn.Module, optimizer: Any, state: dict[str, Any]) -> None:
+        """Write last/ (weights, optimizer, state.json with RNG) atomically."""
+        save_training_state(self.last_path, model, optimizer, state)
+
+    def load_checkpoint(
+        self, model: nn.Module, optimizer: Any, map_location: str | torch.device = "cpu"
+    ) -> dict[str, Any]:
+        """Restore weights, optimizer and RNG from last/; returns its JSON state."""
+        return load_training_state(self.last_path, model, optimizer, map_location=map_location)
+
+    # ------------------------------------------------------------------ metrics.jsonl
+    def append_metrics(self, row: dict[str, Any]) -> None:
+        with self.metrics_path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        """Every complete row of metrics.jsonl (a line cut by a kill is skipped)."""
+        return read_jsonl(self.metrics_path) if self.metrics_path.is_file() else []
+
+    def keep_metrics_until(self, step: int) -> None:
+        """Drop the rows logged after ``step`` (a resumed run writes them again)."""
+        kept = [r for r in self.read_metrics() if r.get("step", 0) <= step]
+        atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
+
+    def clear_metrics(self) -> None:
+        self.metrics_path.unlink(missing_ok=True)
+
+
+def _upgrade_first_format(raw: dict[str, Any], run: RunDir) -> dict[str, Any]:
+    """A first-format config.json in today's shape. Its model section was the flat list of
+    every family's settings; the sizes the code of that time took from elsewhere are added
+    here: the vocabulary (top-level ``vocab_size``), the padding id (the tokenizer's [PAD]),
+    the positional table (``data.max_len``) and, for classifiers, the number of labels. The
+    settings of other families stay; ``format: 1`` tells the config reader to ignore them."""
+    model = dict(raw.get("model") or {})
+    model.setdefault("model_type", _LEGACY_FAMILY.get(raw["task"], raw["task"]))
+    if "vocab_size" in raw:
+        model.setdefault("vocab_size", raw["vocab_size"])
+    model.setdefault("pad_id", _pad_id(run))
+    model.setdefault("max_len", raw.get("data", {}).get("max_len", 128))
+    if "labels" in raw:
+        model.setdefault("num_classes", len(raw["labels"]))
+    return {**raw, "model": model, "format": 1}
+
+
+def _pad_id(run: RunDir) -> int:
+    """The [PAD] id in the run's tokenizer.json (0 in every tokenizer attnkit trains)."""
+    try:
+        vocab = json.loads(run.tokenizer_path.read_text(encoding="utf-8"))["model"]["vocab"]
+        return int(vocab["[PAD]"]) if isinstance(vocab, dict) else 0
+    except (OSError, KeyError, TypeError, ValueError):
+        return 0
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a .jsonl file, one per line; a line cut short (by a kill) or
+    that is not an object is skipped."""
+    rows = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            row = json.loads(line)
+            if isinstance(row, dict):
+                rows.append(row)
+    return rows
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class RunLock:
+    """An exclusive, advisory lock on a run directory (``flock`` on its ``.lock`` file),
+    held for a whole training: two processes never write into one run. The lock file says
+    who holds it (pid, host, start time, command), for the error the second one gets. The
+    operating system drops the lock when the process ends, however it ends. A folder this
+    lock created and that holds nothing else when it is released is removed again.
+    Where ``fcntl`` does not exist (Windows) the lock is a no-op."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.run = run
+        self.path = run.path / RunDir.LOCK
+        self._fd: int | None = None
+        self._created = False
+
+    def __enter__(self) -> RunLock:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return self
+        self._created = not self.run.path.exists()
+        self.run.create()
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 500).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise RunError(
+                f"{self.run} is in use by {holder}; wait for it to finish or choose another --out"
+            ) from None
+        since = datetime.datetime.now().isoformat(timespec="seconds")
+        command = " ".join(sys.argv[:3])[:120]
+        os.ftruncate(fd, 0)
+        os.write(
+            fd, f"pid {os.getpid()} on {socket.gethostname()} since {since} ({command})".encode()
+        )
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is None:
+            return
+        if self._created and self.run.is_empty():  # nothing was written: leave no trace
+            self.path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self.run.path.rmdir()
+        os.close(self._fd)  # closing the descriptor releases the flock
+        self._fd = None

@@ -1,0 +1,336 @@
+"""The import contract of attnkit: the folders are layers and imports only point down.
+
+    python tools/check_layers.py [SRC_DIR]     # run by `make lint`, so by CI
+
+Layers, top to bottom (ARCHITECTURE.md); ``a | b`` are siblings that may not import
+each other::
+
+    app        attnkit.app (api, cli, serve, demo, env report) and the package root
+    tasks      attnkit.tasks (TaskSpec, Predictor, one module/package per task)
+    runtime | interop
+               attnkit.runtime (Trainer, device, run directory, plots)
+               attnkit.interop (Hugging Face, ONNX, int8)
+    models     attnkit.models (one module per family, its config, init_from, outputs)
+    data       attnkit.data (tokenization, catalogue + readers, batching, features)
+    nn         attnkit.nn (attention, layers, dropout, generation, capture)
+    core       attnkit.core (errors, config loading, checkpoint io, output guard)
+
+Checked, counting imports inside functions too:
+1. no import points to a higher layer or to a sibling;
+2. there are no import cycles between modules;
+3. an import of attnkit inside a function is allowed only where ``LAZY`` lists it
+   (start-up speed of the CLI and of ``import attnkit``).
+
+Each violation is one line ``path:line: ...``; the exit status is 1 if there is any.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = "attnkit"
+
+LAYERS: list[list[tuple[str, ...]]] = [  # each layer: its groups; groups in one layer are
+    [("attnkit.app", "attnkit")],  # siblings ("attnkit" = the root: attnkit.load & co.)
+    [("attnkit.tasks",)],
+    [("attnkit.runtime",), ("attnkit.interop",)],  # neither imports the other
+    [("attnkit.models",)],
+    [("attnkit.data",)],
+    [("attnkit.nn",)],
+    [("attnkit.core",)],
+]
+
+# Function-level imports of attnkit that are wanted: what `attnkit --help`, `import
+# attnkit` and the server would otherwise load up front (torch, FastAPI, every task).
+# importer (module or package prefix) -> why.
+# A name ending in ".*" covers the package's modules.
+LAZY: dict[str, str] = {
+    "attnkit": "import attnkit stays light: attnkit.load & co. import the API on first call",
+    "attnkit.app.cli": "start-up speed: `attnkit --help` and `attnkit env` load no torch",
+    "attnkit.app.demo": "start-up speed: `python -m attnkit.app.demo --help` loads no torch",
+    "attnkit.app.env_report": "start-up speed: `attnkit env` loads no torch",
+    "attnkit.app.serve": "start-up speed: FastAPI and the models load when serving starts",
+    "attnkit.data": "start-up speed: the data commands load no torch (batching needs it)",
+}
+
+# Known violations still being removed (must end empty): "importer -> imported".
+TODO: set[str] = {
+    "attnkit.app.api -> attnkit.interop.hf_dir",
+    "attnkit.app.api -> attnkit.models.bert",
+    "attnkit.app.serve.runs -> attnkit.app.api",
+    "attnkit.core.config -> attnkit.data.tokenization",
+    "attnkit.core.config -> attnkit.models",
+    "attnkit.core.config -> attnkit.models.sizes",
+    "attnkit.core.config -> attnkit.tasks",
+    "attnkit.core.params -> attnkit.core.errors",
+    "attnkit.data.ner_features -> attnkit.data.tokenization",
+    "attnkit.interop.hf_bert -> attnkit.core.config",
+    "attnkit.interop.hf_bert -> attnkit.models.bert",
+    "attnkit.interop.hf_bert -> attnkit.models.sizes",
+    "attnkit.interop.hf_dir -> attnkit.interop.hf_bert",
+    "attnkit.interop.hf_gpt2 -> attnkit.core.config",
+    "attnkit.interop.hf_gpt2 -> attnkit.interop.hf_bert",
+    "attnkit.interop.hf_gpt2 -> attnkit.models.gpt",
+    "attnkit.interop.hf_gpt2 -> attnkit.models.sizes",
+    "attnkit.models -> attnkit.core.checkpoint",
+    "attnkit.models -> attnkit.core.config",
+    "attnkit.models -> attnkit.models.base",
+    "attnkit.models -> attnkit.models.bert",
+    "attnkit.models -> attnkit.models.bert_heads",
+    "attnkit.models -> attnkit.models.classifier",
+    "attnkit.models -> attnkit.models.elmo",
+    "attnkit.models -> attnkit.models.elmo_classifier",
+    "attnkit.models -> attnkit.models.gpt",
+    "attnkit.models -> attnkit.models.gpt_classifier",
+    "attnkit.models -> attnkit.models.masked_lm",
+    "attnkit.models -> attnkit.models.ngram",
+    "attnkit.models -> attnkit.models.rnn",
+    "attnkit.models -> attnkit.models.transformer",
+    "attnkit.models -> attnkit.runtime.run",
+    "attnkit.models.base -> attnkit.core.checkpoint",
+    "attnkit.models.base -> attnkit.core.config",
+    "attnkit.models.base -> attnkit.interop.hf_bert",
+    "attnkit.models.base -> attnkit.interop.hf_gpt2",
+    "attnkit.models.base -> attnkit.models",
+    "attnkit.models.base -> attnkit.models.sizes",
+    "attnkit.models.base -> attnkit.runtime.run",
+    "attnkit.models.bert -> attnkit.core.config",
+    "attnkit.models.bert -> attnkit.interop.hf_bert",
+    "attnkit.models.bert -> attnkit.models.base",
+    "attnkit.models.bert -> attnkit.models.bert_heads",
+    "attnkit.models.bert_heads -> attnkit.models.bert",
+    "attnkit.models.classifier -> attnkit.core.config",
+    "attnkit.models.classifier -> attnkit.models",
+    "attnkit.models.classifier -> attnkit.models.base",
+    "attnkit.models.elmo -> attnkit.core.config",
+    "attnkit.models.elmo -> attnkit.models.base",
+    "attnkit.models.elmo_classifier -> attnkit.core.config",
+    "attnkit.models.elmo_classifier -> attnkit.models.base",
+    "attnkit.models.elmo_classifier -> attnkit.models.classifier",
+    "attnkit.models.elmo_classifier -> attnkit.models.elmo",
+    "attnkit.models.gpt -> attnkit.core.config",
+    "attnkit.models.gpt -> attnkit.interop.hf_gpt2",
+    "attnkit.models.gpt -> attnkit.models.base",
+    "attnkit.models.gpt_classifier -> attnkit.core.config",
+    "attnkit.models.gpt_classifier -> attnkit.models.base",
+    "attnkit.models.gpt_classifier -> attnkit.models.classifier",
+    "attnkit.models.gpt_classifier -> attnkit.models.gpt",
+    "attnkit.models.masked_lm -> attnkit.core.config",
+    "attnkit.models.masked_lm -> attnkit.models.base",
+    "attnkit.models.masked_lm -> attnkit.models.classifier",
+    "attnkit.models.ngram -> attnkit.core.config",
+    "attnkit.models.ngram -> attnkit.models.base",
+    "attnkit.models.rnn -> attnkit.core.config",
+    "attnkit.models.rnn -> attnkit.models.base",
+    "attnkit.models.sizes -> attnkit.core.checkpoint",
+    "attnkit.models.sizes -> attnkit.core.config",
+    "attnkit.models.sizes -> attnkit.interop.onnx",
+    "attnkit.models.sizes -> attnkit.interop.quantize",
+    "attnkit.models.transformer -> attnkit.core.config",
+    "attnkit.models.transformer -> attnkit.models.base",
+    "attnkit.runtime.run -> attnkit.data.tokenization",
+    "attnkit.runtime.training -> attnkit.runtime.viz",
+    "attnkit.tasks -> attnkit.core.config",
+    "attnkit.tasks -> attnkit.tasks.base",
+    "attnkit.tasks.base -> attnkit.core.config",
+    "attnkit.tasks.base -> attnkit.data.tokenization",
+    "attnkit.tasks.base -> attnkit.models",
+    "attnkit.tasks.bert_init -> attnkit.interop.hf_bert",
+    "attnkit.tasks.bert_init -> attnkit.models",
+    "attnkit.tasks.bert_init -> attnkit.models.sizes",
+    "attnkit.tasks.bert_pretrain -> attnkit.data.segments",
+    "attnkit.tasks.bert_pretrain -> attnkit.tasks.base",
+    "attnkit.tasks.bilm -> attnkit.models.sizes",
+    "attnkit.tasks.classify -> attnkit.data.pairs",
+    "attnkit.tasks.classify -> attnkit.models.elmo_classifier",
+    "attnkit.tasks.classify -> attnkit.runtime.viz",
+    "attnkit.tasks.classify -> attnkit.tasks.bilm",
+    "attnkit.tasks.classify -> attnkit.tasks.lm",
+    "attnkit.tasks.classify -> attnkit.tasks.mlm",
+    "attnkit.tasks.classify -> attnkit.tasks.pseudo_label",
+    "attnkit.tasks.lm -> attnkit.core.checkpoint",
+    "attnkit.tasks.lm -> attnkit.data.catalogue",
+    "attnkit.tasks.lm -> attnkit.models.gpt",
+    "attnkit.tasks.lm -> attnkit.models.sizes",
+    "attnkit.tasks.mlm -> attnkit.models.sizes",
+    "attnkit.tasks.mlm -> attnkit.tasks.base",
+    "attnkit.tasks.pseudo_label -> attnkit.tasks.classify",
+    "attnkit.tasks.seq2seq -> attnkit.runtime.viz",
+}
+
+
+@dataclass
+class Graph:
+    """Modules of one source tree and their attnkit imports."""
+
+    files: dict[str, Path] = field(default_factory=dict)  # module -> file
+    # importer -> imported -> [(line, at module level?)]
+    edges: dict[str, dict[str, list[tuple[int, bool]]]] = field(default_factory=dict)
+
+
+def module_name(src: Path, path: Path) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _targets(graph: Graph, module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        if node.level:  # relative: from package of the importer
+            package = module.split(".")
+            if graph.files[module].name != "__init__.py":
+                package = package[:-1]
+            package = package[: len(package) - (node.level - 1)]
+            base = ".".join(package + ([node.module] if node.module else []))
+        else:
+            base = node.module or ""
+        names = [
+            f"{base}.{a.name}" if f"{base}.{a.name}" in graph.files else base for a in node.names
+        ]
+    out = []
+    for name in names:
+        while name not in graph.files and "." in name:
+            name = name.rsplit(".", 1)[0]
+        if name in graph.files and name != module:
+            out.append(name)
+    return out
+
+
+def build(src: Path) -> Graph:
+    """Parse every module under ``src`` (the folder that holds the ``attnkit`` package)."""
+    graph = Graph()
+    for path in sorted((src / ROOT).rglob("*.py")):
+        graph.files[module_name(src, path)] = path
+    for module, path in graph.files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        top_level = {id(node) for node in tree.body}
+        skip = {  # `if TYPE_CHECKING:` blocks are not imports at run time
+            id(n)
+            for node in tree.body
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skip:
+                for target in _targets(graph, module, node):
+                    lines = graph.edges.setdefault(module, {}).setdefault(target, [])
+                    lines.append((node.lineno, id(node) in top_level))
+    return graph
+
+
+def layer_of(module: str) -> tuple[int, str]:
+    """(layer index, group's first name) of ``module``: the longest matching name wins."""
+    best, length = (-1, ""), -1
+    for index, groups in enumerate(LAYERS):
+        for group in groups:
+            for name in group:
+                if (module == name or module.startswith(name + ".")) and len(name) > length:
+                    best, length = (index, group[0]), len(name)
+    return best
+
+
+def _lazy_ok(module: str) -> bool:
+    return any(
+        module == name or (name.endswith(".*") and module.startswith(name[:-1])) for name in LAZY
+    )
+
+
+def cycles(graph: Graph) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in graph.files:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.edges.get(start, {}))))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.edges.get(child, {})))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def violations(src: Path, todo: set[str] | None = None) -> list[str]:
+    """Every breach of the contract in the tree under ``src``, one line each."""
+    todo = TODO if todo is None else todo
+    graph = build(src)
+    out = []
+    for module, targets in sorted(graph.edges.items()):
+        path = graph.files[module]
+        mine, my_layer = layer_of(module)
+        for target, places in sorted(targets.items()):
+            if f"{module} -> {target}" in todo:
+                continue
+            theirs, their_layer = layer_of(target)
+            line = places[0][0]
+            if theirs < mine or (theirs == mine and my_layer != their_layer):
+                kind = "a sibling" if theirs == mine else "a higher"
+                out.append(
+                    f"{path}:{line}: {module} imports {target}, {kind} layer "
+                    f"({my_layer} may import only the layers below it)"
+                )
+            for lineno in sorted({n for n, at_top in places if not at_top}):
+                if not _lazy_ok(module):
+                    out.append(
+                        f"{path}:{lineno}: {module} imports {target} inside a function "
+                        "(not a listed start-up-speed import: import it at the top)"
+                    )
+    for component in cycles(graph):
+        pairs = {f"{a} -> {b}" for a in component for b in graph.edges.get(a, {}) if b in component}
+        if pairs <= todo:
+            continue
+        out.append(f"{graph.files[component[0]]}:1: import cycle: {', '.join(component)}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    src = Path(args[0]) if args else Path(__file__).resolve().parents[1] / "src"
+    found = violations(src)
+    for line in found:
+        print(line)
+    if found:
+        print(f"check_layers: {len(found)} import(s) break the layer contract", file=sys.stderr)
+        return 1
+    print(f"check_layers: {len(build(src).files)} modules, imports point down, no cycles")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
