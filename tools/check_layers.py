@@ -46,13 +46,13 @@ LAYERS: list[list[tuple[str, ...]]] = [  # each layer: its groups; groups in one
 # Function-level imports of attnkit that are wanted: what `attnkit --help`, `import
 # attnkit` and the server would otherwise load up front (torch, FastAPI, every task).
 # importer (module or package prefix) -> why.
-# A name ending in ".*" covers the package's modules.
+# A name ending in ".*" covers the package and its modules.
 LAZY: dict[str, str] = {
     "attnkit": "import attnkit stays light: attnkit.load & co. import the API on first call",
     "attnkit.app.cli": "start-up speed: `attnkit --help` and `attnkit env` load no torch",
     "attnkit.app.demo": "start-up speed: `python -m attnkit.app.demo --help` loads no torch",
     "attnkit.app.env_report": "start-up speed: `attnkit env` loads no torch",
-    "attnkit.app.serve": "start-up speed: FastAPI and the models load when serving starts",
+    "attnkit.app.serve.*": "start-up speed: FastAPI and the models load when serving starts",
     "attnkit.data": "start-up speed: the data commands load no torch (batching needs it)",
 }
 
@@ -60,7 +60,6 @@ LAZY: dict[str, str] = {
 TODO: set[str] = {
     "attnkit.app.api -> attnkit.interop.hf_dir",
     "attnkit.app.api -> attnkit.models.bert",
-    "attnkit.app.serve.runs -> attnkit.app.api",
     "attnkit.core.config -> attnkit.data.tokenization",
     "attnkit.core.config -> attnkit.models",
     "attnkit.core.config -> attnkit.models.sizes",
@@ -131,8 +130,6 @@ TODO: set[str] = {
     "attnkit.models.sizes -> attnkit.interop.quantize",
     "attnkit.models.transformer -> attnkit.core.config",
     "attnkit.models.transformer -> attnkit.models.base",
-    "attnkit.runtime.run -> attnkit.data.tokenization",
-    "attnkit.runtime.training -> attnkit.runtime.viz",
     "attnkit.tasks -> attnkit.core.config",
     "attnkit.tasks -> attnkit.tasks.base",
     "attnkit.tasks.base -> attnkit.core.config",
@@ -237,7 +234,8 @@ def layer_of(module: str) -> tuple[int, str]:
 
 def _lazy_ok(module: str) -> bool:
     return any(
-        module == name or (name.endswith(".*") and module.startswith(name[:-1])) for name in LAZY
+        module == name.removesuffix(".*") or (name.endswith(".*") and module.startswith(name[:-1]))
+        for name in LAZY
     )
 
 

@@ -39,12 +39,11 @@ from attnkit.core.checkpoint import (
     save_training_state,
 )
 from attnkit.core.errors import RunError
+from attnkit.data.tokenization import Tokenizer
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
-
-    from attnkit.data.tokenization import Tokenizer
 
 __all__ = ["FORMAT", "RunDir", "RunLock", "read_jsonl"]
 
@@ -182,8 +181,6 @@ class RunDir:
         tokenizer.save(self.tokenizer_path)
 
     def load_tokenizer(self) -> Tokenizer:
-        from attnkit.data.tokenization import Tokenizer
-
         return Tokenizer.load(self.tokenizer_path)
 
     def save_weights(self, model: nn.Module) -> None:

@@ -45,7 +45,7 @@ from tqdm.auto import tqdm
 from attnkit.core.config import TrainingConfig
 from attnkit.core.errors import TrainingError
 from attnkit.data.batching import BucketBatchSampler
-from attnkit.runtime import distributed
+from attnkit.runtime import distributed, viz
 from attnkit.runtime.device import (
     Precision,
     apply_threads,
@@ -587,9 +587,7 @@ class Trainer:
         if not self.where.is_main:
             return
         try:
-            from attnkit.runtime.viz import plot_curves
-
-            plot_curves(self.run.read_metrics(), self.run.curves_path)
+            viz.plot_curves(self.run.read_metrics(), self.run.curves_path)
         except Exception as exc:  # a plot must never kill a training run
             print(f"warning: could not draw curves.png: {exc}")
 

@@ -11,19 +11,18 @@ import importlib.util
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib import font_manager  # noqa: E402
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from attnkit.core.checkpoint import temp_file_beside
+from attnkit.core.errors import InputError
+from attnkit.core.output_guard import cannot_write, check_output
+from attnkit.nn.layers import sinusoidal_encoding
 
-from attnkit.core.checkpoint import temp_file_beside  # noqa: E402
-from attnkit.core.errors import InputError  # noqa: E402
-from attnkit.core.output_guard import cannot_write, check_output  # noqa: E402
-from attnkit.nn.layers import sinusoidal_encoding  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "check_output_path",
@@ -34,16 +33,31 @@ __all__ = [
     "save_figure",
 ]
 
+
+def _pyplot() -> ModuleType:
+    """``matplotlib.pyplot`` on the off-screen Agg backend, imported on the first plot: the
+    Trainer and every task import this module, and loading a run must stay quick."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    _use_hangul_font(plt)
+    return plt
+
+
 _HANGUL_FONTS = ("NanumGothic", "Noto Sans CJK KR", "Noto Sans KR", "Malgun Gothic", "AppleGothic")
 _font_ready = False
 
 
-def _use_hangul_font() -> None:
+def _use_hangul_font(plt: ModuleType) -> None:
     """Put a Hangul-capable font first in matplotlib's fallback list (once)."""
     global _font_ready
     if _font_ready:
         return
     _font_ready = True
+    from matplotlib import font_manager
+
     # locate the package's font without importing it (its import changes global rcParams)
     spec = importlib.util.find_spec("koreanize_matplotlib")
     if spec is not None and spec.submodule_search_locations:
@@ -70,6 +84,8 @@ def check_output_path(
     is an image format matplotlib writes; else an ``InputError`` naming why."""
     path = check_output(path, inputs=inputs, what=what)
     fmt = _format(path)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     if fmt not in FigureCanvasAgg.get_supported_filetypes():
         raise InputError(
             f"cannot write {path}: .{fmt} is not an image format (use .png, .svg, .pdf, ...)"
@@ -77,7 +93,7 @@ def check_output_path(
     return path
 
 
-def save_figure(fig: plt.Figure, path: str | os.PathLike) -> Path:
+def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
     """Write ``fig`` to ``path`` atomically, then close it: into a temporary file of the
     same folder (a unique name per call), renamed over ``path`` once complete, so that
     ``path`` is never half-written. The folder must exist (``check_output_path``)."""
@@ -96,7 +112,7 @@ def save_figure(fig: plt.Figure, path: str | os.PathLike) -> Path:
         finally:
             Path(tmp).unlink(missing_ok=True)
     finally:
-        plt.close(fig)
+        _pyplot().close(fig)
     return path
 
 
@@ -107,7 +123,7 @@ def plot_positional_encoding(
     if max_len < 1 or d_model < 2:
         raise ValueError("need max_len >= 1 and d_model >= 2")
     pe = sinusoidal_encoding(max_len, d_model).numpy()
-    fig, ax = plt.subplots(figsize=(10, 4.5))
+    fig, ax = _pyplot().subplots(figsize=(10, 4.5))
     mesh = ax.pcolormesh(pe, cmap="RdBu", vmin=-1, vmax=1)
     ax.set_xlabel("depth (embedding dimension i)")
     ax.set_ylabel("position (pos)")
@@ -128,14 +144,13 @@ def plot_attention(
     y_title: str = "queries",
 ) -> Path:
     """Heatmap of one (Tq, Tk) attention matrix: rows = queries (y_labels), columns = keys."""
-    _use_hangul_font()
     w = np.asarray(weights, dtype=np.float32)
     if w.ndim != 2 or w.shape != (len(y_labels), len(x_labels)):
         raise ValueError(
             f"weights {w.shape} do not match labels ({len(y_labels)}, {len(x_labels)})"
         )
     size = (max(4.0, 0.45 * len(x_labels) + 2), max(3.0, 0.4 * len(y_labels) + 1.5))
-    fig, ax = plt.subplots(figsize=size)
+    fig, ax = _pyplot().subplots(figsize=size)
     im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(float(w.max()), 1e-9), aspect="auto")
     ax.set_xticks(range(len(x_labels)), labels=list(x_labels), rotation=90)
     ax.set_yticks(range(len(y_labels)), labels=list(y_labels))
@@ -155,10 +170,9 @@ def plot_contributions(
 ) -> Path:
     """Horizontal bars, one per feature (e.g. an n-gram), in the given order from the top:
     positive values (for the prediction) green, negative ones red."""
-    _use_hangul_font()
     if len(names) != len(values):
         raise ValueError(f"{len(names)} names but {len(values)} values")
-    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.32 * len(names) + 1.2)))
+    fig, ax = _pyplot().subplots(figsize=(7, max(2.5, 0.32 * len(names) + 1.2)))
     colors = ["tab:green" if v >= 0 else "tab:red" for v in values]
     ax.barh(range(len(names)), list(values), color=colors)
     ax.set_yticks(range(len(names)), labels=list(names))
@@ -205,7 +219,7 @@ def plot_curves(rows: Sequence[dict], path: str | os.PathLike = "curves.png") ->
     """Learning curves from metrics.jsonl rows (see ``curve_series``): losses on the left
     panel, metrics on the right (fractions on its left axis, other scores on a second one)."""
     losses, fractions, scores = curve_series(rows)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (left, right) = _pyplot().subplots(1, 2, figsize=(11, 4))
     twin = right.twinx() if fractions and scores else None
     panels = [
         (left, losses, "loss", 0, "-"),
