@@ -48,9 +48,9 @@ from typing import Any
 import torch
 
 from attnkit.app.api import evaluate, load, train
-from attnkit.core.config import load_config
 from attnkit.models.gpt import GPT, PRESETS, GPTConfig
 from attnkit.nn.generation import sample
+from attnkit.tasks.run_config import load_config
 from report import (
     ROOT,
     command_line,

@@ -63,6 +63,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 KINDS = {
     *("sentiment", "bert", "translate", "chat", "lm", "generation", "elmo", "speed"),
     *("dropout_speed", "speed_ratios", "recipe_speed", "threads", "quantize", "serve"),
+    "explain",
 }
 # keys of the earlier schemas: a split's scores are now one mapping (test, validation, ...)
 OLD_KEYS = {
@@ -941,6 +942,43 @@ def _threads(rows: list[dict]) -> list[str]:
     return lines
 
 
+EXPLAIN = [
+    Col("model", "model"),
+    num("trace s", "trace_s", ".3f"),
+    num("render s", "render_s", ".3f"),
+    num("capture + render s", "capture_and_render_s", ".3f"),
+    num("HTML MB", "html_mb", ".2f"),
+    Col("float16 arrays", "float16"),
+]
+
+
+def _explain(rows: list[dict]) -> list[str]:
+    """The explorer page's cost (benchmarks/explain_render.py)."""
+    lines = []
+    for run in (r for r in rows if r.get("kind") == "explain"):
+        cells = [
+            {**run[name], "model": label, "html_mb": run[name]["html_bytes"] / 1e6,
+             "float16": ", ".join(run[name].get("float16") or []) or "none"}
+            for name, label in (("classifier", "Transformer classifier"), ("lm", "GPT (task lm)"))
+            if name in run
+        ]  # fmt: skip
+        targets = run["targets"]
+        lines += [
+            "## Explainer: capturing a forward pass and rendering its page",
+            "",
+            f"`attnkit explain --html` for one 128-token text through {run['model']}: trace = "
+            "capture + building + base64 (`attnkit.app.explain.trace`), render = the "
+            "self-contained HTML (script, style, Korean font subset made anew, data); "
+            f"median of {run['repeats']} after a warm-up. Targets: under "
+            f"{targets['capture_and_render_s']:g} s and {targets['html_bytes'] / 1e6:g} MB. "
+            f"{run['machine']}; {run['date']}. Command: `{run['command']}`",
+            "",
+            *table(cells, EXPLAIN),
+            "",
+        ]
+    return lines
+
+
 QUANTIZE = [
     Col("run", "run"),
     Col("split", "split"),
@@ -1028,6 +1066,7 @@ def render(rows: list[dict]) -> str:
     lines += _speed_ratios(rows)
     lines += _recipe_speed(rows)
     lines += _threads(rows)
+    lines += _explain(rows)
     lines += _quantize(rows)
     machines = sorted({r["machine"] for r in rows if "machine" in r})
     lines += ["Machines: " + "; ".join(machines), ""]

@@ -220,6 +220,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
       ("klue-ner:train", KO)),
     # issue 18: serving (trains runs/bench-serve-nsmc-quick first when missing)
     B("serve-load", "serve_load.py", 2, NSMC),
+    # issue 31: 1 vs 2 torch threads, quiet and with one core kept busy
+    B("threads-nsmc-quick", f"threads.py {C}/nsmc-quick.yaml --steps 300", 6, NSMC),
+    # issue 34: capture + page of `attnkit explain` for a 6-layer, 128-token model
+    B("explain-render", "explain_render.py", 0.5, ()),
 )
 # fmt: on
 BY_NAME = {b.name: b for b in BENCHMARKS}

@@ -7,7 +7,7 @@
         --s2s-batch 2 --s2s-len 8 --gen-batches 1 --new-tokens 4 --json /tmp/speed.json
 
 Each section builds attnkit's model and the peer's with the same shape and, where the
-names map (``attnkit.interop.hf_bert`` / ``hf_gpt2``, or by hand for ``torch.nn``), the same
+names map (``attnkit.models.hf_bert`` / ``hf_gpt2``, or by hand for ``torch.nn``), the same
 weights; then, after warm-up, it alternates their timed iterations in one run (the order
 rotates every iteration, so each goes first as often as the others) and reports median
 milliseconds and ratio = peer ms / attnkit ms (> 1: attnkit is faster).
@@ -18,7 +18,7 @@ Sections (``--only``; all by default):
             of 5 (always measured: the FLOP/s fractions below divide by it).
   train     encoder training step (``--shapes``, default L4 H256 A4 and L6 H512 A8; seq 128,
             batch 32, vocab 30522): attnkit ``BertModel`` vs ``transformers.BertModel``
-            (``attn_implementation="sdpa"``, same weights through ``interop.hf_bert``) and vs
+            (``attn_implementation="sdpa"``, same weights through ``models.hf_bert``) and vs
             BERT's embeddings + ``torch.nn.TransformerEncoder`` (batch_first, post-norm, gelu,
             dim_feedforward 4 d, same weights). Step = zero_grad, forward, MLM-like loss
             (15% of the real positions -> tied word embedding -> cross-entropy on random
@@ -42,7 +42,7 @@ Sections (``--only``; all by default):
   generate  greedy generation of ``--new-tokens`` (128) after a ``--prompt-tokens`` (16)
             random prompt, batch 1 and 8: ``GPT.generate`` (KV cache) vs
             ``transformers.GPT2LMHeadModel.generate`` (sdpa, use_cache) on the same random
-            weights (``interop.hf_gpt2``); whether both produced the same tokens is recorded.
+            weights (``models.hf_gpt2``); whether both produced the same tokens is recorded.
             GPT ``--gpt-shape`` L4 H256 A4, ``--gpt-vocab`` 8000 (benchmarks/lm.py's
             generation default): with GPT-2's 50257 tokens the step at batch 1 is dominated
             by the LM head's memory-bound matrix-vector product, the same work in both.
@@ -97,13 +97,13 @@ import yaml
 from torch import Tensor, nn
 from torch.utils import flop_counter
 
-from attnkit.interop.hf_bert import bert_config_to_hf
-from attnkit.interop.hf_bert import to_hf_state_dict as bert_to_hf
-from attnkit.interop.hf_gpt2 import gpt_config_to_hf
-from attnkit.interop.hf_gpt2 import to_hf_state_dict as gpt2_to_hf
 from attnkit.interop.quantize import quantize_int8
 from attnkit.models.bert import BertConfig, BertModel
 from attnkit.models.gpt import GPT, GPTConfig
+from attnkit.models.hf_bert import bert_config_to_hf
+from attnkit.models.hf_bert import to_hf_state_dict as bert_to_hf
+from attnkit.models.hf_gpt2 import gpt_config_to_hf
+from attnkit.models.hf_gpt2 import to_hf_state_dict as gpt2_to_hf
 from attnkit.models.transformer import Transformer, TransformerConfig
 from attnkit.nn.attention import MultiHeadAttention
 from attnkit.nn.layers import DecoderLayer, EncoderLayer, sinusoidal_encoding

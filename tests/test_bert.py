@@ -14,9 +14,9 @@ from safetensors.torch import load_file, save_file
 
 from attnkit.core.config import ConfigError
 from attnkit.core.errors import RunError
-from attnkit.interop.hf_bert import hf_key_map, load_hf_bert, save_hf_bert
 from attnkit.models import from_pretrained
 from attnkit.models.bert import BertConfig, BertModel
+from attnkit.models.hf_bert import hf_key_map, load_hf_bert, save_hf_bert
 
 ATOL = 1e-5
 TEXTS = [
@@ -137,7 +137,7 @@ def test_a_random_tiny_bert_round_trips_and_matches_transformers(
     model = BertModel(config).eval()
     assert model.embeddings.word.weight[1].abs().max() == 0  # the [PAD] row
     save_hf_bert(model, tmp_path)
-    again = load_hf_bert(tmp_path)
+    again = load_hf_bert(tmp_path, BertModel)
     assert again.config == config
     for (name, x), y in zip(model.state_dict().items(), again.state_dict().values(), strict=True):
         assert torch.equal(x, y), name

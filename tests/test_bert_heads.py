@@ -1,4 +1,4 @@
-"""BERT's heads (attnkit.models.bert_heads) read and write Hugging Face checkpoints of
+"""BERT's heads (attnkit.models.bert) read and write Hugging Face checkpoints of
 transformers' BertFor* classes and compute the same logits."""
 
 from __future__ import annotations
@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnkit.models import from_pretrained
-from attnkit.models.bert import BertConfig, BertModel
-from attnkit.models.bert_heads import (
+from attnkit.models import ClassifierOutput, from_pretrained
+from attnkit.models.bert import (
+    BertConfig,
     BertForMaskedLM,
     BertForPreTraining,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
+    BertModel,
 )
 
 transformers = pytest.importorskip("transformers")
@@ -58,6 +59,8 @@ def _batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 def _ours(model, batch) -> list[torch.Tensor]:
     with torch.no_grad():
         out = model(*batch)
+    if isinstance(out, ClassifierOutput):  # (the sequence classifier: one output type)
+        return [out.logits]
     return list(out) if isinstance(out, tuple) else [out]
 
 

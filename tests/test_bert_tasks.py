@@ -13,13 +13,14 @@ import torch
 
 import attnkit
 from attnkit.app.cli import main
-from attnkit.core.config import ConfigError, load_config
+from attnkit.core.config import ConfigError
 from attnkit.core.errors import InputError, RunError
 from attnkit.data.segments import pair_ids, truncate_pair
 from attnkit.data.tokenization import train_tokenizer
 from attnkit.models.bert import BertConfig, BertModel
+from attnkit.models.pretrained import open_pretrained, resolve_init_from
 from attnkit.nn.layers import ScalarMix
-from attnkit.tasks.bert_init import load_pretrained_bert, resolve_init_from
+from attnkit.tasks.run_config import load_config
 from conftest import pretraining_documents
 
 WORDS = [
@@ -219,16 +220,16 @@ def test_init_from_a_hf_directory_copies_the_encoder(hf_dir, pair_file, tmp_path
 def test_init_from_bad_sources_are_one_line_errors(tmp_path, pair_run) -> None:
     model = BertConfig(arch="bert-classifier", vocab_size=60, **TINY).build()
     with pytest.raises(ConfigError, match="is not a directory"):
-        load_pretrained_bert(model, tmp_path / "nope", print)
+        model.load_pretrained(open_pretrained(tmp_path / "nope"), print)
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError, match="neither a Hugging Face BERT directory"):
-        load_pretrained_bert(model, tmp_path / "empty", print)
-    with pytest.raises(ConfigError, match="does not fit the model"):
-        load_pretrained_bert(model, pair_run, print)  # 512 positions here, 24 in the run
+        model.load_pretrained(open_pretrained(tmp_path / "empty"), print)
+    with pytest.raises(ConfigError, match="does not fit the model"):  # 512 positions here,
+        model.load_pretrained(open_pretrained(pair_run), print)  # 24 in the run
     # a run of a BERT classifier is a valid source: its encoder is copied
     saved = json.loads((pair_run / "config.json").read_text())["model"]
     model = BertConfig.from_dict(saved).replace(arch="bert-tagger").build()
-    assert load_pretrained_bert(model, pair_run, lambda *_: None) > 30
+    assert model.load_pretrained(open_pretrained(pair_run), lambda *_: None) > 30
 
 
 def test_the_minilm_name_resolves_to_the_installed_package() -> None:
@@ -248,7 +249,7 @@ def test_export_hf_gives_transformers_the_same_logits(pair_run, tmp_path, capsys
     tok = transformers.AutoTokenizer.from_pretrained(out)
     enc = tok(["the cat sat on mat"], ["the dog ran"], return_tensors="pt")
     clf = attnkit.load(pair_run)
-    ids, types, _ = clf._encode(["the cat sat on mat"], ["the dog ran"])
+    ids, types, _ = clf.encode(["the cat sat on mat"], ["the dog ran"])
     assert enc["input_ids"].tolist() == ids and enc["token_type_ids"].tolist() == types
     ours = clf.logits(ids, types=types)
     with torch.no_grad():
@@ -305,7 +306,7 @@ def test_bert_pretrain_logs_mlm_and_nsp_and_fine_tunes(corpus, tmp_path, arch) -
     # a pretrained run starts a classifier: its encoder is copied
     saved = json.loads((run / "config.json").read_text())["model"]
     model = BertConfig.from_dict(saved).replace(arch="bert-classifier").build()
-    assert load_pretrained_bert(model, run, lambda *_: None) > 30
+    assert model.load_pretrained(open_pretrained(run), lambda *_: None) > 30
 
 
 def test_bert_pretrain_needs_two_documents(tmp_path) -> None:

@@ -14,8 +14,9 @@ from safetensors.torch import load_file
 
 import attnkit
 from attnkit.app.api import RunError
-from attnkit.core.config import ConfigError, RunConfig
+from attnkit.core.config import ConfigError
 from attnkit.models.elmo_classifier import ELMoClassifier, ELMoClassifierConfig, add_boundaries
+from attnkit.tasks.run_config import RunConfig
 from conftest import make_sentiment_rows, tiny_recipe
 
 QUIET = {"log": lambda *_: None}
@@ -175,10 +176,11 @@ def test_the_classifier_reads_the_biLM_s_boundaries() -> None:
         vocab_size=12, task_hidden_size=3, bos_id=5, eos_id=6, init_from="x", **sizes
     )
     model = ELMoClassifier(config).eval()
-    logits, weights = model(ids, ids != 0)
+    out = model(ids, ids != 0)
+    logits, weights = out.logits, out.attentions
     assert logits.shape == (2, 2) and weights is None
     # padding changes nothing: the row alone gives the same logits
-    alone, _ = model(ids[1:, :1], None)
+    alone = model(ids[1:, :1], None).logits
     torch.testing.assert_close(alone, logits[1:])
     assert all(not p.requires_grad for p in model.bilm.parameters())
     model.train()

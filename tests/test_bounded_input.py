@@ -171,8 +171,8 @@ def test_classify_training_data_is_cut_before_tokenization(tiny_config, tmp_path
     """The training readers' path (prepare_data -> encode_examples) with one 3 MB text."""
     import csv
 
-    from attnkit.core.config import load_config
     from attnkit.tasks import get_task
+    from attnkit.tasks.run_config import load_config
 
     train = Path(load_config(tiny_config).data.train)
     rows = list(csv.reader(train.open(encoding="utf-8")))
@@ -224,7 +224,7 @@ def test_tag_and_qa_cut_before_tokenization(tokenizers_by_kind) -> None:
 def test_tag_predictor_cuts_the_text_it_splits(tmp_path: Path) -> None:
     import torch
 
-    from attnkit.core.config import RunConfig
+    from attnkit.tasks.run_config import RunConfig
     from attnkit.tasks.tag import TagPredictor
 
     class Outside(torch.nn.Module):

@@ -48,7 +48,7 @@ def test_training_stores_the_temperature_and_predictions_use_it(
 
     clf = attnkit.load(run)
     assert clf.temperature == t
-    ids, _, _ = clf._encode(["great film", "awful story 최악"])
+    ids, _, _ = clf.encode(["great film", "awful story 최악"])
     torch.testing.assert_close(clf.probabilities(ids), (clf.logits(ids) / t).softmax(-1))
 
     # calibrating again finds the same temperature and never raises the validation NLL

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from attnkit.core.config import ConfigError, load_config
+from attnkit.core.config import ConfigError
 from attnkit.data.tokenization import SPECIAL_TOKENS, Tokenizer, train_tokenizer
+from attnkit.tasks.run_config import load_config
 
 SHAKESPEARE = (
     "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n"

@@ -40,18 +40,19 @@ def batch() -> torch.Tensor:
 def test_shapes_and_padding_invariance(arch, hp):
     model = make(arch, hp)
     ids = batch()
-    logits, weights = model(ids)
+    out = model(ids)
+    logits, weights = out.logits, out.attentions
     assert logits.shape == (3, CLASSES)
     assert weights is None
-    _, weights = model(ids, need_weights=True)
+    weights = model(ids, need_weights=True).attentions
     assert (weights is None) == (arch != "transformer")
     # Appending pads changes nothing, with the mask derived or given explicitly.
     longer = torch.cat([ids, torch.full((3, 4), PAD)], dim=1)
-    logits_longer, _ = model(longer, attention_mask=longer != PAD)
+    logits_longer = model(longer, attention_mask=longer != PAD).logits
     torch.testing.assert_close(logits_longer, logits, atol=1e-5, rtol=0)
     # Each row alone (no padding at all) gives the same logits as in the padded batch.
     for i, n in enumerate((6, 4, 1)):
-        alone, _ = model(ids[i : i + 1, :n])
+        alone = model(ids[i : i + 1, :n]).logits
         torch.testing.assert_close(alone, logits[i : i + 1], atol=1e-5, rtol=0)
 
 
@@ -102,14 +103,14 @@ def test_max_pooling_ignores_larger_pad_vectors():
 def test_need_weights_zero_on_pad_keys():
     model = make("transformer", {**SMALL_TF, "num_layers": 3})
     ids = batch()
-    _, weights = model(ids, need_weights=True)
+    weights = model(ids, need_weights=True).attentions
     assert len(weights) == 3
     mask = ids != PAD
     for w in weights:
         assert w.shape == (3, 2, 6, 6)
         assert torch.all(w.masked_select(~mask[:, None, None, :]) == 0)
         torch.testing.assert_close(w.sum(-1), torch.ones(3, 2, 6))
-    assert model(ids)[1] is None
+    assert model(ids).attentions is None
 
 
 def test_too_long_input_raises():
@@ -136,14 +137,14 @@ def test_tiny_overfit_order_patterns():
     )
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(100):
-        loss = torch.nn.functional.cross_entropy(model(ids)[0], labels)
+        loss = torch.nn.functional.cross_entropy(model(ids).logits, labels)
         opt.zero_grad()
         loss.backward()
         opt.step()
         if loss.item() < 0.05:
             break
     model.eval()
-    assert torch.equal(model(ids)[0].argmax(-1), labels)
+    assert torch.equal(model(ids).logits.argmax(-1), labels)
     assert loss.item() < 0.1
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from attnkit import load, train
 from attnkit.app.cli import main
-from attnkit.core.config import RunConfig
+from attnkit.tasks.run_config import RunConfig
 from conftest import make_sentiment_rows, tiny_recipe, write_csv
 from test_mlm import _corpus, _mlm_recipe
 from test_seq2seq import reversal_pairs, s2s_recipe, write_tsv

@@ -17,8 +17,7 @@ import torch
 
 import attnkit
 from attnkit.app.cli import main
-from attnkit.models import from_pretrained
-from attnkit.models.base import read_model_config
+from attnkit.models import from_pretrained, read_model_config
 from attnkit.runtime.run import RunDir
 from conftest import make_sentiment_rows, write_csv
 
@@ -117,7 +116,7 @@ def test_new_runs_are_stamped_and_complete(tmp_path: Path, tiny_config: Path) ->
     loaded = from_pretrained(run)
     predictor = attnkit.load(run)
     ids = torch.tensor([[5, 6, 7]])
-    torch.testing.assert_close(loaded(ids)[0], predictor.model(ids)[0])
+    torch.testing.assert_close(loaded(ids).logits, predictor.model(ids).logits)
 
 
 @pytest.mark.parametrize(
@@ -131,9 +130,9 @@ def test_new_runs_are_stamped_and_complete(tmp_path: Path, tiny_config: Path) ->
 def test_first_format_runs_that_would_resume_on_other_data_are_refused(task, data) -> None:
     """translate/chat's data.limit took the first pairs and val_split was ignored before
     format 2 (mlm ignored val_split): resuming such a run would change its data."""
-    from attnkit.core.config import RunConfig
     from attnkit.core.errors import RunError
     from attnkit.tasks import get_task
+    from attnkit.tasks.run_config import RunConfig
 
     raw = {"task": task, "data": {"name": "file", "train": "x", **data}}
     cfg = RunConfig.from_dict(raw)

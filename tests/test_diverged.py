@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from attnkit.app.cli import main
-from attnkit.core.config import TrainingConfig
 from attnkit.core.errors import NonFiniteError, TrainingError, check_finite, json_line
 from attnkit.runtime.training import FP16_MAX_SKIPPED, Trainer
+from attnkit.runtime.training_config import TrainingConfig
 
 FEATURES = 8
 NON_FINITE_LINE = (

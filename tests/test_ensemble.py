@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnkit.core.config import RunConfig
 from attnkit.data.tokenization import train_tokenizer
 from attnkit.models import build_classifier
 from attnkit.tasks.classify import ClassifierPredictor, EnsemblePredictor
+from attnkit.tasks.run_config import RunConfig
 from conftest import make_sentiment_rows, tiny_recipe
 
 # two of the texts are longer than the tiny models' max_len on purpose (truncation warnings)

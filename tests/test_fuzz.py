@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnkit.app.cli import main
-from attnkit.core.config import RunConfig, load_config
 from attnkit.core.errors import AttnkitError
 from attnkit.data.readers import load_text_classification, read_table, read_texts
 from attnkit.data.tokenization import train_tokenizer
+from attnkit.tasks.run_config import RunConfig, load_config
 
 # the same examples every run (conftest's hypothesis profile); ATTNKIT_FUZZ=1 draws new ones
 # each run, for exploring (that is how the "@text read as a file" bug was found)

@@ -14,9 +14,9 @@ import torch.nn.functional as F
 
 from attnkit.core.config import ConfigError
 from attnkit.core.errors import RunError
-from attnkit.interop.hf_gpt2 import gpt_config_to_hf, load_hf_gpt2
 from attnkit.models.base import AttnkitModel
 from attnkit.models.gpt import GPT, GPTConfig, left_pad, positions_from_mask
+from attnkit.models.hf_gpt2 import gpt_config_to_hf, load_hf_gpt2
 from attnkit.nn.attention import MultiHeadAttention, causal_mask
 from attnkit.nn.generation import apply_repetition_penalty, sample
 from attnkit.nn.layers import EncoderLayer
@@ -477,7 +477,7 @@ def test_a_pytorch_model_bin_loads_as_tensors_only(transformers, hf_dir: Path, t
     state["h.0.attn.bias"] = torch.ones(1, 1, 32, 32).tril().bool()
     state["h.0.attn.masked_bias"] = torch.tensor(-1e4)
     torch.save(state, tmp_path / "pytorch_model.bin")
-    ours = load_hf_gpt2(tmp_path)
+    ours = load_hf_gpt2(tmp_path, GPTConfig)
     ids, mask = _padded_batch()
     with torch.no_grad():
         a = ours(ids, mask).logits
@@ -485,7 +485,7 @@ def test_a_pytorch_model_bin_loads_as_tensors_only(transformers, hf_dir: Path, t
 
     torch.save({"x": NotATensor()}, tmp_path / "pytorch_model.bin")
     with pytest.raises(RunError, match="tensors only"):
-        load_hf_gpt2(tmp_path)
+        load_hf_gpt2(tmp_path, GPTConfig)
 
 
 class NotATensor:
@@ -566,7 +566,7 @@ def test_checkpoint_that_misfits_its_config_is_a_one_line_error(
     with pytest.raises(
         RunError, match=r"n_layer is 3 but model.safetensors was saved with 2"
     ) as err:
-        load_hf_gpt2(tmp_path)
+        load_hf_gpt2(tmp_path, GPTConfig)
     assert "\n" not in str(err.value)
 
 
@@ -574,11 +574,48 @@ def test_config_round_trip_through_gpt2_names() -> None:
     config = GPTConfig(vocab_size=100, max_len=64, d_model=48, num_heads=3, d_ff=100, eos_id=5)
     hf = gpt_config_to_hf(config)
     assert hf["n_inner"] == 100 and hf["activation_function"] == "gelu_new"
-    from attnkit.interop.hf_gpt2 import gpt_config_from_hf
+    from attnkit.models.hf_gpt2 import gpt_config_from_hf
 
-    assert gpt_config_from_hf(hf) == config  # exact, from the attnkit_config key
+    assert gpt_config_from_hf(hf, GPTConfig) == config  # exact, from the attnkit_config key
     # a config.json from elsewhere (no attnkit key, or one that disagrees): GPT-2's keys
     plain = {k: v for k, v in hf.items() if k != "attnkit_config"}
-    assert gpt_config_from_hf(plain) == config.replace(attention_dropout=config.dropout, pad_id=0)
+    assert gpt_config_from_hf(plain, GPTConfig) == config.replace(
+        attention_dropout=config.dropout, pad_id=0
+    )
     edited = {**hf, "n_layer": 3}
-    assert gpt_config_from_hf(edited).num_layers == 3
+    assert gpt_config_from_hf(edited, GPTConfig).num_layers == 3
+
+
+def test_an_lm_run_exports_as_a_gpt2_directory(transformers, tiny_run_once, tmp_path) -> None:
+    """``attnkit export --format hf`` asks the model what it can write: a GPT language model
+    writes GPT-2 (its ``export_formats``); a model without a Hugging Face form is refused."""
+    from attnkit.app.api import export
+    from attnkit.runtime.run import RunDir
+    from attnkit.tasks.run_config import RunConfig
+
+    tokenizer = RunDir(tiny_run_once).load_tokenizer()
+    cfg = RunConfig.from_dict(
+        {
+            "task": "lm",
+            "data": {"name": "file", "train": "unused.txt", "max_len": 16},
+            "model": {"arch": "gpt", "vocab_size": tokenizer.vocab_size, "max_len": 16,
+                      "d_model": 16, "num_heads": 2, "d_ff": 32, "num_layers": 1},
+        },
+        source="run",
+    )  # fmt: skip
+    run = RunDir(tmp_path / "lm")
+    run.create()
+    run.write_config(cfg.to_dict())
+    run.save_tokenizer(tokenizer)
+    torch.manual_seed(0)
+    ours = GPT(cfg.model).eval()
+    run.save_weights(ours)
+    out = export(run.path, tmp_path / "hf", fmt="hf")
+    theirs = transformers.GPT2LMHeadModel.from_pretrained(out).eval()
+    assert transformers.AutoTokenizer.from_pretrained(out).vocab_size == tokenizer.vocab_size
+    ids, mask = torch.randint(0, tokenizer.vocab_size, (2, 7)), _lengths_mask([7, 4], 7)
+    with torch.no_grad():
+        a = ours(ids, mask).logits
+    assert (a - _hf_logits(theirs, ids, mask))[mask].abs().max() < ATOL
+    with pytest.raises(RunError, match="transformer model, which has no Hugging Face export"):
+        export(tiny_run_once, tmp_path / "clf", fmt="hf")

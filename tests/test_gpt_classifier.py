@@ -16,11 +16,12 @@ import yaml
 from safetensors.torch import load_file
 
 import attnkit
-from attnkit.core.config import ConfigError, RunConfig
+from attnkit.core.config import ConfigError
 from attnkit.models import GPTClassifier, GPTClassifierConfig
 from attnkit.tasks import get_task
-from attnkit.tasks.classify import _encode
+from attnkit.tasks.classify import encode_texts
 from attnkit.tasks.lm import LMPredictor
+from attnkit.tasks.run_config import RunConfig
 from conftest import make_sentiment_rows, tiny_recipe, write_csv
 
 QUIET = {"log": lambda *_: None}
@@ -113,16 +114,17 @@ def test_pooling_reads_the_real_tokens_and_padding_changes_nothing(pooling: str)
     ids, mask, rows = _batch()
     with torch.no_grad():
         pooled = model.representation(ids, mask)
-        logits, weights = model(ids, mask, need_weights=True)
+        out = model(ids, mask, need_weights=True)
+        logits, weights = out.logits, out.attentions
         for i, row in enumerate(rows):
             alone = torch.tensor([row])
             h = model.gpt(alone).last_hidden_state[0]  # GPT's own forward, no padding
             expected = h[-1] if pooling == "last" else h.mean(0)
             torch.testing.assert_close(pooled[i], expected)
-            torch.testing.assert_close(logits[i : i + 1], model(alone)[0])  # alone == batched
+            torch.testing.assert_close(logits[i : i + 1], model(alone).logits)  # alone == batched
         # left padding too: positions count real tokens only
         left = torch.tensor([[0, 0, 10, 11]])
-        torch.testing.assert_close(model(left, left != 0)[0], logits[1:2])
+        torch.testing.assert_close(model(left, left != 0).logits, logits[1:2])
     assert logits.shape == (3, 3)
     assert len(weights) == 1 and weights[0].shape == (3, 2, 5, 5)  # (B, H, T, T): causal
     assert torch.all(weights[0].triu(1) == 0)
@@ -132,11 +134,11 @@ def test_causal_a_pad_never_changes_the_logits() -> None:
     model = _model("last")
     ids, mask, _ = _batch()
     with torch.no_grad():
-        logits = model(ids, mask)[0]
+        logits = model(ids, mask).logits
         for seed in range(3):  # whatever the padded positions hold
             g = torch.Generator().manual_seed(seed)
             noise = torch.randint(1, 20, ids.shape, generator=g)
-            torch.testing.assert_close(model(torch.where(mask, ids, noise), mask)[0], logits)
+            torch.testing.assert_close(model(torch.where(mask, ids, noise), mask).logits, logits)
         # and even unmasked: position t reads positions <= t only, so tokens after the
         # last real one change nothing before it
         full = torch.ones_like(mask)
@@ -204,7 +206,7 @@ def test_init_from_copies_the_lm_run_exactly_and_reads_text_as_it_did(runs, lm: 
     text = "great film"  # (shorter than data.max_len: not cut)
     start = [tk.eos_id] if lm == "doc_lm" else []
     assert lm_predictor._prompt_ids(text) == start + tk.encode(text)
-    assert _encode(tk, [text], cfg)[0][0] == lm_predictor._prompt_ids(text)
+    assert encode_texts(tk, [text], cfg)[0][0] == lm_predictor._prompt_ids(text)
     first = prepared.train[0][0]
     if lm == "doc_lm":  # reviews: read after [EOS], as the lm run packed them
         assert cfg.model.start_id == prepared.tokenizer.eos_id == first[0]

@@ -40,7 +40,7 @@ def test_make_lint_runs_the_check() -> None:
 def test_an_upward_import_is_refused(tmp_path: Path) -> None:
     src = _tree(tmp_path, {"nn/attention.py": "import attnkit.models.bert\n",
                            "models/bert.py": "from attnkit.nn import attention\n"})  # fmt: skip
-    found = check_layers.violations(src, todo=set())
+    found = check_layers.violations(src)
     assert any(
         "nn/attention.py:1: attnkit.nn.attention imports attnkit.models.bert, a higher layer" in v
         for v in found
@@ -50,21 +50,21 @@ def test_an_upward_import_is_refused(tmp_path: Path) -> None:
 def test_siblings_do_not_import_each_other(tmp_path: Path) -> None:
     src = _tree(tmp_path, {"runtime/training.py": "from attnkit.interop import onnx\n",
                            "interop/onnx.py": "x = 1\n"})  # fmt: skip
-    found = check_layers.violations(src, todo=set())
+    found = check_layers.violations(src)
     assert any("a sibling layer" in v for v in found), found
 
 
 def test_a_cycle_inside_one_layer_is_refused(tmp_path: Path) -> None:
     src = _tree(tmp_path, {"data/a.py": "from attnkit.data import b\n",
                            "data/b.py": "from attnkit.data import a\n"})  # fmt: skip
-    found = check_layers.violations(src, todo=set())
+    found = check_layers.violations(src)
     assert any("import cycle: attnkit.data.a, attnkit.data.b" in v for v in found), found
 
 
 def test_an_import_inside_a_function_must_be_listed(tmp_path: Path) -> None:
     body = "def f():\n    from attnkit.core import errors\n    return errors\n"
     src = _tree(tmp_path, {"models/gpt.py": body, "core/errors.py": "", "app/cli.py": body})
-    found = check_layers.violations(src, todo=set())
+    found = check_layers.violations(src)
     assert [v.split("/src/")[1] for v in found] == [
         "attnkit/models/gpt.py:2: attnkit.models.gpt imports attnkit.core.errors inside a "
         "function (not a listed start-up-speed import: import it at the top)"
@@ -73,7 +73,7 @@ def test_an_import_inside_a_function_must_be_listed(tmp_path: Path) -> None:
 
 def test_type_checking_imports_do_not_count(tmp_path: Path) -> None:
     body = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from attnkit.app import api\n"
-    assert check_layers.violations(_tree(tmp_path, {"core/x.py": body}), todo=set()) == []
+    assert check_layers.violations(_tree(tmp_path, {"core/x.py": body})) == []
 
 
 @pytest.mark.slow

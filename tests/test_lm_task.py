@@ -18,7 +18,7 @@ from torch import nn
 
 import attnkit
 from attnkit.app.cli import main
-from attnkit.core.config import ConfigError, load_config
+from attnkit.core.config import ConfigError
 from attnkit.core.errors import InputError
 from attnkit.data.tokenization import train_tokenizer
 from attnkit.models.gpt import GPT, GPTConfig
@@ -33,6 +33,7 @@ from attnkit.tasks.lm import (
     read_corpus,
     token_stream,
 )
+from attnkit.tasks.run_config import load_config
 
 SHARED = Path(
     os.environ.get("ATTNKIT_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -15,16 +15,20 @@ import yaml
 
 import attnkit
 from attnkit.app.api import RunError
-from attnkit.core.config import ConfigError, RunConfig
+from attnkit.core.config import ConfigError
 from attnkit.data.batching import pad_batch
 from attnkit.data.masking import IGNORE_INDEX, chunk_ids, mask_tokens
 from attnkit.data.paths import DataError
 from attnkit.data.readers import read_texts, read_unlabeled
 from attnkit.data.tokenization import train_tokenizer
+from attnkit.models import open_pretrained
 from attnkit.models.classifier import TransformerClassifier
 from attnkit.models.masked_lm import ElectraPretrainer, TransformerMLM
 from attnkit.tasks import mlm
+from attnkit.tasks.run_config import RunConfig
 from conftest import FILLER, NEG, POS, tiny_recipe
+
+QUIET = lambda *_: None  # noqa: E731 - a log that says nothing
 
 SPECIAL, VOCAB, MASK_ID = 7, 500, 4
 
@@ -141,12 +145,12 @@ def test_pretrain_then_fine_tune_from_the_encoder(tmp_path: Path, tiny_data: Pat
     clf_recipe = tiny_recipe(tiny_data, epochs=3)
     clf_recipe["model"].update(init_from=str(run), d_model=64, num_heads=4)
     clf_cfg = RunConfig.from_dict(clf_recipe)
-    cfg, tok = mlm.pretrained_config(clf_cfg, log=lambda *_: None)
-    assert cfg.model.d_model == 32 and cfg.model.num_heads == 2
+    adopted, tok = clf_cfg.model.adopt(open_pretrained(run), clf_cfg.data.max_len, QUIET)
+    assert adopted.d_model == 32 and adopted.num_heads == 2
     assert tok.backend.get_vocab() == filler.tokenizer.backend.get_vocab()
     clf = TransformerClassifier(vocab_size=tok.vocab_size, d_model=32, num_heads=2, d_ff=64,
                                 num_layers=1, max_len=16)  # fmt: skip
-    assert clf.load_pretrained_encoder(mlm.pretrained_weights(run), str(run)) == len(
+    assert clf.load_pretrained(open_pretrained(run), QUIET) == len(
         [k for k in clf.state_dict() if k.startswith(("embed.", "encoder."))]
     )
     pre = filler.model.state_dict()
@@ -167,10 +171,11 @@ def test_pretrain_then_fine_tune_from_the_encoder(tmp_path: Path, tiny_data: Pat
     # (E * sqrt(d_model)), and the width; its own sizes (num_layers) stay
     gru_recipe = tiny_recipe(tiny_data, epochs=3)
     gru_recipe["model"] = {"arch": "gru", "d_model": 64, "num_layers": 2, "init_from": str(run)}
-    gru_cfg, _ = mlm.pretrained_config(RunConfig.from_dict(gru_recipe), log=lambda *_: None)
-    assert gru_cfg.model.d_model == 32 and gru_cfg.model.num_layers == 2
-    gru = gru_cfg.model.replace(vocab_size=tok.vocab_size, pad_id=tok.pad_id).build()
-    assert gru.load_pretrained_encoder(mlm.pretrained_weights(run), str(run)) == 1
+    gru_cfg = RunConfig.from_dict(gru_recipe)
+    gru_model, _ = gru_cfg.model.adopt(open_pretrained(run), gru_cfg.data.max_len, QUIET)
+    assert gru_model.d_model == 32 and gru_model.num_layers == 2
+    gru = gru_model.replace(vocab_size=tok.vocab_size, pad_id=tok.pad_id).build()
+    assert gru.load_pretrained(open_pretrained(run), QUIET) == 1
     torch.testing.assert_close(gru.embed.weight, pre["embed.embedding.weight"] * math.sqrt(32))
     out = tmp_path / "finetune-gru"
     attnkit.train(RunConfig.from_dict(gru_recipe), out=out, log=lambda *_: None)
@@ -264,7 +269,7 @@ def test_electra_pretraining_learns_and_fine_tunes(tmp_path: Path, tiny_data: Pa
     clf_recipe["model"]["init_from"] = str(run)
     clf = TransformerClassifier(vocab_size=filler.tokenizer.vocab_size, d_model=32,
                                 num_heads=2, d_ff=64, num_layers=1, max_len=16)  # fmt: skip
-    clf.load_pretrained_encoder(mlm.pretrained_weights(run), str(run))
+    clf.load_pretrained(open_pretrained(run), QUIET)
     from safetensors.torch import load_file
 
     pre = load_file(run / "model.safetensors")

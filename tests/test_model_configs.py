@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from attnkit.app.cli import main
-from attnkit.core.config import ConfigError, RunConfig
+from attnkit.core.config import ConfigError
 from attnkit.models import MODEL_CONFIGS, config_class, from_pretrained
 from attnkit.models.classifier import TransformerClassifier, TransformerClassifierConfig
 from attnkit.nn.layers import BlockConfig
+from attnkit.tasks.run_config import RunConfig
 
 SMALL = {"d_model": 16, "num_heads": 2, "d_ff": 32, "num_layers": 1, "hidden_size": 8,
          "emb_dim": 8, "num_buckets": 64, "generator_d_model": 16}  # fmt: skip

@@ -11,8 +11,9 @@ import torch
 import yaml
 
 import attnkit
-from attnkit.core.config import ConfigError, RunConfig
+from attnkit.core.config import ConfigError
 from attnkit.models import NgramClassifier, build_classifier
+from attnkit.tasks.run_config import RunConfig
 from conftest import tiny_recipe
 
 M, P = 2**31 - 1, 1_000_003  # the documented hash: (h * P + token + 1) mod M, h0 = n
@@ -55,9 +56,9 @@ def test_logits_ignore_padding_and_the_explicit_mask_agrees():
     short = torch.tensor([[3, 4, 5]])
     padded = torch.tensor([[3, 4, 5, 0, 0, 0]])
     mask = padded != 0
-    a, _ = model(short)
-    b, _ = model(padded)
-    c, _ = model(padded, mask)
+    a = model(short).logits
+    b = model(padded).logits
+    c = model(padded, mask).logits
     torch.testing.assert_close(a, b)
     torch.testing.assert_close(a, c)
     assert a.shape == (1, 3)
@@ -94,7 +95,7 @@ def test_without_nb_weighting_it_is_logistic_regression_on_binary_features():
         model.weight.weight[1] = torch.tensor([0.5, -1.0])
         model.weight.weight[2] = torch.tensor([2.0, 3.0])
         model.bias.copy_(torch.tensor([0.1, 0.2]))
-    logits, _ = model(ids)
+    logits = model(ids).logits
     torch.testing.assert_close(logits, torch.tensor([[2.6, 2.2]]))  # token 2 counted once
 
 
@@ -109,11 +110,11 @@ def _fit(ngram_max: int) -> float:
     model.fit_nb([(ids, ids != 0, labels)])
     opt = torch.optim.Adam(model.parameters(), lr=0.1)
     for _ in range(200):
-        loss = torch.nn.functional.cross_entropy(model(ids)[0], labels)
+        loss = torch.nn.functional.cross_entropy(model(ids).logits, labels)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return (model(ids)[0].argmax(-1) == labels).float().mean().item()
+    return (model(ids).logits.argmax(-1) == labels).float().mean().item()
 
 
 def test_bigrams_learn_negation_that_a_bag_of_tokens_cannot():
@@ -159,8 +160,8 @@ def test_train_load_predict_and_ensemble(tmp_path: Path, tiny_data: Path):
     top, value = parts[0]  # the tiny vocabulary splits "wonderful" into pieces
     assert top.replace("##", "") in "wonderful" and value > 0
     assert abs(dict(parts)["the"]) < value  # a filler word matters less
-    ids, _, _ = clf._encode([text])
-    logits = clf.model(torch.tensor(ids))[0][0].detach()
+    ids, _, _ = clf.encode([text])
+    logits = clf.model(torch.tensor(ids)).logits[0].detach()
     k = int(logits.argmax())
     bias = clf.model.bias.detach()
     margin = sum(v for _, v in parts) + float(bias[k] - bias.mean())

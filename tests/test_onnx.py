@@ -107,7 +107,7 @@ def test_classifier_export_predicts_like_the_run(runs, arch, tmp_path):
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids),
                 "token_type_ids": np.zeros_like(ids)}  # fmt: skip
         (logits,) = ort.InferenceSession(str(out / ONNX_FILE)).run(None, feed)
-        want = torch_side.logits(torch_side._encode([TEXTS[0]])[0])
+        want = torch_side.logits(torch_side.encode([TEXTS[0]])[0])
         assert np.abs(logits - want.numpy()).max() < 1e-4
 
 

@@ -29,13 +29,13 @@ import attnkit.app.api
 from attnkit.app.cli import main
 from attnkit.core.errors import InputError, RunError
 from attnkit.core.output_guard import check_output, is_leftover, staged_folder
-from attnkit.data.readers import read_table
-from attnkit.tasks.pseudo_label import (
+from attnkit.data.pseudo_labels import (
     PSEUDO_LABEL_SUFFIXES,
     PseudoLabel,
     _soft_targets,
     write_pseudo_labels,
 )
+from attnkit.data.readers import read_table
 from conftest import LEGACY_RUNS
 
 TRANSLATOR = LEGACY_RUNS / "translate-transformer"

@@ -11,8 +11,8 @@ import pytest
 
 from attnkit import train
 from attnkit.app.cli import main
-from attnkit.core.config import RunConfig
 from attnkit.runtime.viz import plot_positional_encoding
+from attnkit.tasks.run_config import RunConfig
 from conftest import make_sentiment_rows, tiny_recipe, write_csv
 from test_seq2seq import reversal_pairs, s2s_recipe, write_tsv
 

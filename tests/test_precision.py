@@ -15,11 +15,12 @@ import torch
 import yaml
 
 import attnkit
-from attnkit.core.config import ConfigError, load_config
+from attnkit.core.config import ConfigError
 from attnkit.runtime import device as dev
 from attnkit.runtime.device import apply_threads, native_bf16, resolve_precision, usable_cores
 from attnkit.tasks.base import RunError
 from attnkit.tasks.classify import ClassifierPredictor
+from attnkit.tasks.run_config import load_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CPU = torch.device("cpu")

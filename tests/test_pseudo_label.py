@@ -12,17 +12,19 @@ import yaml
 
 import attnkit
 from attnkit.app.cli import main
-from attnkit.core.config import ConfigError, load_config
+from attnkit.core.config import ConfigError
 from attnkit.core.errors import DataError, InputError
-from attnkit.data.readers import Example, read_table
-from attnkit.tasks.classify import ClassificationTask, prepare_data
-from attnkit.tasks.pseudo_label import (
+from attnkit.data.pseudo_labels import (
     PseudoLabel,
     extra_training_examples,
-    pseudo_label,
     same_text,
     write_pseudo_labels,
 )
+from attnkit.data.readers import Example, read_table
+from attnkit.models import ClassifierOutput
+from attnkit.tasks.classify import ClassificationTask, prepare_data
+from attnkit.tasks.pseudo_label import pseudo_label
+from attnkit.tasks.run_config import load_config
 from conftest import make_sentiment_rows, tiny_recipe, write_tiny_data
 
 QUIET = {"log": lambda *_: None}
@@ -164,7 +166,7 @@ def test_extra_train_drops_texts_of_every_split_and_repeats(tmp_path, teacher):
     ]
     cfg.data.extra_train = str(write_pseudo_labels(rows, tmp_path / "p.tsv"))
     to_id = {"neg": 0, "pos": 1}
-    extra, soft, dropped = extra_training_examples(cfg, ["neg", "pos"], to_id, train)
+    extra, soft, dropped = extra_training_examples(cfg.data, ["neg", "pos"], to_id, train, test)
     assert extra == [Example("a brand new review", "pos"), Example("another new one", "neg")]
     assert dropped == 3 and soft is None  # (no prob_ columns: hard labels)
 
@@ -176,11 +178,11 @@ def test_extra_train_labels_by_name_or_raw_form_and_unknown_ones(tmp_path, teach
     path.write_text("text\tlabel\na\tpositive\nb\t0\n", encoding="utf-8")
     cfg.data.extra_train = str(path)
     names, raw = ["negative", "positive"], {"0": 0, "1": 1}  # how NSMC's labels map
-    extra, _, _ = extra_training_examples(cfg, names, raw, [])
+    extra, _, _ = extra_training_examples(cfg.data, names, raw, [])
     assert [ex.label for ex in extra] == ["1", "0"]
     path.write_text("text\tlabel\na\tneutral\n", encoding="utf-8")
     with pytest.raises(DataError, match="'neutral' is not one of the classes"):
-        extra_training_examples(cfg, names, raw, [])
+        extra_training_examples(cfg.data, names, raw, [])
 
 
 @pytest.mark.slow
@@ -314,7 +316,7 @@ def test_soft_targets_reach_the_loss_as_distributions(teacher, tmp_path):
     assert batch["labels"][0].tolist() == [1.0 - data.train[0][1], float(data.train[0][1])]
     logits = torch.tensor([[0.3, -0.2], [1.0, 2.0]])
     expected = -(batch["labels"] * logits.log_softmax(-1)).sum(-1).mean()
-    model = lambda ids, mask: (logits, None)  # noqa: E731  (fixed logits, no attention)
+    model = lambda ids, mask, need_weights=False: ClassifierOutput(logits)  # noqa: E731
     assert task.loss(model, batch)[0].item() == pytest.approx(expected.item(), abs=1e-6)
     hard = task.collate(data.train[:2])  # no soft target: class ids, as before
     assert hard["labels"].dtype == torch.long and hard["labels"].shape == (2,)
@@ -346,6 +348,8 @@ def test_soft_targets_from_json_lines(teacher, tmp_path):
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     cfg = _recipe(teacher / "data", tmp_path, path)
-    extra, soft, dropped = extra_training_examples(cfg, ["neg", "pos"], {"neg": 0, "pos": 1}, [])
+    extra, soft, dropped = extra_training_examples(
+        cfg.data, ["neg", "pos"], {"neg": 0, "pos": 1}, []
+    )
     assert [ex.text for ex in extra] == ["fresh text one", "fresh text two"] and dropped == 0
     assert soft == [pytest.approx((0.2, 0.8)), pytest.approx((0.7, 0.3))]

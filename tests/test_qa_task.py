@@ -16,7 +16,7 @@ import yaml
 
 import attnkit
 from attnkit.app.cli import main
-from attnkit.core.config import ConfigError, RunConfig
+from attnkit.core.config import ConfigError
 from attnkit.core.errors import DataError, InputError
 from attnkit.data.tokenization import train_tokenizer
 from attnkit.tasks import get_task
@@ -30,6 +30,7 @@ from attnkit.tasks.qa import (
     qa_settings,
     read_split,
 )
+from attnkit.tasks.run_config import RunConfig
 
 CITIES = ["Seoul", "Busan", "Paris", "Tokyo", "Lisbon", "Cairo", "Lima", "Oslo"]
 SHARED = Path(
@@ -321,7 +322,7 @@ def test_recipe_checks(recipe: dict) -> None:
         with pytest.raises(ConfigError, match=match):
             RunConfig.from_dict(raw)
 
-    bad("task qa needs data.name korquad or file", name="nsmc")
+    bad("task qa reads data.name korquad or file, got .nsmc.", name="nsmc")
     bad("needs data.train", train=None)
     bad("must exceed data.max_question_len", max_len=19)
     with pytest.raises(ConfigError, match="remove tokenizer.path"):
@@ -364,9 +365,9 @@ def test_korquad_smoke(tmp_path: Path) -> None:
 
 def test_held_out_validation_keeps_articles_apart() -> None:
     """Without a validation file, whole articles are held out: no paragraph is in both."""
-    from attnkit.core.config import RunConfig
     from attnkit.data.qa_readers import QAExample
     from attnkit.tasks import qa
+    from attnkit.tasks.run_config import RunConfig
 
     examples = [
         QAExample(f"q{a}-{i}", f"article {a}", f"context of article {a}", f"question {i}?",

@@ -16,9 +16,9 @@ from torch.ao.nn.quantized.dynamic import Linear as QuantizedLinear
 
 from attnkit.app.api import RunError, export, load, train
 from attnkit.core.checkpoint import save_tensors
-from attnkit.core.config import RunConfig
 from attnkit.interop.quantize import INT8_WEIGHTS, int8_state, load_int8, quantize_int8
 from attnkit.models.bert import BertConfig, BertModel
+from attnkit.tasks.run_config import RunConfig
 from conftest import tiny_recipe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

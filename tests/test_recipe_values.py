@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 import attnkit
-from attnkit.core.config import ConfigError, RunConfig, load_config
+from attnkit.core.config import ConfigError
 from attnkit.core.errors import AttnkitError
+from attnkit.tasks.run_config import RunConfig, load_config
 from conftest import tiny_recipe, write_csv
 
 
@@ -71,8 +72,11 @@ def _lstm(**model) -> dict:
         ({"data": {"limit": -5}}, "data.limit must be >= 1 (or null), got -5"),
         ({"data": {"limit": 1}}, "data.limit: 1 leaves no example to hold out for validation"),
         ({"data": {"val_fraction": float("nan")}}, "data.val_fraction must be a finite number"),
-        ({"data": {"mask_prob": 0}}, "data.mask_prob must be in (0, 1), got 0.0"),
-        ({"data": {"mask_prob": float("inf")}}, "data.mask_prob must be a finite number"),
+        ({"task": "mlm", "data": {"mask_prob": 0}}, "data.mask_prob must be in (0, 1), got 0.0"),
+        (
+            {"task": "bert-pretrain", "data": {"mask_prob": float("inf")}},
+            "data.mask_prob must be a finite number",
+        ),
         # training
         ({"training": {"lr": 0}}, "training.lr must be > 0, got 0.0"),
         ({"training": {"lr": -1e-3}}, "training.lr must be > 0, got -0.001"),

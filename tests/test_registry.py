@@ -1,7 +1,12 @@
 """The task registry and the model registry, exercised by a task and a model that live in
 this file only: a toy tagger that marks each token "capitalised or not". Registering them
 is all it takes for ``attnkit.train / load / evaluate`` and the CLI verbs to work on them;
-neither api.py nor cli.py knows they exist. docs/extending.md walks through this file."""
+neither api.py nor cli.py knows they exist. The toy model also starts from a pretrained
+toy run (``model.init_from``): its config and model say how, the task knows nothing of it.
+The toy task declares its data section (``ToyTagData``) and the kind of examples it reads
+(``reads``); a toy dataset (``TOY_CAPS``: one catalogue entry and its reader) is then read
+by it and by every built-in task of that kind, by name. docs/extending.md walks through
+this file."""
 
 from __future__ import annotations
 
@@ -18,12 +23,21 @@ from torch import Tensor, nn
 
 import attnkit
 from attnkit.app.cli import main
-from attnkit.core.config import RunConfig, check
+from attnkit.core.config import ConfigError, check
 from attnkit.data.batching import pad_batch
-from attnkit.data.readers import read_texts
+from attnkit.data.catalogue import DatasetInfo, Reader, read, register_dataset, unregister_dataset
+from attnkit.data.settings import DataConfig
 from attnkit.data.split import split_examples
-from attnkit.models import AttnkitModel, ModelConfig, register_model
-from attnkit.models.base import param
+from attnkit.models import (
+    AttnkitModel,
+    ModelConfig,
+    PretrainedSource,
+    config_class,
+    open_pretrained,
+    register_model,
+)
+from attnkit.models.base import Log, param
+from attnkit.runtime.run import RunDir
 from attnkit.tasks import (
     Predictor,
     PreparedData,
@@ -32,6 +46,7 @@ from attnkit.tasks import (
     get_tokenizer,
     register_task,
 )
+from attnkit.tasks.run_config import RunConfig
 
 IGNORE = -100
 
@@ -46,6 +61,10 @@ class ToyTaggerConfig(ModelConfig):
     arch: str = param("toy-linear", "toy-linear")
     d_model: int = param(16, "token embedding size")
     num_tags: int = param(2, "tags per token (from the data)", derived=True)
+    init_from: str | None = param(None, "a toy-tag run whose embedding and tokenizer it takes")
+
+    # what a model started from a pretrained one takes over from it (with its tokenizer)
+    PRETRAINED_KEYS: ClassVar[tuple[str, ...]] = ("d_model",)
 
     def validate(self) -> None:
         super().validate()
@@ -53,6 +72,10 @@ class ToyTaggerConfig(ModelConfig):
 
     def build(self) -> ToyTagger:
         return ToyTagger(self)
+
+    def check_source(self, source: PretrainedSource) -> None:
+        """What ``model.init_from`` may name: a finished toy-tag run."""
+        source.require_run("toy-tag", "arch toy-linear starts from a task toy-tag run")
 
 
 class ToyTagger(AttnkitModel):
@@ -68,6 +91,13 @@ class ToyTagger(AttnkitModel):
 
     def forward(self, input_ids: Tensor) -> Tensor:
         return self.head(self.embed(input_ids))  # (B, T, num_tags)
+
+    def load_pretrained(self, source: PretrainedSource, log: Log) -> int:
+        """Copy the source run's token embedding (the head stays new)."""
+        self.config.check_source(source)
+        self.embed.load_state_dict({"weight": source.state_dict()["embed.weight"]})
+        log(f"token embedding from {source.given}")
+        return 1
 
 
 # ----------------------------------------------------------------------------- the task
@@ -150,22 +180,37 @@ def capitalised(tokenizer, ids: list[int]) -> list[int]:
     return [int((tokenizer.id_to_token(i) or "x")[:1].isupper()) for i in ids]
 
 
+@dataclass
+class ToyTagData(DataConfig):
+    """The toy task's data section: the shared settings and its own."""
+
+    text_column: str = "text"  # (what data.name file reads from a CSV; a .txt: each line)
+    min_words: int = 1  # lines with fewer words are skipped
+
+    def validate(self) -> None:
+        super().validate()
+        check((self.min_words >= 1, f"data.min_words must be >= 1, got {self.min_words}"))
+
+
 class ToyTagSpec(TaskSpec):
-    """task: toy-tag -- mark each token of a text file's lines as capitalised or not."""
+    """task: toy-tag -- mark each token of lines of text as capitalised or not."""
 
     name = "toy-tag"
     model_family = "toy_tagger"
     default_arch = "toy-linear"
+    data_settings = ToyTagData  # the recipe's data section
+    reads = ("documents",)  # any dataset the catalogue reads as texts: nsmc, a file, ...
 
-    def validate(self, cfg: RunConfig) -> None:
-        check((cfg.data.name == "file" and bool(cfg.data.train), "toy-tag reads data.train"))
+    def _lines(self, cfg: RunConfig, split: str) -> list[str]:
+        texts = read(cfg.data, "documents", split)  # whichever dataset it is
+        return [t for t in texts if len(t.split()) >= cfg.data.min_words]
 
     def _encode(self, tokenizer, texts: list[str], max_len: int) -> list[Item]:
         ids = tokenizer.encode_batch(texts, max_len=max_len)
         return [(x, capitalised(tokenizer, x)) for x in ids]
 
     def prepare_data(self, cfg: RunConfig, tokenizer, log) -> PreparedData:
-        train, val = split_examples(read_texts(cfg.data.train), cfg.data, cfg.training.seed)
+        train, val = split_examples(self._lines(cfg, "train"), cfg.data, cfg.training.seed)
         if tokenizer is None:
             tokenizer = get_tokenizer(cfg.tokenizer, train, f"{len(train)} lines", log)
         items = self._encode(tokenizer, train, cfg.data.max_len)
@@ -183,8 +228,8 @@ class ToyTagSpec(TaskSpec):
         return TaggerPredictor(model, tokenizer, cfg, run.path)
 
     def evaluate(self, predictor, split, data_dir=None, batch_size=128, **options) -> dict:
-        path = getattr(predictor.config.data, split)
-        items = self._encode(predictor.tokenizer, read_texts(path), predictor.config.data.max_len)
+        lines = self._lines(predictor.config, split)
+        items = self._encode(predictor.tokenizer, lines, predictor.config.data.max_len)
         task = TaggingTask(predictor.tokenizer.pad_id)
         batches = [
             task.collate(items[i : i + batch_size]) for i in range(0, len(items), batch_size)
@@ -209,6 +254,32 @@ def _lines(n: int, seed: int) -> str:
         words = [w.capitalize() if rng.random() < 0.4 else w for w in rng.choices(WORDS, k=6)]
         out.append(" ".join(words))
     return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------- the dataset
+def read_toy_caps(data: DataConfig, split: str) -> list[str]:
+    """The toy dataset's lines (made up here, so there is nothing to fetch): 200 to train
+    on, 40 to test."""
+    return _lines(200, 0).splitlines() if split == "train" else _lines(40, 1).splitlines()
+
+
+TOY_CAPS = DatasetInfo(
+    name="toy-caps",
+    description="lines of six words, some capitalised",
+    language="en",
+    task="token-classification",
+    license="CC0-1.0",
+    files=(),  # what `attnkit data fetch` downloads (DatasetFile: url, sha256, ...)
+    splits={},  # where those files lie under the data directory, by split
+    readers={"documents": Reader(read_toy_caps, splits=("train", "test"))},
+)
+
+
+@pytest.fixture
+def toy_caps():
+    register_dataset(TOY_CAPS)  # (a built-in one is an entry in attnkit/data/catalogue.py)
+    yield TOY_CAPS
+    unregister_dataset(TOY_CAPS.name)
 
 
 @pytest.fixture
@@ -280,8 +351,6 @@ def test_the_cli_trains_a_registered_task(tmp_path: Path, toy_recipe: dict, caps
 
 
 def test_registry_errors(toy_recipe: dict) -> None:
-    from attnkit.core.config import ConfigError
-
     with pytest.raises(ConfigError, match="unknown task 'toy-tagg'.*toy-tag"):
         RunConfig.from_dict({**toy_recipe, "task": "toy-tagg"})
     with pytest.raises(ConfigError, match="task toy-tag needs model.arch toy-linear, got 'gru'"):
@@ -300,7 +369,7 @@ def test_a_plugin_task_is_found_by_its_entry_point(tmp_path: Path, monkeypatch) 
     import importlib.metadata
     import sys
 
-    import attnkit.tasks
+    import attnkit.tasks.registry as registry
 
     (tmp_path / "toy_plugin_task.py").write_text(
         "from test_registry import ToyTagSpec\n"
@@ -311,9 +380,81 @@ def test_a_plugin_task_is_found_by_its_entry_point(tmp_path: Path, monkeypatch) 
         encoding="utf-8",
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(attnkit.tasks, "_REGISTRY", dict(attnkit.tasks._REGISTRY))  # undone after
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # undone after
     found = [importlib.metadata.EntryPoint("toy-plugin", "toy_plugin_task", "attnkit.tasks")]
-    monkeypatch.setattr(attnkit.tasks.importlib.metadata, "entry_points", lambda group: found)
-    assert "toy-plugin" in attnkit.tasks.task_names()
+    monkeypatch.setattr(registry.importlib.metadata, "entry_points", lambda group: found)
+    assert "toy-plugin" in registry.task_names()
     assert "toy_plugin_task" not in sys.modules
     assert get_task("toy-plugin").name == "toy-plugin"
+
+
+def test_a_model_starts_from_a_pretrained_run_through_its_config(
+    tmp_path: Path, toy_recipe: dict
+) -> None:
+    """``model.init_from``: the toy config says what it takes (``check_source``,
+    ``PRETRAINED_KEYS`` and the source's tokenizer, ``adopt``'s default) and the toy model
+    copies the weights (``load_pretrained``); the task's default steps call them."""
+    spec, logs = get_task("toy-tag"), []
+    first = RunConfig.from_dict(toy_recipe)  # a pretrained "run", written by hand
+    data = spec.prepare_data(first, None, logs.append)
+    first.model = first.model.replace(**spec.model_inputs(first, data.tokenizer, {}))
+    pretrained = first.model.build()
+    run = RunDir(tmp_path / "pretrained")
+    run.create()
+    run.write_config(first.to_dict())
+    run.save_tokenizer(data.tokenizer)
+    run.save_weights(pretrained)
+
+    recipe = {**toy_recipe, "model": {"arch": "toy-linear", "d_model": 4, "init_from": str(run)}}
+    cfg, tokenizer = spec.before_data(RunConfig.from_dict(recipe), None, logs.append)
+    assert cfg.model.d_model == 8 and tokenizer.vocab_size == data.tokenizer.vocab_size
+    assert f"model.init_from {run}: encoder sizes taken from it: d_model=8" in logs
+    cfg.model = cfg.model.replace(**spec.model_inputs(cfg, tokenizer, {}))
+    model = cfg.model.build()
+    spec.init_model(model, cfg, data, logs.append)
+    assert torch.equal(model.embed.weight, pretrained.embed.weight)
+    assert logs[-1] == f"token embedding from {run}"
+
+    (tmp_path / "other").mkdir()
+    for source, message in [
+        (tmp_path / "nope", "is not a finished run"),
+        (tmp_path / "other", "is not a finished run"),
+    ]:
+        recipe["model"]["init_from"] = str(source)
+        with pytest.raises(ConfigError, match=message):
+            spec.before_data(RunConfig.from_dict(recipe), None, logs.append)
+    ngram = config_class("classifier", "ngram")()  # a config without init_from takes none
+    with pytest.raises(ConfigError, match="model.init_from does not apply to arch ngram"):
+        ngram.check_source(open_pretrained(run.path))
+
+
+def test_a_dataset_from_outside_is_read_by_every_task_of_its_kind(toy_caps, toy_recipe) -> None:
+    """One catalogue entry and its reader: the toy task and the built-in mlm read it by
+    name, neither knows it; a task of another kind refuses it, naming those it reads."""
+    from attnkit.tasks import mlm
+
+    raw = {**toy_recipe, "data": {"name": "toy-caps", "max_len": 12, "val_fraction": 0.1}}
+    cfg = RunConfig.from_dict(raw)
+    data = get_task("toy-tag").prepare_data(cfg, None, lambda *_: None)
+    assert (len(data.train), len(data.validation)) == (180, 20)
+    pretrain = RunConfig.from_dict({"task": "mlm", "data": {"name": "toy-caps"}})
+    assert mlm.read_corpus(pretrain) == read_toy_caps(pretrain.data, "train")
+    with pytest.raises(ConfigError, match=r"^task qa reads data.name korquad or file, got 'toy"):
+        RunConfig.from_dict({"task": "qa", "data": {"name": "toy-caps"}})
+    with pytest.raises(ConfigError, match=r"task mlm reads data.name nsmc, imdb, toy-caps or fi"):
+        RunConfig.from_dict({"task": "mlm", "data": {"name": "toy-cap"}})
+
+
+def test_the_toy_tasks_data_section(toy_recipe: dict) -> None:
+    """The task's own data settings are read and checked like the shared ones; keys of
+    other tasks' sections are named as such."""
+    data = {**toy_recipe["data"], "min_words": 3}
+    assert RunConfig.from_dict({**toy_recipe, "data": data}).data.min_words == 3
+    for key, message in [
+        ("min_word", "unknown config key 'data.min_word' (did you mean 'min_words'?)"),
+        ("doc_stride", "data.doc_stride is a setting of task qa, not toy-tag: remove it"),
+        ("min_words", "data.min_words must be >= 1, got 0"),
+    ]:
+        with pytest.raises(ConfigError) as exc:
+            RunConfig.from_dict({**toy_recipe, "data": {**toy_recipe["data"], key: 0}})
+        assert str(exc.value).startswith(message)

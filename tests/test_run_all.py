@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from attnkit.core.config import load_config
+from attnkit.tasks.run_config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "run_all.py"

@@ -15,10 +15,10 @@ import yaml
 import attnkit
 from attnkit.app.cli import main
 from attnkit.core.checkpoint import save_training_state
-from attnkit.core.config import RunConfig
 from attnkit.core.errors import AttnkitError, DataError, RunError
 from attnkit.runtime.run import RunDir
 from attnkit.runtime.training import Trainer
+from attnkit.tasks.run_config import RunConfig
 from conftest import tiny_recipe
 
 QUIET = {"log": lambda *_: None}

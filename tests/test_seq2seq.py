@@ -17,10 +17,11 @@ import yaml
 
 from attnkit import load, train
 from attnkit.app.cli import main
-from attnkit.core.config import ConfigError, RunConfig, load_config
+from attnkit.core.config import ConfigError
 from attnkit.data.parallel import Pair
 from attnkit.data.paths import DataError
 from attnkit.data.tokenization import train_tokenizer
+from attnkit.tasks.run_config import RunConfig, load_config
 from attnkit.tasks.seq2seq import (
     Seq2SeqPredictor,
     Seq2SeqTask,

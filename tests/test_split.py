@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnkit.core.config import RunConfig
 from attnkit.data.masking import IGNORE_INDEX
 from attnkit.data.split import limit_examples, split_examples
 from attnkit.tasks import get_task
+from attnkit.tasks.run_config import RunConfig
 from conftest import tiny_recipe, write_csv
 
 N, LIMIT, SEED = 60, 40, 3

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from attnkit.core.config import DataConfig
 from attnkit.core.errors import DataError
+from attnkit.data.settings import DataConfig
 from attnkit.data.split import limit_examples, split_examples
 
 # examples are (position, group): unique, so that "disjoint" and "order" are checkable

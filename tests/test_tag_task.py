@@ -18,11 +18,12 @@ import torch
 
 import attnkit
 from attnkit.app.cli import main
-from attnkit.core.config import ConfigError, RunConfig, load_config
+from attnkit.core.config import ConfigError
 from attnkit.core.errors import DataError, InputError, RunError
 from attnkit.data.ner_features import IGNORE_INDEX
 from attnkit.data.ner_readers import TaggedSentence, load_tagged
 from attnkit.data.tokenization import Tokenizer, train_tokenizer
+from attnkit.tasks.run_config import RunConfig, load_config
 from attnkit.tasks.tag import (
     KNOWN_TAGS,
     TaggingTask,

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from attnkit.core import checkpoint as ckpt
-from attnkit.core.config import ConfigError, TrainingConfig
+from attnkit.core.config import ConfigError
 from attnkit.runtime.run import RunDir
 from attnkit.runtime.training import (
     Trainer,
@@ -25,6 +25,7 @@ from attnkit.runtime.training import (
     schedule_width,
     to_device,
 )
+from attnkit.runtime.training_config import TrainingConfig
 
 FEATURES = 8
 

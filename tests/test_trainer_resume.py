@@ -14,9 +14,10 @@ from safetensors.torch import load_file
 
 from attnkit.app.api import RunError, load, train
 from attnkit.core import checkpoint as ckpt
-from attnkit.core.config import RunConfig, TrainingConfig
 from attnkit.data.tokenization import train_tokenizer
 from attnkit.runtime.training import lr_multiplier, make_adamw
+from attnkit.runtime.training_config import TrainingConfig
+from attnkit.tasks.run_config import RunConfig
 from conftest import tiny_recipe
 
 KILL_AT_STEP = 7
@@ -267,7 +268,7 @@ def test_truncation_setting_reaches_training_and_prediction(tmp_path):
     assert data.train[0][0] == expected and data.extras["truncated"] >= 1
     predictor = ClassifierPredictor(torch.nn.Identity(), tok, cfg, ["neg", "pos"])
     with pytest.warns(UserWarning, match=r"truncated \(kept: tail\)"):
-        ids, _, cut = predictor._encode([long_text])
+        ids, _, cut = predictor.encode([long_text])
     assert ids == [expected] and cut == [True]
 
 

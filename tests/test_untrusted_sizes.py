@@ -20,14 +20,15 @@ import yaml
 
 import attnkit
 from attnkit.app.cli import main
-from attnkit.core.config import ConfigError, RunConfig
+from attnkit.core.config import ConfigError
 from attnkit.core.errors import AttnkitError, RunError
-from attnkit.interop.hf_bert import load_hf_bert, save_hf_bert
-from attnkit.interop.hf_gpt2 import load_hf_gpt2, save_hf_gpt2
 from attnkit.models import GPT, MODEL_CONFIGS, BertConfig, BertModel, GPTConfig
 from attnkit.models import sizes as sizes_module
+from attnkit.models.hf_bert import load_hf_bert, save_hf_bert
+from attnkit.models.hf_gpt2 import load_hf_gpt2, save_hf_gpt2
 from attnkit.models.sizes import ID_LIMITS, SIZE_LIMITS
 from attnkit.runtime.run import RunDir
+from attnkit.tasks.run_config import RunConfig
 from conftest import tiny_recipe
 
 # the memory bombs: model field -> value (d_model 10^6 allocated 6.5 GB, num_layers
@@ -242,7 +243,11 @@ def hf_bert(tmp_path) -> Path:
 @pytest.mark.parametrize(("key", "value", "message"), HF_BOMBS)
 def test_a_hf_bert_directory_with_a_memory_bomb_is_one_line(hf_bert, key, value, message):
     _edit(hf_bert / "config.json", **{key: value})
-    for read in (load_hf_bert, BertModel.from_pretrained, attnkit.models.from_pretrained):
+    for read in (
+        lambda d: load_hf_bert(d, BertModel),
+        BertModel.from_pretrained,
+        attnkit.models.from_pretrained,
+    ):
         with bounded(), pytest.raises(ConfigError) as err:
             read(hf_bert)
         _one_line(err.value, f"{hf_bert / 'config.json'}: {message}")
@@ -258,7 +263,7 @@ def test_a_hf_bert_config_that_disagrees_with_its_weights_names_the_key(
 ) -> None:
     _edit(hf_bert / "config.json", **{key: value})
     with bounded(), pytest.raises(RunError) as err:
-        load_hf_bert(hf_bert)
+        load_hf_bert(hf_bert, BertModel)
     _one_line(
         err.value,
         f"{hf_bert / 'config.json'}: {key} is {value} but model.safetensors was saved with {saved}",
@@ -268,7 +273,7 @@ def test_a_hf_bert_config_that_disagrees_with_its_weights_names_the_key(
 def test_a_hf_bert_bigger_than_the_memory_is_refused(hf_bert, monkeypatch) -> None:
     monkeypatch.setattr(sizes_module, "available_memory", lambda: 10_000)
     with bounded(), pytest.raises(ConfigError) as err:
-        load_hf_bert(hf_bert)
+        load_hf_bert(hf_bert, BertModel)
     _one_line(err.value, f"{hf_bert / 'config.json'}: the model these sizes describe")
 
 
@@ -344,7 +349,7 @@ def hf_gpt2(tmp_path) -> Path:
 )
 def test_a_gpt2_directory_with_bad_sizes_is_one_line(hf_gpt2, key, value, error, message):
     _edit(hf_gpt2 / "config.json", **{key: value})
-    for read in (load_hf_gpt2, GPT.from_pretrained):
+    for read in (lambda d: load_hf_gpt2(d, GPTConfig), GPT.from_pretrained):
         with bounded(), pytest.raises(error) as err:
             read(hf_gpt2)
         _one_line(err.value, f"{hf_gpt2 / 'config.json'}: {message}")

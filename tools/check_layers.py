@@ -56,108 +56,6 @@ LAZY: dict[str, str] = {
     "attnkit.data": "start-up speed: the data commands load no torch (batching needs it)",
 }
 
-# Known violations still being removed (must end empty): "importer -> imported".
-TODO: set[str] = {
-    "attnkit.app.api -> attnkit.interop.hf_dir",
-    "attnkit.app.api -> attnkit.models.bert",
-    "attnkit.core.config -> attnkit.data.tokenization",
-    "attnkit.core.config -> attnkit.models",
-    "attnkit.core.config -> attnkit.models.sizes",
-    "attnkit.core.config -> attnkit.tasks",
-    "attnkit.core.params -> attnkit.core.errors",
-    "attnkit.data.ner_features -> attnkit.data.tokenization",
-    "attnkit.interop.hf_bert -> attnkit.core.config",
-    "attnkit.interop.hf_bert -> attnkit.models.bert",
-    "attnkit.interop.hf_bert -> attnkit.models.sizes",
-    "attnkit.interop.hf_dir -> attnkit.interop.hf_bert",
-    "attnkit.interop.hf_gpt2 -> attnkit.core.config",
-    "attnkit.interop.hf_gpt2 -> attnkit.interop.hf_bert",
-    "attnkit.interop.hf_gpt2 -> attnkit.models.gpt",
-    "attnkit.interop.hf_gpt2 -> attnkit.models.sizes",
-    "attnkit.models -> attnkit.core.checkpoint",
-    "attnkit.models -> attnkit.core.config",
-    "attnkit.models -> attnkit.models.base",
-    "attnkit.models -> attnkit.models.bert",
-    "attnkit.models -> attnkit.models.bert_heads",
-    "attnkit.models -> attnkit.models.classifier",
-    "attnkit.models -> attnkit.models.elmo",
-    "attnkit.models -> attnkit.models.elmo_classifier",
-    "attnkit.models -> attnkit.models.gpt",
-    "attnkit.models -> attnkit.models.gpt_classifier",
-    "attnkit.models -> attnkit.models.masked_lm",
-    "attnkit.models -> attnkit.models.ngram",
-    "attnkit.models -> attnkit.models.rnn",
-    "attnkit.models -> attnkit.models.transformer",
-    "attnkit.models -> attnkit.runtime.run",
-    "attnkit.models.base -> attnkit.core.checkpoint",
-    "attnkit.models.base -> attnkit.core.config",
-    "attnkit.models.base -> attnkit.interop.hf_bert",
-    "attnkit.models.base -> attnkit.interop.hf_gpt2",
-    "attnkit.models.base -> attnkit.models",
-    "attnkit.models.base -> attnkit.models.sizes",
-    "attnkit.models.base -> attnkit.runtime.run",
-    "attnkit.models.bert -> attnkit.core.config",
-    "attnkit.models.bert -> attnkit.interop.hf_bert",
-    "attnkit.models.bert -> attnkit.models.base",
-    "attnkit.models.bert -> attnkit.models.bert_heads",
-    "attnkit.models.bert_heads -> attnkit.models.bert",
-    "attnkit.models.classifier -> attnkit.core.config",
-    "attnkit.models.classifier -> attnkit.models",
-    "attnkit.models.classifier -> attnkit.models.base",
-    "attnkit.models.elmo -> attnkit.core.config",
-    "attnkit.models.elmo -> attnkit.models.base",
-    "attnkit.models.elmo_classifier -> attnkit.core.config",
-    "attnkit.models.elmo_classifier -> attnkit.models.base",
-    "attnkit.models.elmo_classifier -> attnkit.models.classifier",
-    "attnkit.models.elmo_classifier -> attnkit.models.elmo",
-    "attnkit.models.gpt -> attnkit.core.config",
-    "attnkit.models.gpt -> attnkit.interop.hf_gpt2",
-    "attnkit.models.gpt -> attnkit.models.base",
-    "attnkit.models.gpt_classifier -> attnkit.core.config",
-    "attnkit.models.gpt_classifier -> attnkit.models.base",
-    "attnkit.models.gpt_classifier -> attnkit.models.classifier",
-    "attnkit.models.gpt_classifier -> attnkit.models.gpt",
-    "attnkit.models.masked_lm -> attnkit.core.config",
-    "attnkit.models.masked_lm -> attnkit.models.base",
-    "attnkit.models.masked_lm -> attnkit.models.classifier",
-    "attnkit.models.ngram -> attnkit.core.config",
-    "attnkit.models.ngram -> attnkit.models.base",
-    "attnkit.models.rnn -> attnkit.core.config",
-    "attnkit.models.rnn -> attnkit.models.base",
-    "attnkit.models.sizes -> attnkit.core.checkpoint",
-    "attnkit.models.sizes -> attnkit.core.config",
-    "attnkit.models.sizes -> attnkit.interop.onnx",
-    "attnkit.models.sizes -> attnkit.interop.quantize",
-    "attnkit.models.transformer -> attnkit.core.config",
-    "attnkit.models.transformer -> attnkit.models.base",
-    "attnkit.tasks -> attnkit.core.config",
-    "attnkit.tasks -> attnkit.tasks.base",
-    "attnkit.tasks.base -> attnkit.core.config",
-    "attnkit.tasks.base -> attnkit.data.tokenization",
-    "attnkit.tasks.base -> attnkit.models",
-    "attnkit.tasks.bert_init -> attnkit.interop.hf_bert",
-    "attnkit.tasks.bert_init -> attnkit.models",
-    "attnkit.tasks.bert_init -> attnkit.models.sizes",
-    "attnkit.tasks.bert_pretrain -> attnkit.data.segments",
-    "attnkit.tasks.bert_pretrain -> attnkit.tasks.base",
-    "attnkit.tasks.bilm -> attnkit.models.sizes",
-    "attnkit.tasks.classify -> attnkit.data.pairs",
-    "attnkit.tasks.classify -> attnkit.models.elmo_classifier",
-    "attnkit.tasks.classify -> attnkit.runtime.viz",
-    "attnkit.tasks.classify -> attnkit.tasks.bilm",
-    "attnkit.tasks.classify -> attnkit.tasks.lm",
-    "attnkit.tasks.classify -> attnkit.tasks.mlm",
-    "attnkit.tasks.classify -> attnkit.tasks.pseudo_label",
-    "attnkit.tasks.lm -> attnkit.core.checkpoint",
-    "attnkit.tasks.lm -> attnkit.data.catalogue",
-    "attnkit.tasks.lm -> attnkit.models.gpt",
-    "attnkit.tasks.lm -> attnkit.models.sizes",
-    "attnkit.tasks.mlm -> attnkit.models.sizes",
-    "attnkit.tasks.mlm -> attnkit.tasks.base",
-    "attnkit.tasks.pseudo_label -> attnkit.tasks.classify",
-    "attnkit.tasks.seq2seq -> attnkit.runtime.viz",
-}
-
 
 @dataclass
 class Graph:
@@ -284,17 +182,14 @@ def cycles(graph: Graph) -> list[list[str]]:
     return found
 
 
-def violations(src: Path, todo: set[str] | None = None) -> list[str]:
+def violations(src: Path) -> list[str]:
     """Every breach of the contract in the tree under ``src``, one line each."""
-    todo = TODO if todo is None else todo
     graph = build(src)
     out = []
     for module, targets in sorted(graph.edges.items()):
         path = graph.files[module]
         mine, my_layer = layer_of(module)
         for target, places in sorted(targets.items()):
-            if f"{module} -> {target}" in todo:
-                continue
             theirs, their_layer = layer_of(target)
             line = places[0][0]
             if theirs < mine or (theirs == mine and my_layer != their_layer):
@@ -310,9 +205,6 @@ def violations(src: Path, todo: set[str] | None = None) -> list[str]:
                         "(not a listed start-up-speed import: import it at the top)"
                     )
     for component in cycles(graph):
-        pairs = {f"{a} -> {b}" for a in component for b in graph.edges.get(a, {}) if b in component}
-        if pairs <= todo:
-            continue
         out.append(f"{graph.files[component[0]]}:1: import cycle: {', '.join(component)}")
     return out
 

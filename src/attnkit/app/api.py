@@ -26,20 +26,22 @@ from typing import Any
 import torch
 
 from attnkit.core.checkpoint import atomic_write_text
-from attnkit.core.config import ConfigError, RunConfig, load_config
+from attnkit.core.config import ConfigError
 from attnkit.core.errors import AttnkitError, InputError
 from attnkit.core.output_guard import cannot_write, check_output, staged_folder
 from attnkit.core.version import __version__
+from attnkit.interop.hf_dir import save_hf_directory
 from attnkit.interop.onnx import ONNX_FILE, OnnxModel, export_onnx, onnx_signature
 from attnkit.interop.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quantize_int8, save_int8
 from attnkit.models import build_model
-from attnkit.models.sizes import check_memory, meta_model, read_run_config
+from attnkit.models.sizes import check_memory, meta_model
 from attnkit.runtime import distributed
 from attnkit.runtime.device import FP32, Precision, busy_note, default_threads, resolve_precision
 from attnkit.runtime.run import RunDir
 from attnkit.runtime.training import Trainer, TrainResult, resolve_device, training_precision
 from attnkit.tasks import get_task
 from attnkit.tasks.base import Predictor, RunError
+from attnkit.tasks.run_config import RunConfig, load_config, read_run_config
 
 __all__ = ["RunError", "calibrate", "evaluate", "export", "load", "train"]
 
@@ -324,7 +326,12 @@ def load(
     if onnx_file.is_file() and not run.has_weights():  # an ONNX export: onnxruntime, CPU
         if quantize or torch.device(device).type != "cpu":
             raise RunError(f"{run} is an ONNX export: it runs as exported, on the CPU")
-        model = OnnxModel(onnx_file, saved["onnx"]["inputs"], saved["onnx"]["outputs"])
+        model = OnnxModel(
+            onnx_file,
+            saved["onnx"]["inputs"],
+            saved["onnx"]["outputs"],
+            wrap=cfg.model.output_from,  # the model family's output type
+        )
         predictor = _predictor(model, tokenizer, cfg, run, saved)
         predictor.precision = FP32
         return predictor
@@ -410,13 +417,15 @@ EXPORT_FORMATS = ("hf", "attnkit", "onnx")
 def export(
     run_dir: str | Path, output: str | Path, fmt: str = "hf", quantize: str | None = None
 ) -> Path:
-    """Write a run's best weights, config and tokenizer to ``output``: ``hf``, a Hugging
-    Face directory (BERT runs; the labels of a classifier or tagger become ``id2label``)
-    that ``transformers`` loads with identical outputs; ``attnkit`` with ``quantize="int8"``,
-    a run directory with int8 weights (``attnkit.interop.quantize``) that every attnkit command
-    reads (any task, CPU inference); ``onnx``, a run directory with ``model.onnx`` checked
-    against onnxruntime at export (classify, tag and qa runs; ``attnkit.interop.onnx``),
-    which ``load`` / ``predict`` / ``evaluate`` / ``serve`` run with onnxruntime."""
+    """Write a run's best weights, config and tokenizer to ``output``, in a format its model
+    declares (``AttnkitModel.export_formats``): ``hf``, a Hugging Face directory (BERT
+    runs, the labels of a classifier or tagger as ``id2label``; GPT language models as
+    GPT-2) that ``transformers`` loads with identical outputs; ``attnkit`` with
+    ``quantize="int8"``, a run directory with int8 weights (``attnkit.interop.quantize``)
+    that every attnkit command reads (any model, CPU inference); ``onnx``, a run directory
+    with ``model.onnx`` checked against onnxruntime at export (classify, tag and qa runs;
+    ``attnkit.interop.onnx``), which ``load`` / ``predict`` / ``evaluate`` / ``serve`` run
+    with onnxruntime."""
     if fmt not in EXPORT_FORMATS:
         raise RunError(f"export format must be one of {', '.join(EXPORT_FORMATS)}, got {fmt!r}")
     if quantize not in (None, "int8"):
@@ -426,9 +435,6 @@ def export(
             "--quantize int8 goes with --format attnkit (a quantized attnkit run); "
             "--format hf writes the float weights"
         )
-    from attnkit.interop.hf_dir import save_hf_directory
-    from attnkit.models.bert import BertConfig
-
     run = RunDir(run_dir)
     if not run.is_run() or not run.has_weights():
         raise RunError(f"{run} is not a finished run (config.json and model.safetensors needed)")
@@ -439,15 +445,15 @@ def export(
         return _export_int8(run, cfg, out)
     if fmt == "onnx":
         return _export_onnx(run, cfg, out)
-    if not isinstance(cfg.model, BertConfig):
+    if "hf" not in cfg.model.model_class().export_formats:
         raise RunError(
-            f"{run} holds a {cfg.model.arch} model; only BERT runs (model.arch bert-...) "
-            "export to Hugging Face's format"
+            f"{run} holds a {cfg.model.arch} model, which has no Hugging Face export (BERT "
+            "runs, model.arch bert-..., and GPT language models have one)"
         )
     model = build_model(cfg.model)
     run.load_weights(model)
-    labelled = cfg.model.arch in ("bert-classifier", "bert-tagger")
-    labels = saved.get("labels") if labelled else None
+    labels = saved.get("labels")  # (a classifier's or tagger's class names: id2label)
+    labels = labels if isinstance(labels, list) else None
     tokenizer = run.load_tokenizer()
     with staged_folder(out) as stage:  # all of it, or nothing (also on a full disk)
         save_hf_directory(model, tokenizer, stage, labels)

@@ -23,6 +23,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+from attnkit.core.errors import InputError
+
 __all__ = ["PARAMS", "Param", "check_params"]
 
 
@@ -97,8 +99,6 @@ PARAMS: dict[str, Param] = {
 def check_params(**values: Any) -> None:
     """Raise ``InputError`` for the first value out of its range (None: not given, skipped):
     ``check_params(temperature=t, seed=s)``."""
-    from attnkit.core.errors import InputError
-
     for name, value in values.items():
         if value is None:
             continue

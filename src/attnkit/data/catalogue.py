@@ -1,26 +1,74 @@
-"""The dataset catalogue: what each dataset is, where it comes from and where it lives locally.
+"""The dataset catalogue: what each dataset is, where it comes from, where it lives locally and
+how it is read.
 
 The local layout (relative to the data directory, see :func:`resolve_data_dir`) is the same as
 the project's offline copy, e.g. ``nsmc/ratings_train.txt.gz``, so ``ATTNKIT_DATA`` can point at
 either a fetched cache or that copy.
+
+Each entry carries its readers, one per kind of examples it can be read as
+(``attnkit.data.kinds``: ``labelled``, ``pairs``, ``parallel``, ``tagged``, ``qa``,
+``documents``, ``text``, ``segments``). A task names the kinds it reads and asks for a split
+with ``read(cfg.data, kind, split)``; ``data.name: file`` (the user's own files) is read the
+same way (``attnkit.data.user_files``). Adding a dataset = one entry here (or
+``register_dataset`` from elsewhere) + its reader.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from attnkit.data.paths import DataError, DatasetNotFoundError, resolve_data_dir
+from attnkit.core.errors import ConfigError
+from attnkit.data.documents import review_segments
+from attnkit.data.kinds import Reader
+from attnkit.data.ner_readers import (
+    CONLL2003_SPLITS,
+    CONLL2003_TAGS,
+    KLUE_NER_SPLITS,
+    KLUE_NER_TAGS,
+    read_conll2003,
+    read_klue_ner,
+)
+from attnkit.data.pairs import KLUE_NLI_SPLITS, read_klue_nli
+from attnkit.data.parallel import CHATBOT_SPLITS, MULTI30K_SPLITS, read_chatbot, read_multi30k
+from attnkit.data.paths import DataError, locate
+from attnkit.data.qa_readers import KORQUAD_SPLITS, read_korquad
+from attnkit.data.readers import (
+    IMDB_SPLITS,
+    NSMC_SPLITS,
+    read_imdb,
+    read_nsmc,
+    read_text_file,
+    read_unlabeled,
+)
+from attnkit.data.split import split_by_position
+from attnkit.data.user_files import FILE_READERS
+
+if TYPE_CHECKING:
+    from attnkit.data.settings import DataConfig
 
 __all__ = [
+    "USER_FILES",
     "ConvertedFile",
     "DatasetFile",
     "DatasetInfo",
+    "Reader",
+    "check_data",
+    "dataset_of",
     "dataset_path",
+    "describe",
+    "find_kind",
+    "find_reader",
     "get_dataset",
     "has_split",
     "list_datasets",
+    "names_reading",
+    "read",
+    "reader_of",
+    "register_dataset",
+    "unregister_dataset",
 ]
 
 
@@ -76,6 +124,8 @@ class DatasetInfo:
 
     ``splits`` maps a split name to its path under the data directory; a path may contain a
     ``{lang}`` placeholder for parallel corpora (e.g. ``multi30k/train.{lang}.gz``).
+    ``readers`` maps each kind of examples it can be read as (``attnkit.data.kinds.KINDS``)
+    to its ``Reader``.
     """
 
     name: str
@@ -88,12 +138,77 @@ class DatasetInfo:
     homepage: str = ""
     citation: str = ""
     notes: tuple[str, ...] = ()
+    readers: Mapping[str, Reader] = field(default_factory=dict)
 
     @property
     def download_size(self) -> int | None:
         """Total download size in bytes, or ``None`` if a size is unknown."""
         sizes = [f.size for f in self.files]
         return None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
+
+
+# ----------------------------------------------------------------------------- readers
+# Each turns a reader of (split, data_dir) into a Reader's read(data settings, split).
+def _by_split(read_split: Callable[[str, str | Path | None], Any]) -> Callable[[Any, str], Any]:
+    def read_one(data: Any, split: str) -> Any:
+        return read_split(split, data.data_dir)
+
+    return read_one
+
+
+def _unlabelled(name: str) -> Callable[[Any, str], list[str]]:
+    """The reviews of ``name`` that are safe to pretrain on (``read_unlabeled``)."""
+
+    def read_corpus(data: Any, split: str) -> list[str]:
+        return read_unlabeled(name, data.data_dir)
+
+    return read_corpus
+
+
+def _review_segments(name: str) -> Callable[[Any, str], list[list[str]]]:
+    """The unlabelled reviews of ``name`` as documents of sentences (``review_segments``)."""
+
+    def read_documents(data: Any, split: str) -> list[list[str]]:
+        reviews = read_unlabeled(name, data.data_dir)
+        return [segs for review in reviews if (segs := review_segments(review))]
+
+    return read_documents
+
+
+def _multi30k(data: Any, split: str) -> list[Any]:
+    split = {"validation": "val"}.get(split, split)
+    return read_multi30k(split, data.src_lang, data.tgt_lang, data.data_dir)
+
+
+def _multi30k_languages(data: Any) -> str | None:
+    if {data.src_lang, data.tgt_lang} == {"de", "en"}:
+        return None
+    return "multi30k has de and en: data.src_lang / tgt_lang must be de->en or en->de"
+
+
+SHAKESPEARE_SPLITS = {"train": "tinyshakespeare/input.txt"}
+SHAKESPEARE_VAL_FRACTION = 0.1  # the usual (char-rnn, nanoGPT) split: last 10% validates
+
+
+def _shakespeare(data: Any, split: str) -> str:
+    """The first 90% of the characters (train) or the last 10% (validation)."""
+    path = locate("tinyshakespeare", SHAKESPEARE_SPLITS, "train", data.data_dir)
+    train, validation = split_by_position(read_text_file(path, "data"), SHAKESPEARE_VAL_FRACTION)
+    return validation if split == "validation" else train
+
+
+def _reviews(name: str, read_split: Callable[[str, str | Path | None], Any]) -> dict[str, Reader]:
+    """NSMC's and IMDB's readers: labelled reviews, and their unlabelled ones for pretraining."""
+    corpus = f"the unlabelled {name} corpus"
+    return {
+        "labelled": Reader(_by_split(read_split), ("train", "test"), labels=SENTIMENT),
+        "documents": Reader(_unlabelled(name), ("train",), what=corpus),
+        "segments": Reader(_review_segments(name), ("train",), what=corpus),
+    }
+
+
+SENTIMENT = ("negative", "positive")  # the names of NSMC's and IMDB's labels 0 and 1
+_FULL_SPLITS = ("train", "validation", "test")
 
 
 _GH = "https://raw.githubusercontent.com"
@@ -152,11 +267,8 @@ _DATASETS: tuple[DatasetInfo, ...] = (
                 compress=True,
             ),
         ),
-        splits={
-            "train": "nsmc/ratings_train.txt.gz",
-            "test": "nsmc/ratings_test.txt.gz",
-            "unlabeled": "nsmc/unlabeled.txt.gz",
-        },
+        splits=NSMC_SPLITS,
+        readers=_reviews("nsmc", read_nsmc),
         notes=(
             "150,000 train / 50,000 test rows; 8 empty documents are dropped when read",
             "unlabeled: 639,270 raw reviews, one per line, none of the test set (for MLM "
@@ -192,11 +304,8 @@ _DATASETS: tuple[DatasetInfo, ...] = (
                 ),
             ),
         ),
-        splits={
-            "train": "imdb/train.jsonl.gz",
-            "test": "imdb/test.jsonl.gz",
-            "unlabeled": "imdb/unsup.jsonl.gz",
-        },
+        splits=IMDB_SPLITS,
+        readers=_reviews("imdb", read_imdb),
         notes=(
             "25,000 train / 25,000 test; the archive is converted to JSON Lines and deleted",
             "unlabeled: the 50,000 aclImdb/train/unsup reviews (JSON Lines, id + text)",
@@ -214,11 +323,8 @@ _DATASETS: tuple[DatasetInfo, ...] = (
             DatasetFile(f"multi30k/{name}", f"{_M30K}/{name}", sha, size)
             for name, (sha, size) in _M30K_FILES.items()
         ),
-        splits={
-            "train": "multi30k/train.{lang}.gz",
-            "val": "multi30k/val.{lang}.gz",
-            "test": "multi30k/test_2016_flickr.{lang}.gz",
-        },
+        splits=MULTI30K_SPLITS,
+        readers={"parallel": Reader(_multi30k, _FULL_SPLITS, check=_multi30k_languages)},
     ),
     DatasetInfo(
         name="chatbot-ko",
@@ -236,7 +342,8 @@ _DATASETS: tuple[DatasetInfo, ...] = (
                 size=889842,
             ),
         ),
-        splits={"train": "chatbot/ChatbotData.csv"},
+        splits=CHATBOT_SPLITS,
+        readers={"parallel": Reader(_by_split(read_chatbot), _FULL_SPLITS)},
         notes=("CSV with header Q,A,label; one label has trailing spaces",),
     ),
     DatasetInfo(
@@ -254,7 +361,14 @@ _DATASETS: tuple[DatasetInfo, ...] = (
                 size=1115394,
             ),
         ),
-        splits={"train": "tinyshakespeare/input.txt"},
+        splits=SHAKESPEARE_SPLITS,
+        readers={
+            "text": Reader(
+                _shakespeare,
+                ("train", "validation"),
+                what="Tiny Shakespeare (first 90% / last 10% of the characters)",
+            )
+        },
         notes=("usual split: first 90% train, last 10% validation",),
     ),
     DatasetInfo(
@@ -282,11 +396,8 @@ _DATASETS: tuple[DatasetInfo, ...] = (
                 compress=True,
             ),
         ),
-        splits={
-            "train": "conll2003/train.txt.gz",
-            "validation": "conll2003/valid.txt.gz",
-            "test": "conll2003/test.txt.gz",
-        },
+        splits=CONLL2003_SPLITS,
+        readers={"tagged": Reader(_by_split(read_conll2003), labels=tuple(CONLL2003_TAGS))},
         notes=(
             "14,041 train / 3,250 validation (eng.testa) / 3,453 test (eng.testb) sentences; "
             "columns: word POS chunk NER, tags already IOB2",
@@ -313,11 +424,9 @@ _DATASETS: tuple[DatasetInfo, ...] = (
                 size=2635045,
             ),
         ),
-        splits={
-            "train": "klue/klue-ner-v1.1_dev.tsv",
-            "validation": "klue/klue-ner-v1.1_dev.tsv",
-            "test": "klue/klue-ner-v1.1_dev.tsv",
-            "dev": "klue/klue-ner-v1.1_dev.tsv",
+        splits=KLUE_NER_SPLITS,
+        readers={
+            "tagged": Reader(_by_split(read_klue_ner), labels=tuple(KLUE_NER_TAGS), unit="char")
         },
         notes=(
             _FIXED_SPLIT_NOTE.format(key="each sentence's guid") + ": 4,000 / 500 / 500 sentences",
@@ -344,12 +453,8 @@ _DATASETS: tuple[DatasetInfo, ...] = (
                 size=1498298,
             ),
         ),
-        splits={
-            "train": "klue/klue-nli-v1.1_dev.json",
-            "validation": "klue/klue-nli-v1.1_dev.json",
-            "test": "klue/klue-nli-v1.1_dev.json",
-            "dev": "klue/klue-nli-v1.1_dev.json",
-        },
+        splits=KLUE_NLI_SPLITS,
+        readers={"pairs": Reader(_by_split(read_klue_nli))},
         notes=(
             _FIXED_SPLIT_NOTE.format(key="the premise")
             + ": 2,400 / 300 / 300 pairs (800 / 100 / 100 premises, each with one "
@@ -374,12 +479,8 @@ _DATASETS: tuple[DatasetInfo, ...] = (
                 compress=True,
             ),
         ),
-        splits={
-            "train": "korquad/KorQuAD_v1.0_dev.json.gz",
-            "validation": "korquad/KorQuAD_v1.0_dev.json.gz",
-            "test": "korquad/KorQuAD_v1.0_dev.json.gz",
-            "dev": "korquad/KorQuAD_v1.0_dev.json.gz",
-        },
+        splits=KORQUAD_SPLITS,
+        readers={"qa": Reader(_by_split(read_korquad), scorer="korquad")},
         notes=(
             _FIXED_SPLIT_NOTE.format(key="the article title")
             + ": 112 / 14 / 14 articles, 4,330 / 586 / 858 questions; no article in two "
@@ -391,9 +492,23 @@ _DATASETS: tuple[DatasetInfo, ...] = (
 )
 
 
+# the user's own files (data.name: file): not a catalogued dataset, read the same way
+USER_FILES = DatasetInfo(
+    name="file",
+    description="your own files: data.train, data.validation, data.test",
+    language="",
+    task="",
+    license="",
+    files=(),
+    splits={},
+    readers=FILE_READERS,
+)
+_REGISTERED: dict[str, DatasetInfo] = {}  # register_dataset's, after the built-in ones
+
+
 def list_datasets() -> list[DatasetInfo]:
-    """Return every catalogued dataset, in catalogue order."""
-    return list(_DATASETS)
+    """Return every catalogued dataset, in catalogue order (registered ones last)."""
+    return [*_DATASETS, *_REGISTERED.values()]
 
 
 def get_dataset(name: str) -> DatasetInfo:
@@ -403,30 +518,37 @@ def get_dataset(name: str) -> DatasetInfo:
         DataError: unknown name; the message lists the known names.
     """
     key = name.strip().lower()
-    for info in _DATASETS:
+    infos = list_datasets()
+    for info in infos:
         if info.name == key:
             return info
-    known = ", ".join(info.name for info in _DATASETS)
+    known = ", ".join(info.name for info in infos)
     raise DataError(f"unknown dataset '{name}'; known datasets: {known}")
 
 
-if TYPE_CHECKING:
-    from attnkit.core.config import DataConfig
+def register_dataset(info: DatasetInfo, replace: bool = False) -> DatasetInfo:
+    """Add ``info`` to the catalogue (a dataset defined outside attnkit: a plugin, a test);
+    every task that reads one of its kinds then reads it by name. Returns it."""
+    key = info.name.strip().lower()
+    if key != info.name or not key or key == USER_FILES.name:
+        raise ValueError(f"a dataset needs a lowercase name other than 'file', got {info.name!r}")
+    if any(d.name == key for d in _DATASETS):
+        raise ValueError(f"{key!r} is a built-in dataset")
+    if key in _REGISTERED and not replace and _REGISTERED[key] is not info:
+        raise ValueError(f"dataset {key!r} is already in the catalogue")
+    _REGISTERED[key] = info
+    return info
 
 
-def has_split(data: DataConfig, split: str) -> bool:
-    """Whether a recipe's data has ``split`` of its own: a file named for it (``data.name:
-    file``) or a split of the catalogued dataset (KLUE-NLI's fixed validation part, say; NSMC
-    and IMDB have none, so validation is held out of train)."""
-    if data.name == "file":
-        return bool(getattr(data, split, None))
-    return split in get_dataset(data.name).splits
+def unregister_dataset(name: str) -> None:
+    """Remove a dataset ``register_dataset`` added (the built-in ones stay)."""
+    _REGISTERED.pop(name, None)
 
 
 def dataset_path(
     name: str, split: str, data_dir: str | Path | None = None, lang: str | None = None
 ) -> Path:
-    """Return the local file of one split of a catalogued dataset.
+    """Return the local file of one split of a catalogued dataset (``paths.locate``).
 
     A compressed split (``.gz``) is also accepted uncompressed (e.g. an upstream
     ``ratings_train.txt`` placed by hand). ``lang`` fills the ``{lang}`` placeholder of
@@ -437,20 +559,96 @@ def dataset_path(
         DatasetNotFoundError: no candidate file exists; lists every path tried.
     """
     info = get_dataset(name)
-    if split not in info.splits:
-        raise DataError(
-            f"dataset '{info.name}' has no split '{split}'; splits: {', '.join(info.splits)}"
+    return locate(info.name, info.splits, split, data_dir, lang)
+
+
+# ----------------------------------------------------------------------------- a recipe's data
+def dataset_of(data: DataConfig) -> DatasetInfo:
+    """The entry that reads a recipe's data: ``USER_FILES`` for ``data.name: file``, else
+    the catalogued dataset (``DataError`` if there is none of that name)."""
+    return USER_FILES if data.name == USER_FILES.name else get_dataset(data.name)
+
+
+def find_kind(data: DataConfig | str, kinds: Iterable[str]) -> str | None:
+    """The first of ``kinds`` the recipe's dataset (or the dataset of that ``data.name``)
+    can be read as (None: none of them, or no such dataset)."""
+    name = data if isinstance(data, str) else data.name
+    try:
+        readers = (USER_FILES if name == USER_FILES.name else get_dataset(name)).readers
+    except DataError:
+        return None
+    return next((kind for kind in kinds if kind in readers), None)
+
+
+def find_reader(data: DataConfig, kind: str) -> Reader | None:
+    """The recipe's dataset's reader of ``kind``, or None (none, or no such dataset)."""
+    try:
+        return dataset_of(data).readers.get(kind)
+    except DataError:
+        return None
+
+
+def reader_of(data: DataConfig, kind: str) -> Reader:
+    """The recipe's dataset's reader of ``kind`` (``DataError`` if it has none)."""
+    info = dataset_of(data)
+    if kind not in info.readers:
+        offers = ", ".join(info.readers) or "nothing"
+        raise DataError(f"dataset '{info.name}' cannot be read as {kind} (it offers {offers})")
+    return info.readers[kind]
+
+
+def has_split(data: DataConfig, kind: str, split: str) -> bool:
+    """Whether the recipe's dataset has ``split`` of its own, read as ``kind``: a file named
+    for it (``data.name: file``) or a split of the catalogued dataset (KLUE-NLI's fixed
+    validation part, say; NSMC and IMDB have none, so validation is held out of train)."""
+    info = dataset_of(data)
+    reader = info.readers.get(kind)
+    if reader is None:
+        return False
+    splits = reader.splits if reader.splits is not None else tuple(info.splits)
+    if split not in splits:
+        return False
+    return bool(getattr(data, split, None)) if reader.file else True
+
+
+def read(data: DataConfig, kind: str, split: str) -> Any:
+    """One split of the recipe's dataset, read as ``kind`` (``kinds.KINDS`` says what it
+    is: e.g. ``labelled`` -> ``Examples``)."""
+    return reader_of(data, kind).read(data, split)
+
+
+def names_reading(kinds: Iterable[str]) -> list[str]:
+    """The ``data.name`` values that can be read as one of ``kinds``, ``file`` last."""
+    kinds = tuple(kinds)
+    return [
+        info.name
+        for info in (*list_datasets(), USER_FILES)
+        if any(kind in info.readers for kind in kinds)
+    ]
+
+
+def check_data(data: DataConfig, kind: str) -> None:
+    """``ConfigError`` for data settings the dataset's reader of ``kind`` cannot read: a
+    setting it reads missing from the task's section, the user's files without
+    ``data.train``, a value the dataset refuses (``Reader.check``)."""
+    reader = reader_of(data, kind)
+    missing = [name for name in reader.settings if not hasattr(data, name)]
+    if missing:  # (a task's data_settings that lack what its kind's reader reads)
+        raise ConfigError(
+            f"data.name {data.name} read as {kind} needs the data setting(s) "
+            f"{', '.join(missing)}, which this task's data section lacks"
         )
-    rel = info.splits[split]
-    if "{lang}" in rel:
-        if not lang:
-            raise DataError(f"dataset '{info.name}' is parallel; pass lang (e.g. 'en' or 'de')")
-        rel = rel.format(lang=lang)
-    root = resolve_data_dir(data_dir)
-    candidates = [root / rel]
-    if rel.endswith(".gz"):
-        candidates.append(root / rel[: -len(".gz")])
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise DatasetNotFoundError(info.name, candidates, split=split)
+    if reader.file and not data.train:
+        raise ConfigError(f"data.name {data.name} needs data.train ({reader.file})")
+    message = reader.check(data) if reader.check else None
+    if message:
+        raise ConfigError(message)
+
+
+def describe(data: DataConfig, kind: str) -> str:
+    """How messages name what the recipe's data is read from, as ``kind``: the reader's
+    ``what``, the user's training file's name, or the dataset's name."""
+    reader = reader_of(data, kind)
+    if reader.what:
+        return reader.what
+    return Path(data.train).name if reader.file and data.train else data.name

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from attnkit.core.errors import DataError, InputError
 from attnkit.data.masking import IGNORE_INDEX
 from attnkit.data.ner_readers import to_iob2
+from attnkit.data.tokenization import cut_text, max_text_chars
 
 if TYPE_CHECKING:
     from attnkit.data.tokenization import Tokenizer
@@ -117,8 +118,6 @@ def _words_within(words: Sequence[str], max_len: int) -> list[str]:
     """The first words of ``words`` with at most ``max_text_chars(max_len)`` characters in
     all (a first word longer than that: its beginning), so that a huge sentence is never
     tokenized whole; the words left out count as truncated."""
-    from attnkit.data.tokenization import max_text_chars
-
     limit, used = max_text_chars(max_len), 0
     out: list[str] = []
     for word in words:
@@ -309,8 +308,6 @@ def encode_pieces(
     """
     if max_len < 3:
         raise InputError(f"max_len={max_len} is too small: [CLS] piece [SEP] needs at least 3")
-    from attnkit.data.tokenization import cut_text
-
     tag_ids = _tag_ids(tags, spans, label_to_id) if tags is not None else None
     text, cut = cut_text(text, max_len)  # never tokenized whole when huge (offsets hold)
     ids, offsets = tokenizer.encode_offsets(text)

@@ -41,11 +41,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnkit.data.catalogue import dataset_path
-from attnkit.data.paths import DataError, DatasetNotFoundError
+from attnkit.data.paths import DataError, DatasetNotFoundError, locate
 from attnkit.data.readers import _iter_lines, fixed_split
 
 __all__ = [
+    "CONLL2003_SPLITS",
+    "CONLL2003_TAGS",
+    "KLUE_NER_SPLITS",
+    "KLUE_NER_TAGS",
+    "KNOWN_TAGS",
     "TAGGED_DATASETS",
     "TaggedSentence",
     "load_tagged",
@@ -56,6 +60,26 @@ __all__ = [
 ]
 
 DEV_SPLITS = ("train", "validation", "test", "dev")
+# where the catalogued files lie under the data directory (attnkit.data.catalogue)
+CONLL2003_SPLITS = {
+    "train": "conll2003/train.txt.gz",
+    "validation": "conll2003/valid.txt.gz",
+    "test": "conll2003/test.txt.gz",
+}
+KLUE_NER_SPLITS = {s: "klue/klue-ner-v1.1_dev.tsv" for s in DEV_SPLITS}  # cut by the reader
+
+
+def _iob2(*types: str) -> list[str]:
+    return ["O", *sorted(f"{p}-{t}" for t in types for p in "BI")]
+
+
+# The documented tag sets of the catalogued datasets: exactly the tags of their full training
+# splits, in label-id order (O first, then sorted). A data.limit subset that happens to miss
+# a rare tag still learns the whole set, and its validation split (the dataset's own, not
+# limited) never has a tag the model cannot output.
+CONLL2003_TAGS = _iob2("PER", "ORG", "LOC", "MISC")
+KLUE_NER_TAGS = _iob2("PS", "LC", "OG", "DT", "TI", "QT")
+KNOWN_TAGS = {"conll2003": CONLL2003_TAGS, "klue-ner": KLUE_NER_TAGS}
 
 
 @dataclass
@@ -197,7 +221,7 @@ def read_conll2003(split: str, data_dir: str | Path | None = None) -> list[Tagge
     sentences with IOB2 NER tags (see the module docstring). POS and chunk columns are dropped.
     """
     try:
-        path = dataset_path("conll2003", split, data_dir)
+        path = locate("conll2003", CONLL2003_SPLITS, split, data_dir)
     except DatasetNotFoundError as err:
         if split != "train":
             raise
@@ -274,7 +298,7 @@ def read_klue_ner(split: str, data_dir: str | Path | None = None) -> list[Tagged
     ``split`` is ``train`` (4,000 sentences), ``validation`` (500) or ``test`` (500), the fixed
     split by guid, or ``dev`` (all 5,000). Sentences keep their file order.
     """
-    path = dataset_path("klue-ner", split, data_dir)
+    path = locate("klue-ner", KLUE_NER_SPLITS, split, data_dir)
     blocks = list(_klue_ner_blocks(path))
     if not blocks:
         raise DataError(f"{path} has no sentences")

@@ -8,7 +8,7 @@ relations between sentences (useful for QA and NLI).
 
 What a document and a segment are:
 
-* user text file (``split_documents``): a document is a block of lines separated from the
+* user text file (``split_documents``, ``attnkit.data.documents``): a document is a block of lines separated from the
   next by a blank line; its segments are its non-empty lines (one sentence per line).
 * one-line reviews, NSMC / IMDB (``review_segments``): a document is one review; its
   segments are its sentences, split after sentence-final punctuation (``. ! ? …``, which
@@ -26,16 +26,13 @@ A / B is cut from its end (B on a tie; BERT's ``truncate_seq_pair``) until the p
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass
 
 from attnkit.core.errors import DataError
+from attnkit.data.documents import review_segments, split_documents
 from attnkit.data.segments import truncate_pair
 
 __all__ = ["NspExample", "make_nsp_pairs", "review_segments", "split_documents"]
-
-_BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
 
 
 @dataclass(frozen=True)
@@ -45,31 +42,6 @@ class NspExample:
     input_ids: list[int]
     token_type_ids: list[int]
     is_next: int
-
-
-def split_documents(text: str) -> list[list[str]]:
-    """A user text file's documents: blocks separated by blank lines (lines of whitespace
-    only count as blank); each document is the list of its non-empty, stripped lines."""
-    docs: list[list[str]] = []
-    current: list[str] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line:
-            current.append(line)
-        elif current:
-            docs.append(current)
-            current = []
-    if current:
-        docs.append(current)
-    return docs
-
-
-def review_segments(review: str) -> list[str]:
-    """One review's segments: its sentences (see the module docstring); empty ones dropped."""
-    parts: list[str] = []
-    for block in _BR.split(review):
-        parts.extend(s.strip() for s in _SENTENCE_END.split(block.strip()))
-    return [p for p in parts if p]
 
 
 def _take(segments: list[list[int]], start: int, budget: int) -> list[int]:

@@ -23,15 +23,16 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnkit.data.catalogue import dataset_path
-from attnkit.data.paths import DataError, read_error_reason
+from attnkit.data.paths import DataError, locate, read_error_reason
 from attnkit.data.readers import _chain, _getter, _infer_format, _rows, fixed_split
 
-__all__ = ["NLI_LABELS", "PairExample", "read_klue_nli", "read_pair_file"]
+__all__ = ["KLUE_NLI_SPLITS", "NLI_LABELS", "PairExample", "read_klue_nli", "read_pair_file"]
 
 log = logging.getLogger(__name__)
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
+# the one dev file, cut into a fixed split by the reader (attnkit.data.catalogue)
+KLUE_NLI_SPLITS = {s: "klue/klue-nli-v1.1_dev.json" for s in ("train", "validation", "test", "dev")}
 
 
 @dataclass
@@ -64,7 +65,7 @@ def read_klue_nli(split: str, data_dir: str | Path | None = None) -> list[PairEx
     ``split`` is ``train`` (2,400 pairs), ``validation`` (300) or ``test`` (300), the fixed
     split by premise described in the module docstring, or ``dev`` (all 3,000).
     """
-    path = dataset_path("klue-nli", split, data_dir)
+    path = locate("klue-nli", KLUE_NLI_SPLITS, split, data_dir)
     records = _load_json(path)
     if not isinstance(records, list):
         raise DataError(f"{path}: expected a JSON list of KLUE-NLI records")

@@ -17,11 +17,27 @@ import zlib
 from pathlib import Path
 from typing import NamedTuple
 
-from attnkit.data.catalogue import dataset_path
-from attnkit.data.paths import DataError, read_error_reason
+from attnkit.data.paths import DataError, locate, read_error_reason
 from attnkit.data.readers import allow_long_csv_fields
 
-__all__ = ["Pair", "read_chatbot", "read_multi30k", "read_parallel_files", "read_parallel_tsv"]
+__all__ = [
+    "CHATBOT_SPLITS",
+    "MULTI30K_SPLITS",
+    "Pair",
+    "read_chatbot",
+    "read_multi30k",
+    "read_parallel_files",
+    "read_parallel_tsv",
+    "read_user_pairs",
+]
+
+# where the catalogued files lie under the data directory (attnkit.data.catalogue)
+MULTI30K_SPLITS = {
+    "train": "multi30k/train.{lang}.gz",
+    "val": "multi30k/val.{lang}.gz",
+    "test": "multi30k/test_2016_flickr.{lang}.gz",
+}
+CHATBOT_SPLITS = {"train": "chatbot/ChatbotData.csv"}  # one file: read_chatbot splits it
 
 
 class Pair(NamedTuple):
@@ -76,6 +92,20 @@ def read_parallel_tsv(path: str | Path) -> list[Pair]:
     return pairs
 
 
+def read_user_pairs(path: str, src_lang: str, tgt_lang: str, what: str = "data") -> list[Pair]:
+    """Your own pairs: ``path`` is a TSV file (source<TAB>target), or the common prefix of
+    two files aligned line by line, ``path.SRC`` and ``path.TGT`` (fairseq's naming: with
+    ``src_lang: de`` / ``tgt_lang: en``, ``data/train`` reads data/train.de + data/train.en)."""
+    if Path(path).is_file():
+        return read_parallel_tsv(path)
+    src, tgt = Path(f"{path}.{src_lang}"), Path(f"{path}.{tgt_lang}")
+    if src.is_file() and tgt.is_file():
+        return read_parallel_files(src, tgt)
+    raise DataError(
+        f"{what}: no file {path} (a TSV) and no aligned pair {src.name} + {tgt.name} next to it"
+    )
+
+
 def read_multi30k(
     split: str, src_lang: str = "de", tgt_lang: str = "en", data_dir: str | Path | None = None
 ) -> list[Pair]:
@@ -83,8 +113,8 @@ def read_multi30k(
     if {src_lang, tgt_lang} != {"de", "en"}:
         raise DataError(f"multi30k has de and en, got {src_lang}->{tgt_lang}")
     return read_parallel_files(
-        dataset_path("multi30k", split, data_dir, lang=src_lang),
-        dataset_path("multi30k", split, data_dir, lang=tgt_lang),
+        locate("multi30k", MULTI30K_SPLITS, split, data_dir, lang=src_lang),
+        locate("multi30k", MULTI30K_SPLITS, split, data_dir, lang=tgt_lang),
     )
 
 
@@ -101,7 +131,7 @@ def read_chatbot(split: str, data_dir: str | Path | None = None, seed: int = 0) 
     """
     if split not in ("train", "validation", "test"):
         raise DataError(f"chatbot-ko splits are train, validation, test; got '{split}'")
-    path = dataset_path("chatbot-ko", "train", data_dir)
+    path = locate("chatbot-ko", CHATBOT_SPLITS, "train", data_dir)
     text = "\n".join(_read_lines(path))
     allow_long_csv_fields()
     try:

@@ -5,12 +5,18 @@ from __future__ import annotations
 import gzip
 import os
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from attnkit.core.errors import DataError
 
-__all__ = ["DataError", "DatasetNotFoundError", "read_error_reason", "resolve_data_dir"]
+__all__ = [
+    "DataError",
+    "DatasetNotFoundError",
+    "locate",
+    "read_error_reason",
+    "resolve_data_dir",
+]
 
 ENV_DATA_DIR = "ATTNKIT_DATA"
 
@@ -62,3 +68,36 @@ def resolve_data_dir(data_dir: str | Path | None = None) -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     cache = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return cache / "attnkit"
+
+
+def locate(
+    name: str,
+    splits: Mapping[str, str],
+    split: str,
+    data_dir: str | Path | None = None,
+    lang: str | None = None,
+) -> Path:
+    """The local file of ``split`` of dataset ``name``, whose files lie under the data
+    directory as ``splits`` says (split -> relative path; a ``{lang}`` placeholder for
+    parallel corpora, filled by ``lang``). A compressed file (``.gz``) is also accepted
+    uncompressed (e.g. an upstream ``ratings_train.txt`` placed by hand).
+
+    Raises:
+        DataError: no such split, or ``lang`` missing for a parallel corpus.
+        DatasetNotFoundError: no candidate file exists; lists every path tried.
+    """
+    if split not in splits:
+        raise DataError(f"dataset '{name}' has no split '{split}'; splits: {', '.join(splits)}")
+    rel = splits[split]
+    if "{lang}" in rel:
+        if not lang:
+            raise DataError(f"dataset '{name}' is parallel; pass lang (e.g. 'en' or 'de')")
+        rel = rel.format(lang=lang)
+    root = resolve_data_dir(data_dir)
+    candidates = [root / rel]
+    if rel.endswith(".gz"):
+        candidates.append(root / rel[: -len(".gz")])
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise DatasetNotFoundError(name, candidates, split=split)

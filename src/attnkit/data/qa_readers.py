@@ -22,14 +22,24 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnkit.data.catalogue import dataset_path
 from attnkit.data.pairs import _load_json
-from attnkit.data.paths import DataError
+from attnkit.data.paths import DataError, locate
 from attnkit.data.readers import fixed_split
 
-__all__ = ["QAExample", "answer_offset_mismatches", "read_korquad", "read_squad_file"]
+__all__ = [
+    "KORQUAD_SPLITS",
+    "QAExample",
+    "answer_offset_mismatches",
+    "read_korquad",
+    "read_squad_file",
+]
 
 log = logging.getLogger(__name__)
+
+# the one dev file, cut into a fixed split by the reader (attnkit.data.catalogue)
+KORQUAD_SPLITS = {
+    s: "korquad/KorQuAD_v1.0_dev.json.gz" for s in ("train", "validation", "test", "dev")
+}
 
 
 @dataclass
@@ -130,7 +140,7 @@ def read_squad_file(path: str | Path) -> list[QAExample]:
 def read_korquad(split: str, data_dir: str | Path | None = None) -> list[QAExample]:
     """Read KorQuAD 1.0 dev: ``train``, ``validation`` or ``test`` (the fixed split by article
     described in the module docstring) or ``dev`` (all 5,774 questions)."""
-    path = dataset_path("korquad", split, data_dir)
+    path = locate("korquad", KORQUAD_SPLITS, split, data_dir)
     examples = read_squad_file(path)
     if split == "dev":
         return examples

@@ -20,24 +20,39 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from pathlib import Path
 from typing import IO, NamedTuple, TypeVar
 
-from attnkit.data.catalogue import dataset_path, get_dataset
-from attnkit.data.paths import DataError, DatasetNotFoundError, read_error_reason
+from attnkit.data.paths import DataError, DatasetNotFoundError, locate, read_error_reason
 
 __all__ = [
+    "FIXED_SPLITS",
+    "IMDB_SPLITS",
+    "NSMC_SPLITS",
     "Example",
     "Examples",
-    "FIXED_SPLITS",
     "fixed_split",
     "load_text_classification",
     "read_imdb",
     "read_nsmc",
     "read_table",
+    "read_text_file",
     "read_texts",
     "read_unlabeled",
     "train_val_split",
 ]
 
 T = TypeVar("T")
+
+# where the catalogued files lie under the data directory (attnkit.data.catalogue)
+NSMC_SPLITS = {
+    "train": "nsmc/ratings_train.txt.gz",
+    "test": "nsmc/ratings_test.txt.gz",
+    "unlabeled": "nsmc/unlabeled.txt.gz",
+}
+IMDB_SPLITS = {
+    "train": "imdb/train.jsonl.gz",
+    "test": "imdb/test.jsonl.gz",
+    "unlabeled": "imdb/unsup.jsonl.gz",
+}
+_LAYOUTS = {"nsmc": NSMC_SPLITS, "imdb": IMDB_SPLITS}
 
 
 class Example(NamedTuple):
@@ -124,7 +139,7 @@ def read_nsmc(split: str, data_dir: str | Path | None = None) -> Examples:
     documents with ``"`` keep their CSV quoting. Empty documents (5 in train, 3 in test) are
     dropped and counted in ``Examples.dropped``.
     """
-    path = dataset_path("nsmc", split, data_dir)
+    path = locate("nsmc", NSMC_SPLITS, split, data_dir)
     lines = _iter_lines(path)
     first = next(lines, None)
     if first is None or first[1].rstrip("\r\n") != "id\tdocument\tlabel":
@@ -153,7 +168,7 @@ def read_imdb(split: str, data_dir: str | Path | None = None, keep_html: bool = 
 
     The HTML line breaks ``<br />`` in the reviews become newlines unless ``keep_html``.
     """
-    path = dataset_path("imdb", split, data_dir)
+    path = locate("imdb", IMDB_SPLITS, split, data_dir)
     examples: list[Example] = []
     dropped = 0
     for lineno, line in _iter_lines(path):
@@ -324,7 +339,7 @@ def read_unlabeled(name: str, data_dir: str | Path | None = None) -> list[str]:
     if key not in _READERS:
         raise DataError(f"no unlabelled text for dataset '{name}'; use nsmc, imdb or a file")
     try:
-        path = dataset_path(key, "unlabeled", data_dir)
+        path = locate(key, _LAYOUTS[key], "unlabeled", data_dir)
     except DatasetNotFoundError as err:
         tried = ", ".join(str(p) for p in err.looked_at)
         raise DataError(
@@ -358,6 +373,22 @@ def read_texts(path: str | Path, text_column: str = "text") -> list[str]:
     if name.endswith(".txt"):
         return [line.strip() for _, line in _iter_lines(path) if line.strip()]
     return [ex.text for ex in read_table(path, text_column=text_column, label_column=None)]
+
+
+def read_text_file(path: str | Path, what: str) -> str:
+    """The whole of a UTF-8 text file, as one text (``.gz`` decompressed, a BOM dropped, line
+    breaks kept as they are); ``what`` names it in errors (e.g. ``data.train``)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DataError(f"{what}: {path} does not exist")
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
+            return fh.read()
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
 
 
 _READERS: dict[str, Callable[[str, str | Path | None], Examples]] = {
@@ -398,14 +429,10 @@ def load_text_classification(
         spec = spec.replace("{split}", split)
     path = Path(spec).expanduser()
     if not path.is_file():
-        try:
-            info = get_dataset(spec)
-        except DataError:
-            known = ", ".join(_READERS)
-            raise DataError(
-                f"'{spec}' is neither a text classification dataset ({known}) nor an existing file"
-            ) from None
-        raise DataError(f"dataset '{info.name}' is for {info.task}, not text classification")
+        known = ", ".join(_READERS)
+        raise DataError(
+            f"'{spec}' is neither a text classification dataset ({known}) nor an existing file"
+        )
     return read_table(path, text_column=text_column, label_column=label_column, fmt=fmt)
 
 

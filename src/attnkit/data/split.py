@@ -7,18 +7,22 @@ data.val_split   random: a seeded random val_fraction of the training examples
                          in file order, for data whose neighbouring rows are related
 validation file  when the dataset has one, it is the validation split as it is
 val_fraction 0   no validation: the Trainer keeps the last weights
+
+One continuous text (task lm) is cut by position instead (``split_by_position``).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Hashable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from attnkit.core.config import DataConfig
 from attnkit.data.readers import train_val_split
 
-__all__ = ["limit_examples", "split_examples"]
+if TYPE_CHECKING:
+    from attnkit.data.settings import DataConfig
+
+__all__ = ["limit_examples", "split_by_position", "split_examples"]
 
 T = TypeVar("T")
 
@@ -49,3 +53,12 @@ def split_examples(
     if data.val_fraction <= 0:
         return train, []
     return train_val_split(train, data.val_fraction, seed=seed, how=data.val_split, key=key)
+
+
+def split_by_position(text: str, val_fraction: float) -> tuple[str, str]:
+    """(the first 1 - val_fraction of the characters, the rest), nanoGPT's cut:
+    ``n = int(len(text) * (1 - val_fraction))``."""
+    if val_fraction <= 0:
+        return text, ""
+    cut = int(len(text) * (1.0 - val_fraction))
+    return text[:cut], text[cut:]

@@ -1,10 +1,7 @@
-"""Import and export of other libraries' checkpoints: the only code that knows their names.
-
-``hf_bert``: Hugging Face BERT directories <-> ``attnkit.models.bert.BertModel``.
+"""Exports of a run's model for other libraries and runtimes (``attnkit export``), and
+running them back: ``hf_dir`` (a Hugging Face directory with the tokenizer, for the models
+whose ``save_pretrained`` writes Hugging Face's format), ``onnx`` (checked against
+onnxruntime), ``quantize`` (int8 weights). Which formats a model has is its own
+declaration (``AttnkitModel.export_formats``); the Hugging Face names themselves live
+with the models (``attnkit.models.hf_bert``, ``attnkit.models.hf_gpt2``).
 """
-
-from __future__ import annotations
-
-from attnkit.interop.hf_bert import load_hf_bert, save_hf_bert
-
-__all__ = ["load_hf_bert", "save_hf_bert"]

@@ -1,11 +1,13 @@
-"""A BERT and its tokenizer as a Hugging Face directory (``attnkit export --format hf``).
+"""A model and its tokenizer as a Hugging Face directory (``attnkit export --format hf``).
 
-The directory holds config.json (with the label names as ``id2label``), model.safetensors
-under Hugging Face's parameter names (``attnkit.interop.hf_bert``), and the tokenizer as
-tokenizer.json + tokenizer_config.json, so that
+The directory holds config.json (a classifier's or tagger's label names as ``id2label``)
+and model.safetensors under Hugging Face's parameter names, as the model's own
+``save_pretrained`` writes them (BERT and its heads, GPT-2: the models whose
+``export_formats`` include ``hf``), and the tokenizer as tokenizer.json +
+tokenizer_config.json, so that
 
     transformers.AutoTokenizer.from_pretrained(DIR)
-    transformers.BertForSequenceClassification.from_pretrained(DIR)   # or the model's head
+    transformers.BertForSequenceClassification.from_pretrained(DIR)   # or the model's class
 
 read it and compute what attnkit computes. ``attnkit.app.api.export`` calls it for a run.
 """
@@ -14,10 +16,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from attnkit.core.checkpoint import atomic_write_text
 from attnkit.data.tokenization import Tokenizer
-from attnkit.models.bert import HfBertFiles
 
 __all__ = ["save_hf_directory"]
 
@@ -26,24 +28,29 @@ _SPECIAL = (("unk", "[UNK]"), ("sep", "[SEP]"), ("pad", "[PAD]"), ("cls", "[CLS]
 
 
 def save_hf_directory(
-    model: HfBertFiles, tokenizer: Tokenizer, output: str | Path, labels: list[str] | None = None
+    model: Any, tokenizer: Tokenizer, output: str | Path, labels: list[str] | None = None
 ) -> Path:
-    """Write ``model`` (a BERT or one of its heads), ``tokenizer`` and the ``labels`` of a
-    classifier / tagger to ``output`` in Hugging Face's format. Returns ``output``."""
-    from attnkit.interop.hf_bert import save_hf_bert
-
+    """Write ``model`` (one whose ``export_formats`` include ``hf``), ``tokenizer`` and the
+    ``labels`` of a classifier / tagger to ``output`` in Hugging Face's format. Returns
+    ``output``."""
     out = Path(output)
-    save_hf_bert(model, out, labels=labels)
+    if labels:
+        model.save_pretrained(out, labels=labels)
+    else:
+        model.save_pretrained(out)
     tokenizer.save(out / "tokenizer.json")
     special = {
         f"{name}_token": token
         for name, token in _SPECIAL
         if tokenizer.token_to_id(token) is not None
     }
+    inputs = ["input_ids", "token_type_ids", "attention_mask"]
+    if not model.takes_token_types:
+        inputs.remove("token_type_ids")
     tokenizer_config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "model_max_length": model.config.max_len,
-        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
+        "model_input_names": inputs,
         **special,
     }
     atomic_write_text(out / "tokenizer_config.json", json.dumps(tokenizer_config, indent=2) + "\n")

@@ -17,8 +17,9 @@ or ``tokenizers.Tokenizer.from_file("DIR/tokenizer.json")``, which holds the sam
 
 ``attnkit.load(DIR)`` (and ``predict`` / ``evaluate`` / ``serve``) run the export with
 onnxruntime through ``OnnxModel``: an ``nn.Module`` with no parameters whose ``forward`` takes
-and returns what the exported model's did, so the task's predictor works unchanged (attention
-weights, and so ``explain``, are not in the graph).
+and returns what the exported model's did (its family's output type, e.g. a classifier's
+``ClassifierOutput``: ``ModelConfig.output_from``), so the task's predictor works unchanged
+(attention weights, and so ``explain``, are not in the graph).
 
 Needs ``pip install 'attnkit[onnx]'`` (onnx, onnxscript for the exporter, onnxruntime).
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,18 +37,18 @@ import torch
 from torch import Tensor, nn
 
 from attnkit.core.errors import InputError, RunError
+from attnkit.models.saved import ONNX_FILE
 
 __all__ = ["ONNX_FILE", "OnnxModel", "export_onnx", "onnx_signature", "trace_to_onnx"]
 
-ONNX_FILE = "model.onnx"
 OPSET = 18
 
 
 def onnx_signature(task: Any, model: nn.Module) -> tuple[list[str], list[str]]:
     """(input names, output names) of the ONNX graph of ``model`` trained by ``task`` (a
     ``TaskSpec``: its ``onnx_outputs``); RunError for models without an ONNX export (the
-    model's ``exports_onnx`` says which have one)."""
-    if not task.onnx_outputs or not getattr(model, "exports_onnx", False):
+    model's ``export_formats`` say which have one)."""
+    if not task.onnx_outputs or "onnx" not in getattr(model, "export_formats", ()):
         arch = getattr(getattr(model, "config", None), "arch", type(model).__name__)
         raise RunError(
             f"a {task.name} run with model.arch {arch} has no ONNX export (there is one for "
@@ -75,20 +77,30 @@ def _first_line(exc: BaseException) -> str:
     return line if len(line) <= 200 else line[:200] + "..."
 
 
+def output_tensors(output: Any, names: list[str]) -> tuple[Tensor, ...]:
+    """A model's output as the graph's output tensors ``names``: a tensor, a tuple of them,
+    or its family's output type (its fields of those names, e.g. ``logits``)."""
+    if isinstance(output, Tensor):
+        return (output,)
+    if isinstance(output, tuple):
+        return output
+    return tuple(getattr(output, name) for name in names)
+
+
 class _Graph(nn.Module):
     """What gets traced: int64 inputs in, the task's output tensors out."""
 
-    def __init__(self, model: nn.Module, with_types: bool) -> None:
+    def __init__(self, model: nn.Module, with_types: bool, outputs: list[str]) -> None:
         super().__init__()
-        self.model, self.with_types = model, with_types
+        self.model, self.with_types, self.outputs = model, with_types, outputs
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None
     ) -> Tensor | tuple[Tensor, ...]:
         mask = attention_mask.bool()  # (B, T), True = real token
-        if self.with_types:  # BERT heads: their outputs
-            return self.model(input_ids, mask, token_type_ids)
-        return self.model(input_ids, mask)[0]  # attnkit's classifiers: (logits, weights)
+        types = {"token_type_ids": token_type_ids} if self.with_types else {}
+        out = output_tensors(self.model(input_ids, mask, **types), self.outputs)
+        return out[0] if len(out) == 1 else out
 
 
 def _check_batch(inputs: list[str], vocab_size: int, max_len: int) -> dict[str, Tensor]:
@@ -115,7 +127,7 @@ def export_onnx(
     ``max_abs_diff`` (onnxruntime vs PyTorch)."""
     inputs, outputs = onnx_signature(task, model)
     model = model.float().eval().to("cpu")
-    graph = _Graph(model, "token_type_ids" in inputs).eval()
+    graph = _Graph(model, "token_type_ids" in inputs, outputs).eval()
     example = _check_batch(inputs, vocab_size, max_len)
     diff = trace_to_onnx(graph, example, outputs, path, max_len)
     return {"inputs": inputs, "outputs": outputs, "opset": OPSET, "max_abs_diff": diff}
@@ -160,14 +172,20 @@ def trace_to_onnx(
 class OnnxModel(nn.Module):
     """An exported model run by onnxruntime, called as the model it came from:
     ``forward(input_ids, attention_mask, token_type_ids=None)`` with (B, T) tensors returns
-    what that model returned (attnkit's own classifiers: ``(logits, None)``; BERT heads: the
-    logits, or (start, end) for QA), as CPU float tensors."""
+    what that model returned, as CPU float tensors: ``wrap(output tensors)``, the model
+    config's ``output_from`` (a classifier's ``ClassifierOutput``; a tagger's logits; QA's
+    (start, end)); without ``wrap`` one tensor or a tuple."""
 
     explains_by_contributions = False  # what the classify predictor asks before explaining
     returns_attention = False
 
     def __init__(
-        self, path: str | Path, inputs: list[str], outputs: list[str], threads: int = 0
+        self,
+        path: str | Path,
+        inputs: list[str],
+        outputs: list[str],
+        threads: int = 0,
+        wrap: Callable[[list[Tensor]], Any] | None = None,
     ) -> None:
         super().__init__()
         ort = _require("onnxruntime")
@@ -193,6 +211,7 @@ class OnnxModel(nn.Module):
                 f"outputs {sorted(outs)})"
             )
         self.inputs, self.outputs = list(inputs), list(outputs)
+        self.wrap = wrap
         self.takes_token_types = "token_type_ids" in self.inputs
         self.path = Path(path)
         # numbers stored in the graph: the weights (+ constant tables such as positions)
@@ -225,6 +244,6 @@ class OnnxModel(nn.Module):
         if token_type_ids is not None:
             batch["token_type_ids"] = token_type_ids
         out = self.run(batch)
-        if len(out) > 1:
-            return tuple(out)
-        return out[0] if self.takes_token_types else (out[0], None)
+        if self.wrap is not None:
+            return self.wrap(out)
+        return out[0] if len(out) == 1 else tuple(out)

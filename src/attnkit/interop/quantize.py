@@ -31,6 +31,7 @@ from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
 from attnkit.core.checkpoint import misfit_summary, read_tensors, save_tensors
 from attnkit.core.errors import RunError
+from attnkit.models.saved import INT8_WEIGHTS
 
 __all__ = [
     "INT8_WEIGHTS",
@@ -41,7 +42,6 @@ __all__ = [
     "save_int8",
 ]
 
-INT8_WEIGHTS = "model.int8.safetensors"
 QUANTIZATION = "int8-dynamic"  # config.json's "quantization" of an exported int8 run
 
 

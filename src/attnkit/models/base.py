@@ -13,28 +13,70 @@ classifier's ``num_classes``) are filled in by the task before the model is buil
 
 ``AttnkitModel`` is the ``nn.Module`` base with that config (``model.config``) and the
 capabilities tasks ask about instead of checking classes (``needs_cls``,
-``returns_attention``, ...).
+``returns_attention``, ``export_formats``, ...).
+
+Pretrained weights (``model.init_from``) are the model's business too: a config that has an
+``init_from`` field says what it may start from and what it takes over
+(``ModelConfig.adopt``: sizes, ids, the tokenizer) and its model copies the weights
+(``AttnkitModel.load_pretrained``); ``attnkit.models.pretrained`` reads the source. A task
+asks, whatever the arch:
+
+    source = open_pretrained(cfg.model.pretrained)          # a run or a Hugging Face folder
+    model_config, tokenizer = cfg.model.adopt(source, data_max_len, log)   # before the data
+    model.load_pretrained(source, log)                       # once the model is built
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+import torch
 from torch import Tensor, nn
 
-from attnkit.core.config import ConfigError, build_dataclass, check, positive, short_repr
-from attnkit.core.errors import RunError
+from attnkit.core.checkpoint import atomic_write_text, load_model_weights, save_model_weights
+from attnkit.core.config import (
+    FIRST_FORMAT_MODEL_KEYS,
+    ConfigError,
+    build_dataclass,
+    check,
+    positive,
+    short_repr,
+)
+from attnkit.core.errors import AttnkitError
+from attnkit.data.tokenization import Tokenizer
+from attnkit.models.saved import (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    is_training_run,
+    read_json,
+    read_run_json,
+)
+from attnkit.models.sizes import check_model, check_size_fields
 from attnkit.nn.layers import BlockConfig
-from attnkit.runtime.run import RunDir
 
-__all__ = ["AttnkitModel", "ModelConfig", "Seq2SeqOutput", "TransformerSizes", "param"]
+if TYPE_CHECKING:
+    from attnkit.models.pretrained import PretrainedSource
+
+__all__ = [
+    "AttnkitModel",
+    "ClassifierOutput",
+    "Log",
+    "ModelConfig",
+    "Seq2SeqOutput",
+    "TransformerSizes",
+    "param",
+    "read_config_as",
+    "saved_model_section",
+]
 
 C = TypeVar("C", bound="ModelConfig")
 M = TypeVar("M", bound="AttnkitModel")
+Log = Callable[[str], Any]
 
 
 def param(default: Any, doc: str, derived: bool = False) -> Any:
@@ -63,8 +105,6 @@ class ModelConfig:
     def validate(self) -> None:
         """Raise ``ConfigError`` (one line, naming the key) for impossible values; every
         size first: an int within ``attnkit.models.sizes.SIZE_LIMITS``."""
-        from attnkit.models.sizes import check_size_fields
-
         check_size_fields(self)
         check(positive("model.max_len", self.max_len))
 
@@ -117,6 +157,19 @@ class ModelConfig:
         """The model this config describes (freshly initialised)."""
         raise NotImplementedError
 
+    def model_class(self) -> type[AttnkitModel]:
+        """The class ``build()`` makes (found by building on the meta device: no memory)."""
+        with torch.device("meta"):
+            return type(self.build())
+
+    @classmethod
+    def read_foreign(cls, directory: Path, raw: Any) -> ModelConfig | None:
+        """The config of a directory in another library's format that this family reads
+        (its config.json's contents ``raw``; BERT and GPT read Hugging Face's), its sizes
+        checked against its weights and the memory; None: not such a directory. The
+        registry asks the classes in ``attnkit.models.registry.FOREIGN_FORMATS``."""
+        return None
+
     # a seq2seq decoder that can be fed its own predictions (training.teacher_forcing_ratio < 1)
     SCHEDULED_SAMPLING: ClassVar[bool] = False
 
@@ -140,6 +193,57 @@ class ModelConfig:
     def hidden_width(self) -> int:
         """The width the Noam learning-rate schedule scales by (d_model^-0.5)."""
         return int(getattr(self, "d_model", 512))
+
+    # a model that reads [CLS] A [SEP] (B [SEP]) with segment ids (a BERT): it can classify
+    # sentence pairs; the data gives it segment ids (``token_type_ids``) for single texts too
+    READS_PAIRS: ClassVar[bool] = False
+    # the embeddings' sum (token + position + segment) goes through a LayerNorm before the
+    # first layer (BERT); what the explainer labels its embedding panel with
+    EMBEDDING_LAYER_NORM: ClassVar[bool] = False
+
+    def validate_recipe(self) -> None:
+        """Checks only a recipe must pass (a saved run passed them when it started; a model
+        built in Python needs none of them): raise ``ConfigError``. Default: none."""
+
+    def data_sizes(self, tokenizer: Tokenizer, max_len: int) -> dict[str, Any]:
+        """The fields the data sets (``max_len``: the data's longest sequence): the
+        tokenizer's vocabulary and padding id and the positions. A config that took its
+        sizes from a pretrained model (``adopt``) keeps those it must."""
+        return {"vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id,
+                "max_len": max_len}  # fmt: skip
+
+    # the dataclass the model's ``forward`` returns (one per family, e.g. ClassifierOutput);
+    # None: a tensor or a tuple of them
+    OUTPUT: ClassVar[type | None] = None
+
+    def output_from(self, tensors: list[Tensor]) -> Any:
+        """What this model's ``forward`` returns, made from its output tensors in order (an
+        ONNX export's outputs): ``OUTPUT`` of them, else one tensor or a tuple."""
+        if self.OUTPUT is not None:
+            return self.OUTPUT(*tensors)
+        return tensors[0] if len(tensors) == 1 else tuple(tensors)
+
+    # ------------------------------------------------------------------ pretrained weights
+    @property
+    def pretrained(self) -> str | None:
+        """``model.init_from``: what the model starts from (None: from scratch, and for the
+        configs that have no such field)."""
+        return getattr(self, "init_from", None)
+
+    def check_source(self, source: PretrainedSource) -> None:
+        """Raise a one-line ``ConfigError`` (``model.init_from: ...``) unless this model can
+        start from ``source``. A config with an ``init_from`` field says what it takes."""
+        raise ConfigError(f"model.init_from does not apply to arch {self.arch}")
+
+    def adopt(self: C, source: PretrainedSource, max_len: int, log: Log) -> tuple[C, Tokenizer]:
+        """(this config with what it takes over from ``source``, the tokenizer the model
+        must read text with: the source's), before the data is read; ``max_len`` is the
+        data's longest sequence. By default the ``PRETRAINED_KEYS`` are the source model's
+        settings of the same name; what changed is logged."""
+        self.check_source(source)
+        config = self.replace(**source.changed_keys(self, {k: k for k in self.PRETRAINED_KEYS}))
+        source.log_taken(self, config, "encoder sizes", log)
+        return config, source.tokenizer()
 
 
 @dataclass
@@ -209,6 +313,21 @@ class TransformerSizes(ModelConfig):
 
 
 @dataclass
+class ClassifierOutput:
+    """What every classifier's ``forward`` returns (the ``classifier`` family: transformer,
+    rnn / lstm / gru, ngram, elmo, gpt-classifier and bert-classifier; like Hugging Face's
+    ``SequenceClassifierOutput``).
+
+    logits: (B, num_classes) class scores.
+    attentions: per layer (B, H, T, T) self-attention weights; only with
+        ``need_weights=True`` and a model that attends (``returns_attention``), else None.
+    """
+
+    logits: Tensor
+    attentions: list[Tensor] | None = None
+
+
+@dataclass
 class Seq2SeqOutput:
     """What every sequence-to-sequence model's ``forward`` returns (like Hugging Face's
     ``Seq2SeqLMOutput``).
@@ -237,8 +356,10 @@ class AttnkitModel(nn.Module):
     explains_by_contributions: bool = False  # has contributions(ids) (an exact explanation)
     fits_from_data: bool = False  # fit_from_data(batches) must run before training
     takes_token_types: bool = False  # forward(input_ids, attention_mask, token_type_ids)
-    # forward(input_ids, attention_mask[, token_type_ids]) traces to ONNX (attnkit.interop.onnx)
-    exports_onnx: bool = False
+    # what ``attnkit export`` may write of it: int8 (any model: its Linear layers quantized),
+    # onnx (forward(input_ids, attention_mask[, token_type_ids]) traces: attnkit.interop.onnx),
+    # hf (save_pretrained writes a Hugging Face folder: BERT, GPT-2)
+    export_formats: tuple[str, ...] = ("int8",)
 
     def __init__(self, config: ModelConfig | None = None, **kwargs: Any) -> None:
         super().__init__()
@@ -254,91 +375,75 @@ class AttnkitModel(nn.Module):
         config.validate()
         self.config = config
 
+    # ------------------------------------------------------------------ pretrained weights
+    def load_pretrained(self, source: PretrainedSource, log: Log) -> int:
+        """Copy what this model takes from ``source`` (``model.init_from``, which its config
+        adopted) into it; log it and return the number of tensors copied."""
+        raise ConfigError(f"model.init_from does not apply to arch {self.config.arch}")
+
+    def training_note(self) -> str | None:
+        """A line worth logging about what training learned (e.g. ELMo's layer mix), read
+        from the trained weights; None: nothing."""
+        return None
+
     # ------------------------------------------------------------------ files
     def save_pretrained(self, directory: str | Path) -> Path:
         """Write ``config.json`` (this model's config) and ``model.safetensors``."""
-        from attnkit.core.checkpoint import atomic_write_text, save_model_weights
-
-        out = RunDir(directory)
-        if _is_training_run(out):
+        out = Path(directory)
+        if is_training_run(out):
             raise ConfigError(
                 f"{out} is a training run: save_pretrained would replace its config.json; "
                 "choose another folder"
             )
-        out.create()
+        out.mkdir(parents=True, exist_ok=True)
         text = json.dumps(self.config.to_dict(), indent=2, ensure_ascii=False) + "\n"
-        atomic_write_text(out.config_path, text)
-        save_model_weights(self, out.weights_path)
-        return out.path
+        atomic_write_text(out / CONFIG_FILE, text)
+        save_model_weights(self, out / WEIGHTS_FILE)
+        return out
 
     @classmethod
     def from_pretrained(cls: type[M], directory: str | Path, map_location: str = "cpu") -> M:
         """Load a directory written by ``save_pretrained`` or a training run's directory
         (either run format): its config.json gives every size, nothing else is needed. The
         model comes back in eval mode."""
-        from attnkit.core.checkpoint import load_model_weights
-
-        config = read_model_config(directory, cls.config_class)
+        config = read_config_as(directory, cls.config_class)
         model = cls(config)
-        load_model_weights(model, RunDir(directory).weights_path, map_location=map_location)
+        load_model_weights(model, Path(directory) / WEIGHTS_FILE, map_location=map_location)
         return model.eval()  # like transformers: dropout off until model.train()
 
 
-def _is_training_run(run: RunDir) -> bool:
-    """True if ``run`` holds a training run's config.json (not a bare model config)."""
-    try:
-        return "task" in json.loads(run.config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
-        return False
-
-
-def read_model_config(directory: str | Path, config_class: type[C] | None = None) -> C:
-    """The model config saved in ``directory``: a bare model config.json
-    (``save_pretrained``), a run's (its ``model`` section) or a Hugging Face BERT one.
-    ``config_class`` None: the class registered for the saved ``model_type`` and ``arch``."""
-    from attnkit.core.config import FIRST_FORMAT_MODEL_KEYS
-    from attnkit.models import config_class as registered
-
+def saved_model_section(directory: str | Path) -> tuple[Any, frozenset[str]]:
+    """(the model config saved in ``directory``'s config.json: a bare model config
+    (``save_pretrained``), a run's ``model`` section or another library's config.json,
+    the keys to ignore in it: those of other families in a first-format run)."""
     directory = Path(directory)
-    path = RunDir(directory).config_path
+    path = directory / CONFIG_FILE
     if not path.is_file():
         raise ConfigError(f"{directory} has no config.json")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RunError(f"{path} is damaged ({reason})") from None
-    ignore: frozenset[str] = frozenset()
+    raw = read_json(path)
     if isinstance(raw, dict) and "task" in raw:  # a run directory
-        raw = RunDir(directory).read_config()
-        if raw["format"] == 1:
-            ignore = FIRST_FORMAT_MODEL_KEYS
-        raw = raw["model"]
-    from attnkit.interop.hf_bert import bert_config_from_hf, is_hf_bert_config
+        run = read_run_json(directory)
+        ignore = FIRST_FORMAT_MODEL_KEYS if run["format"] == 1 else frozenset()
+        return run["model"], ignore
+    return raw, frozenset()
 
-    if is_hf_bert_config(raw):  # a Hugging Face BERT directory
-        config = bert_config_from_hf(raw, where=str(path))
-        if config_class is not None and not isinstance(config, config_class):
-            raise ConfigError(f"{path} is a BERT config, not a {config_class.__name__}")
-        return config  # type: ignore[return-value]
-    from attnkit.interop.hf_gpt2 import gpt_config_from_hf, is_hf_gpt2_config
 
-    if is_hf_gpt2_config(raw):  # a GPT-2 directory (GPT.save_pretrained writes one)
-        config = gpt_config_from_hf(raw, where=str(path))
-        if config_class is not None and not isinstance(config, config_class):
-            raise ConfigError(f"{path} is a GPT-2 config, not a {config_class.__name__}")
-        return config  # type: ignore[return-value]
+def read_config_as(
+    directory: str | Path, config_class: type[C], error: type[AttnkitError] = ConfigError
+) -> C:
+    """The ``config_class`` saved in ``directory`` (a ``save_pretrained`` folder or a run,
+    either format), its sizes checked: bounded (else a one-line ``error`` naming config.json),
+    against the weights' header and within the memory (a ``RunError``), before anything is
+    built from it. ``attnkit.models.read_model_config`` finds the class itself."""
+    raw, ignore = saved_model_section(directory)
+    path = Path(directory) / CONFIG_FILE
     if not isinstance(raw, dict) or "model_type" not in raw:
         raise ConfigError(f"{path} is not an attnkit model config (no model_type)")
-    cls = config_class or registered(raw["model_type"], raw.get("arch", ""))
     try:
-        config = cls.from_dict(raw, ignore=ignore)
+        config = config_class.from_dict(raw, ignore=ignore)
         config.validate()
     except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    # untrusted sizes: against the weights' header and the memory, before anything is built
-    from attnkit.models.sizes import check_model
-
-    weights = RunDir(directory).weights_path
+        raise error(f"{path}: {exc}") from None
+    weights = Path(directory) / WEIGHTS_FILE
     check_model(config, str(path), weights if weights.is_file() else None)
     return config

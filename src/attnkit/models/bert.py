@@ -1,4 +1,4 @@
-"""BERT (Devlin et al., 2019) built from attnkit's own layers.
+"""BERT (Devlin et al., 2019) built from attnkit's own layers, and its task heads.
 
     input_ids (B, T), token_type_ids (B, T)
       -> word + learned position + segment embeddings, summed      (B, T, d_model)
@@ -14,29 +14,82 @@ The config's names are attnkit's (``d_model``, ``num_heads``, ``d_ff``, ...), bu
 directory written by ``save_pretrained`` is a Hugging Face one: its config.json has
 ``hidden_size``, ``num_attention_heads``, ... and model.safetensors has Hugging Face's
 parameter names, so ``transformers.BertModel.from_pretrained(dir)`` reads it. The one place
-that knows those names is ``attnkit.interop.hf_bert``.
+that knows those names is ``attnkit.models.hf_bert``.
 
     model = BertModel.from_pretrained("all-MiniLM-L6-v2/")    # a Hugging Face directory
     out = model(input_ids, attention_mask)                    # BertOutput
     out.last_hidden_state  # (B, T, d_model)
+
+The heads, as in Hugging Face, each a ``BertModel`` under ``bert`` plus its head:
+
+    BertForMaskedLM               last_hidden_state -> dense, act, LayerNorm -> h E^T + b
+                                  (E the word embedding, tied)            (B, T, V) | (N, V)
+    BertForPreTraining            the same + Linear(d, 2) on pooler_output (B, 2) "is next"
+    BertForSequenceClassification Dropout + Linear(d, num_classes) on pooler_output
+                                  -> ``ClassifierOutput`` (logits (B, C), attentions)
+    BertForTokenClassification    Dropout + Linear(d, num_classes) at every position
+    BertForQuestionAnswering      Linear(d, 2) at every position -> start, end (B, T) each
+
+One ``BertConfig`` describes them all; its ``arch`` (bert-mlm, bert-pretraining,
+bert-classifier, bert-tagger, bert-qa) picks the head and ``num_classes`` sizes the
+classifiers. ``save_pretrained`` writes a Hugging Face directory the matching
+``transformers`` class reads.
+
+A BERT task model starts from a pretrained encoder with ``model.init_from``: a Hugging Face
+BERT directory or an attnkit run whose model is a BERT (``BertConfig.adopt`` takes its sizes,
+``load_pretrained`` copies its encoder; the head stays new).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnkit.core.config import ConfigError, check, positive, short_repr
-from attnkit.models.base import AttnkitModel, ModelConfig, param
+from attnkit.data.tokenization import Tokenizer
+from attnkit.models.base import AttnkitModel, ClassifierOutput, Log, ModelConfig, param
+from attnkit.models.hf_bert import (
+    BERT_ARCHS,
+    bert_config_from_hf,
+    check_hf_bert,
+    is_hf_bert_config,
+    load_hf_bert,
+    save_hf_bert,
+)
+from attnkit.models.saved import CONFIG_FILE
 from attnkit.nn.dropout import Dropout
-from attnkit.nn.layers import BlockConfig, Encoder, LearnedPositionalEmbedding, SegmentEmbedding
+from attnkit.nn.layers import (
+    BlockConfig,
+    Encoder,
+    LearnedPositionalEmbedding,
+    ScalarMix,
+    SegmentEmbedding,
+)
 
-__all__ = ["BERT_ARCHS", "PRESETS", "BertConfig", "BertModel", "BertOutput", "HfBertFiles"]
+if TYPE_CHECKING:
+    from attnkit.models.pretrained import PretrainedSource
+
+__all__ = [
+    "BERT_ARCHS",
+    "PRESETS",
+    "BertConfig",
+    "BertForMaskedLM",
+    "BertForPreTraining",
+    "BertForQuestionAnswering",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertLMHead",
+    "BertModel",
+    "BertOutput",
+    "HfBertFiles",
+]
 
 ACTIVATIONS = ("gelu", "relu", "gelu_tanh")
 # the heads that can read a frozen encoder's layer mix (model.freeze_encoder)
@@ -49,21 +102,12 @@ PRESETS: dict[str, dict[str, int]] = {
     "small": {"num_layers": 4, "d_model": 512, "num_heads": 8, "d_ff": 2048},
     "base": {"num_layers": 12, "d_model": 768, "num_heads": 12, "d_ff": 3072},
 }
-# model.arch -> (the model's class name in attnkit.models.bert_heads, Hugging Face's class)
-BERT_ARCHS = {
-    "bert": "BertModel",
-    "bert-mlm": "BertForMaskedLM",
-    "bert-pretraining": "BertForPreTraining",
-    "bert-classifier": "BertForSequenceClassification",
-    "bert-tagger": "BertForTokenClassification",
-    "bert-qa": "BertForQuestionAnswering",
-}
 
 
 @dataclass
 class BertConfig(ModelConfig):
     """BERT's encoder sizes (BERT-base's defaults), in attnkit's names; see
-    ``attnkit.interop.hf_bert`` for the Hugging Face config.json keys they map to."""
+    ``attnkit.models.hf_bert`` for the Hugging Face config.json keys they map to."""
 
     model_type: ClassVar[str] = "bert"
 
@@ -215,16 +259,77 @@ class BertConfig(ModelConfig):
     def needs_cls(self) -> bool:
         return True
 
-    def model_class(self) -> type[HfBertFiles]:
-        """The class of ``arch``: ``BertModel`` or one of ``attnkit.models.bert_heads``."""
-        if self.arch == "bert":
-            return BertModel
-        from attnkit.models import bert_heads
+    READS_PAIRS: ClassVar[bool] = True
+    EMBEDDING_LAYER_NORM: ClassVar[bool] = True
 
-        return getattr(bert_heads, BERT_ARCHS[self.arch])
+    @property
+    def predicts_next_sentence(self) -> bool:
+        """True for the head that also learns next-sentence prediction (bert-pretraining):
+        its data are NSP pairs; bert-mlm reads single [CLS] document [SEP] pieces."""
+        return self.arch == "bert-pretraining"
+
+    def model_class(self) -> type[HfBertFiles]:
+        """The class of ``arch``: ``BertModel`` or one of the heads."""
+        return _BERT_CLASSES[self.arch]
 
     def build(self) -> HfBertFiles:
         return self.model_class()(self)
+
+    def output_from(self, tensors: list[Tensor]) -> Any:
+        """bert-classifier: a ``ClassifierOutput``; the other heads: their tensors."""
+        if self.arch == "bert-classifier":
+            return ClassifierOutput(tensors[0])
+        return super().output_from(tensors)
+
+    # ------------------------------------------------------------------ files
+    @classmethod
+    def read_foreign(cls, directory: Path, raw: Any) -> BertConfig | None:
+        """The config of a Hugging Face BERT directory (its config.json's contents ``raw``),
+        its sizes checked against the encoder's weights and the memory; None: not one."""
+        if not is_hf_bert_config(raw):
+            return None
+        config = bert_config_from_hf(raw, cls, where=str(directory / CONFIG_FILE))
+        check_hf_bert(directory, config.replace(arch="bert"), BertModel)
+        return config
+
+    # ------------------------------------------------------------------ model.init_from
+    def check_source(self, source: PretrainedSource) -> None:
+        """A Hugging Face BERT directory or a finished attnkit run whose model is a BERT."""
+        if not source.path.is_dir():
+            raise ConfigError(f"model.init_from: {source.path} is not a directory")
+        if source.kind == "hf" and source.model_type == "bert":
+            return
+        if source.kind == "run":
+            if source.model_type == "bert":
+                return
+            raise ConfigError(
+                f"model.init_from: {source.path} is a run of a {source.arch!r} model; a BERT "
+                "task starts from a BERT run (e.g. task bert-pretrain) or a Hugging Face BERT"
+            )
+        raise ConfigError(
+            f"model.init_from: {source.path} is neither a Hugging Face BERT directory "
+            '(config.json with "model_type": "bert") nor a finished attnkit run with a BERT model'
+        )
+
+    def adopt(
+        self, source: PretrainedSource, max_len: int, log: Log
+    ) -> tuple[BertConfig, Tokenizer]:
+        """The pretrained encoder's sizes (``PRETRAINED_KEYS``) and its tokenizer (the model
+        must read text as it was taught)."""
+        config, tokenizer = super().adopt(source, max_len, log)
+        pretrained = source.config
+        if max_len > pretrained.max_len:
+            raise ConfigError(
+                f"data.max_len={max_len} exceeds the {pretrained.max_len} positions of "
+                f"{source.path}; lower data.max_len"
+            )
+        source.check_vocabulary(tokenizer)
+        return config, tokenizer
+
+    def data_sizes(self, tokenizer: Tokenizer, max_len: int) -> dict[str, Any]:
+        """A pretrained encoder keeps its own vocabulary and positions; a BERT trained from
+        scratch gets the tokenizer's vocabulary and ``max_len`` positions."""
+        return {} if self.init_from else super().data_sizes(tokenizer, max_len)
 
 
 @dataclass
@@ -265,23 +370,24 @@ class BertEmbeddings(nn.Module):
 
 class HfBertFiles(AttnkitModel):
     """``save_pretrained`` / ``from_pretrained`` in Hugging Face's format, for ``BertModel``
-    and the heads of ``attnkit.models.bert_heads``: ``ARCH`` (the config's ``model.arch``),
-    ``HAS_POOLER`` (Hugging Face's model has ``bert.pooler``) and ``HEAD_KEYS`` (the head's
-    attnkit names -> Hugging Face's) are all ``attnkit.interop.hf_bert`` needs."""
+    and the heads: ``ARCH`` (the config's ``model.arch``), ``HAS_POOLER`` (Hugging Face's
+    model has ``bert.pooler``) and ``HEAD_KEYS`` (the head's attnkit names -> Hugging
+    Face's) are all ``attnkit.models.hf_bert`` needs. ``load_pretrained`` copies a
+    pretrained encoder (``model.init_from``) into it."""
 
     config_class: ClassVar[type[ModelConfig]] = BertConfig
     ARCH: ClassVar[str] = "bert"
     HAS_POOLER: ClassVar[bool] = True
     HEAD_KEYS: ClassVar[dict[str, str]] = {}
+    export_formats = ("int8", "hf")
 
     # ------------------------------------------------------------------ files
-    def save_pretrained(self, directory: str | Path) -> Path:
+    def save_pretrained(self, directory: str | Path, labels: list[str] | None = None) -> Path:
         """Write a Hugging Face BERT directory (config.json + model.safetensors with Hugging
         Face's names) that ``transformers.BertModel.from_pretrained`` (or the head's class,
-        for a model with a head) reads."""
-        from attnkit.interop.hf_bert import save_hf_bert
-
-        return save_hf_bert(self, directory)
+        for a model with a head) reads; ``labels``: a classifier's or tagger's class names
+        (config.json's ``id2label``)."""
+        return save_hf_bert(self, directory, labels=labels)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, map_location: str = "cpu") -> Any:
@@ -290,16 +396,45 @@ class HfBertFiles(AttnkitModel):
         accepted) or one in attnkit's own format. In eval mode. Called on a head's class, a
         checkpoint without that head gives the encoder and a freshly initialised head
         (``model.loading_info`` lists the new tensors; a warning is logged)."""
-        from attnkit.interop.hf_bert import is_hf_bert_config, load_hf_bert
-
-        path = Path(directory) / "config.json"
+        path = Path(directory) / CONFIG_FILE
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raw = None
         if is_hf_bert_config(raw):
-            return load_hf_bert(directory, map_location=map_location, model_class=cls)
+            return load_hf_bert(directory, cls, map_location=map_location)
         return super().from_pretrained(directory, map_location=map_location)
+
+    def load_pretrained(self, source: PretrainedSource, log: Log) -> int:
+        """Copy the encoder of ``source`` (a Hugging Face BERT directory or a BERT run) into
+        this model (a ``BertModel``, or a head: into its encoder ``bert``); the head (and a
+        pooler the source lacks) stay new. Returns the number of tensors copied."""
+        self.config.check_source(source)
+        if source.kind == "hf":
+            pretrained: nn.Module = load_hf_bert(source.path, BertModel)
+        else:
+            pretrained = source.load_model()
+        encoder = getattr(pretrained, "bert", pretrained)  # a head's run: its encoder
+        target = getattr(self, "bert", self)
+        own = target.state_dict()
+        weights = {k: v for k, v in encoder.state_dict().items() if k in own}  # (pooler: if both)
+        misfits = [
+            f"{k} is {tuple(v.shape)} there, {tuple(own[k].shape)} here"
+            for k, v in weights.items()
+            if v.shape != own[k].shape
+        ]
+        if misfits:
+            raise ConfigError(
+                f"model.init_from: {source.path} does not fit the model ({len(misfits)} "
+                f"tensors): {misfits[0]}"
+            )
+        result = target.load_state_dict(weights, strict=False)
+        fresh = list(result.missing_keys)
+        log(
+            f"initialised the encoder from {source.path} ({len(weights)} tensors)"
+            + (f"; new: {', '.join(sorted({k.split('.')[0] for k in fresh}))}" if fresh else "")
+        )
+        return len(weights)
 
 
 class BertModel(HfBertFiles):
@@ -307,7 +442,7 @@ class BertModel(HfBertFiles):
 
     Parameter names are attnkit's (``embeddings.word.weight``,
     ``encoder.layers.0.self_attn.q_proj.weight``, ...);
-    ``attnkit.interop.hf_bert.hf_key_map`` maps them to Hugging Face's.
+    ``attnkit.models.hf_bert.hf_key_map`` maps them to Hugging Face's.
     """
 
     config_class: ClassVar[type[ModelConfig]] = BertConfig
@@ -376,3 +511,259 @@ class BertModel(HfBertFiles):
             x, weights = self.encoder(x, key_padding_mask=mask, need_weights=need_weights)
         pooled = None if self.pooler is None else torch.tanh(self.pooler(x[:, 0]))  # (B, d)
         return BertOutput(x, pooled, attentions=weights, hidden_states=states)
+
+
+# --------------------------------------------------------------------------------------
+# the task heads
+# --------------------------------------------------------------------------------------
+_ACT = {"gelu": F.gelu, "relu": F.relu, "gelu_tanh": partial(F.gelu, approximate="tanh")}
+_LM_KEYS = {
+    "lm_head.dense.weight": "cls.predictions.transform.dense.weight",
+    "lm_head.dense.bias": "cls.predictions.transform.dense.bias",
+    "lm_head.norm.weight": "cls.predictions.transform.LayerNorm.weight",
+    "lm_head.norm.bias": "cls.predictions.transform.LayerNorm.bias",
+    "lm_head.bias": "cls.predictions.bias",
+}
+
+
+def _real(input_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
+    """(B, T) float: 1 at real tokens (every token when there is no mask)."""
+    if attention_mask is None:
+        return torch.ones_like(input_ids, dtype=torch.float)
+    return attention_mask.float()
+
+
+class BertLMHead(nn.Module):
+    """BERT's masked-LM head: LayerNorm(act(W h + b)) E^T + bias, with E the (tied) word
+    embedding matrix passed in (B, T, d) | (N, d) -> (..., vocab)."""
+
+    def __init__(self, c: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(c.d_model, c.d_model)
+        self.act = _ACT[c.activation]
+        self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(c.vocab_size))
+
+    def forward(self, x: Tensor, embedding: Tensor) -> Tensor:
+        return F.linear(self.norm(self.act(self.dense(x))), embedding, self.bias)
+
+
+class _BertWithHead(HfBertFiles):
+    """A ``BertModel`` (``self.bert``) and a head; the config's ``arch`` is the head's."""
+
+    needs_cls = True
+    takes_token_types = True
+    export_formats = ("int8", "onnx", "hf")
+
+    def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        if self.config.arch != self.ARCH:  # BertForMaskedLM(BertConfig(...)) is a bert-mlm
+            self.config = self.config.replace(arch=self.ARCH)
+        c = self.config
+        self.bert = BertModel(
+            c.replace(arch="bert", freeze_encoder=False), add_pooling_layer=self.HAS_POOLER
+        )
+
+    def _init_head(self) -> None:
+        """BERT's initialisation for every module but the (already initialised) encoder;
+        in feature-based mode (``freeze_encoder``) the encoder is frozen and a ``ScalarMix``
+        of its num_layers + 1 outputs is what the head reads."""
+        if self.config.freeze_encoder:
+            self.mix = ScalarMix(self.config.num_layers + 1)
+            self.bert.requires_grad_(False)
+            self.bert.eval()
+        for name, module in self.named_children():
+            if name not in ("bert", "mix"):
+                module.apply(self.bert._init_weights)
+
+    def train(self, mode: bool = True) -> _BertWithHead:
+        """As ``nn.Module.train``, but a frozen encoder stays in eval mode (no dropout)."""
+        super().train(mode)
+        if self.config.freeze_encoder:
+            self.bert.eval()
+        return self
+
+    def features(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None,
+        token_type_ids: Tensor | None,
+        need_weights: bool = False,
+    ) -> BertOutput:
+        """The encoder's output as the head reads it: fine-tuning, ``BertModel``'s own;
+        feature-based, the frozen encoder run without gradients and ``last_hidden_state``
+        replaced by the learned mix gamma * sum_j softmax(s)_j h_j of its layers.
+        ``need_weights``: with the encoder's attention weights."""
+        if not self.config.freeze_encoder:
+            return self.bert(input_ids, attention_mask, token_type_ids, need_weights=need_weights)
+        with torch.no_grad():
+            out = self.bert(
+                input_ids,
+                attention_mask,
+                token_type_ids,
+                need_weights=need_weights,
+                output_hidden_states=True,
+            )
+        out.last_hidden_state = self.mix(out.hidden_states)  # (B, T, d_model)
+        return out
+
+    def decoder_weight(self) -> Tensor:
+        """The output projection of the masked-LM head: the word embedding itself."""
+        return self.bert.embeddings.word.weight
+
+
+class BertForMaskedLM(_BertWithHead):
+    """BERT + the masked-LM head (decoder tied to the word embedding)."""
+
+    ARCH: ClassVar[str] = "bert-mlm"
+    HAS_POOLER: ClassVar[bool] = False
+    HEAD_KEYS: ClassVar[dict[str, str]] = dict(_LM_KEYS)
+
+    def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self.lm_head = BertLMHead(self.config)
+        self._init_head()
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        positions: Tensor | None = None,
+    ) -> Tensor:
+        """input_ids, attention_mask, token_type_ids (B, T) as ``BertModel``'s; positions
+        (B, T) bool: the positions to predict (None: all). Returns logits (B, T, vocab), or
+        (N, vocab) for the N chosen positions in row-major order (only those projected)."""
+        x = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state
+        if positions is not None:
+            x = x[positions]  # (N, d_model)
+        return self.lm_head(x, self.decoder_weight())
+
+
+class BertForPreTraining(_BertWithHead):
+    """BERT + the masked-LM head + next-sentence prediction on the pooled [CLS] vector."""
+
+    ARCH: ClassVar[str] = "bert-pretraining"
+    HEAD_KEYS: ClassVar[dict[str, str]] = {
+        **_LM_KEYS,
+        "nsp_head.weight": "cls.seq_relationship.weight",
+        "nsp_head.bias": "cls.seq_relationship.bias",
+    }
+
+    def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self.lm_head = BertLMHead(self.config)
+        self.nsp_head = nn.Linear(self.config.d_model, 2)
+        self._init_head()
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        positions: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """As ``BertForMaskedLM.forward``; returns (masked-LM logits (B, T, vocab) or
+        (N, vocab), next-sentence logits (B, 2): index 0 = "B follows A")."""
+        out = self.bert(input_ids, attention_mask, token_type_ids)
+        x = out.last_hidden_state if positions is None else out.last_hidden_state[positions]
+        return self.lm_head(x, self.decoder_weight()), self.nsp_head(out.pooler_output)
+
+
+class BertForSequenceClassification(_BertWithHead):
+    """BERT + Dropout + Linear(d_model, num_classes) on the pooled [CLS] vector."""
+
+    ARCH: ClassVar[str] = "bert-classifier"
+    returns_attention = True  # (its encoder's: forward(..., need_weights=True))
+    HEAD_KEYS: ClassVar[dict[str, str]] = {
+        "classifier.weight": "classifier.weight",
+        "classifier.bias": "classifier.bias",
+    }
+
+    def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self.dropout = Dropout(self.config.dropout)
+        self.classifier = nn.Linear(self.config.d_model, self.config.num_classes)
+        self._init_head()
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> ClassifierOutput:
+        """Returns ``ClassifierOutput``: logits (B, num_classes) from the pooled vector
+        ``config.pooling_used``: pooler (BERT's tanh layer on [CLS], Hugging Face's), mean
+        (over real tokens of the states the head reads: the last layer, or the layer mix
+        when ``freeze_encoder``) or cls (those states at [CLS]); ``need_weights``: the
+        encoder's attention weights too, per layer (B, H, T, T)."""
+        out = self.features(input_ids, attention_mask, token_type_ids, need_weights)
+        pooling, h = self.config.pooling_used, out.last_hidden_state  # (B, T, d)
+        if pooling == "pooler":
+            pooled = out.pooler_output
+        elif pooling == "cls":
+            pooled = h[:, 0]
+        else:
+            real = _real(input_ids, attention_mask).to(h.dtype)  # (B, T)
+            pooled = (h * real.unsqueeze(-1)).sum(1) / real.sum(1, keepdim=True).clamp_min(1)
+        return ClassifierOutput(self.classifier(self.dropout(pooled)), out.attentions)
+
+
+class BertForTokenClassification(BertForSequenceClassification):
+    """BERT + Dropout + Linear(d_model, num_classes) at every position (tagging): the
+    sequence classifier's head, applied to each position instead of the pooled [CLS]."""
+
+    ARCH: ClassVar[str] = "bert-tagger"
+    HAS_POOLER: ClassVar[bool] = False
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> Tensor:
+        """Returns logits (B, T, num_classes)."""
+        x = self.features(input_ids, attention_mask, token_type_ids).last_hidden_state
+        return self.classifier(self.dropout(x))
+
+
+class BertForQuestionAnswering(_BertWithHead):
+    """BERT + Linear(d_model, 2) at every position: span start and end scores."""
+
+    ARCH: ClassVar[str] = "bert-qa"
+    HAS_POOLER: ClassVar[bool] = False
+    HEAD_KEYS: ClassVar[dict[str, str]] = {
+        "qa_outputs.weight": "qa_outputs.weight",
+        "qa_outputs.bias": "qa_outputs.bias",
+    }
+
+    def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self.qa_outputs = nn.Linear(self.config.d_model, 2)
+        self._init_head()
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Returns (start_logits, end_logits), each (B, T)."""
+        x = self.features(input_ids, attention_mask, token_type_ids).last_hidden_state
+        start, end = self.qa_outputs(x).unbind(-1)
+        return start, end
+
+
+# model.arch -> its class (BertConfig.model_class)
+_BERT_CLASSES: dict[str, type[HfBertFiles]] = {
+    cls.ARCH: cls
+    for cls in (
+        BertModel,
+        BertForMaskedLM,
+        BertForPreTraining,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+        BertForQuestionAnswering,
+    )
+}

@@ -6,32 +6,44 @@
                -> Dropout -> Linear                                  (B, num_classes)
 
 ``RNNClassifier`` replaces the encoder by an RNN / LSTM / GRU over packed sequences, so
-padding never enters the recurrence. Both share one forward signature:
+padding never enters the recurrence. Every classifier (these, ``ngram``, ``elmo``,
+``gpt-classifier``; ``bert-classifier`` takes ``token_type_ids`` too) shares one forward
+signature and one output type:
 
     model(input_ids (B, T) long, attention_mask (B, T) bool | None, need_weights=False)
-        -> (logits (B, num_classes), per-layer attention weights [(B, H, T, T)] | None)
+        -> ClassifierOutput(logits (B, num_classes),
+                            attentions: per-layer weights [(B, H, T, T)] | None)
 
 ``attention_mask`` is True on real tokens (Hugging Face convention); when None it is
 derived from ``pad_id``. Padding is expected on the right (the data pipeline's layout).
 Models know only tensors: the task decides how logits become predictions and metrics.
 
 Each model is built from its config (``TransformerClassifierConfig``, ``RNNClassifierConfig``;
-``attnkit.models.base``), which a recipe's ``model:`` section fills in.
+``attnkit.models.base``), which a recipe's ``model:`` section fills in. With
+``model.init_from`` both start from a masked-LM run (task mlm): the Transformer takes its
+encoder, the RNN its token embedding, and both its tokenizer.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnkit.core.config import ConfigError, check, positive, short_repr
-from attnkit.models.base import AttnkitModel, ModelConfig, TransformerSizes, param
+from attnkit.data.tokenization import Tokenizer
+from attnkit.models.base import (
+    AttnkitModel,
+    ClassifierOutput,
+    Log,
+    ModelConfig,
+    TransformerSizes,
+    param,
+)
 from attnkit.nn.attention import padding_mask
 from attnkit.nn.dropout import Dropout
 from attnkit.nn.layers import (
@@ -41,6 +53,9 @@ from attnkit.nn.layers import (
     TokenEmbedding,
 )
 
+if TYPE_CHECKING:
+    from attnkit.models.pretrained import PretrainedSource
+
 __all__ = [
     "RNNClassifier",
     "RNNClassifierConfig",
@@ -48,7 +63,6 @@ __all__ = [
     "TransformerClassifierConfig",
     "TransformerEncoderConfig",
     "TransformerEncoderModel",
-    "build_classifier",
     "masked_max",
     "masked_mean",
 ]
@@ -58,6 +72,19 @@ _PRETRAINING_ONLY = {
     key: f"model.{key} is for task mlm (pretraining)"
     for key in ("objective", "generator_d_model", "rtd_weight")
 }
+
+
+def _check_mlm_source(source: PretrainedSource) -> None:
+    """A classifier's ``model.init_from`` must be a finished task-mlm run."""
+    source.require_run("mlm", "it must be a task mlm run")
+
+
+def _load_mlm_encoder(model: Any, source: PretrainedSource, log: Log) -> int:
+    """Copy what ``model`` (``load_pretrained_encoder``) takes of a task-mlm run; log it."""
+    _check_mlm_source(source)
+    copied = model.load_pretrained_encoder(source.state_dict(), source.given)
+    log(f"initialised from {source.given} ({copied} tensors)")
+    return int(copied)
 
 
 # --------------------------------------------------------------------------------------
@@ -176,6 +203,7 @@ class TransformerClassifierConfig(TransformerEncoderConfig):
     )
 
     POOLINGS: ClassVar[tuple[str, ...]] = ("mean", "max", "cls")
+    OUTPUT: ClassVar[type | None] = ClassifierOutput
     PRETRAINED_KEYS: ClassVar[tuple[str, ...]] = (
         "d_model",
         "num_heads",
@@ -204,6 +232,23 @@ class TransformerClassifierConfig(TransformerEncoderConfig):
     def build(self) -> TransformerClassifier:
         return TransformerClassifier(self)
 
+    def check_source(self, source: PretrainedSource) -> None:
+        _check_mlm_source(source)
+
+    def adopt(
+        self, source: PretrainedSource, max_len: int, log: Log
+    ) -> tuple[TransformerClassifierConfig, Tokenizer]:
+        """The encoder's sizes (``PRETRAINED_KEYS``) and the run's tokenizer (the classifier
+        reads text exactly as its encoder did); learned positions bound ``max_len``."""
+        config, tokenizer = super().adopt(source, max_len, log)
+        trained = source.raw["data"]["max_len"]
+        if config.positional == "learned" and max_len > trained:
+            raise ConfigError(
+                f"data.max_len={max_len} exceeds the pretrained learned positions "
+                f"({trained}); lower it or pretrain with a larger max_len"
+            )
+        return config, tokenizer
+
 
 class TransformerClassifier(TransformerEncoderModel):
     """The encoder of ``TransformerEncoderModel``, then pooling and a linear head.
@@ -215,7 +260,7 @@ class TransformerClassifier(TransformerEncoderModel):
 
     config_class: ClassVar[type[ModelConfig]] = TransformerClassifierConfig
     POOLINGS = TransformerClassifierConfig.POOLINGS
-    exports_onnx = True
+    export_formats = ("int8", "onnx")
 
     def __init__(self, config: TransformerClassifierConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
@@ -249,15 +294,19 @@ class TransformerClassifier(TransformerEncoderModel):
         self.load_state_dict(update, strict=False)
         return len(update)
 
+    def load_pretrained(self, source: PretrainedSource, log: Log) -> int:
+        """The encoder of a task-mlm run (``load_pretrained_encoder``)."""
+        return _load_mlm_encoder(self, source, log)
+
     def forward(
         self,
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, list[Tensor] | None]:
+    ) -> ClassifierOutput:
         """input_ids (B, T) long; attention_mask (B, T) bool, True = real token (None:
-        ``input_ids != pad_id``). Returns (logits (B, num_classes), per-layer self-attention
-        weights [(B, H, T, T)] if ``need_weights`` else None)."""
+        ``input_ids != pad_id``). Returns ``ClassifierOutput``: logits (B, num_classes),
+        per-layer self-attention weights [(B, H, T, T)] if ``need_weights`` else None."""
         x, mask, weights = self.encode(input_ids, attention_mask, need_weights)
         if self.pooling == "mean":
             pooled = masked_mean(x, mask)
@@ -265,7 +314,7 @@ class TransformerClassifier(TransformerEncoderModel):
             pooled = masked_max(x, mask)
         else:  # "cls"
             pooled = x[:, 0]
-        return self.head(self.head_dropout(pooled)), weights  # (B, num_classes)
+        return ClassifierOutput(self.head(self.head_dropout(pooled)), weights)  # (B, C)
 
 
 # --------------------------------------------------------------------------------------
@@ -294,6 +343,7 @@ class RNNClassifierConfig(ModelConfig):
     )
 
     CELLS: ClassVar[tuple[str, ...]] = ("rnn", "lstm", "gru")
+    OUTPUT: ClassVar[type | None] = ClassifierOutput
     # a recurrent classifier takes only the token embedding, so only its width must match
     PRETRAINED_KEYS: ClassVar[tuple[str, ...]] = ("d_model",)
     POOLINGS: ClassVar[tuple[str, ...]] = ("mean", "max", "last")
@@ -316,6 +366,9 @@ class RNNClassifierConfig(ModelConfig):
 
     def build(self) -> RNNClassifier:
         return RNNClassifier(self)
+
+    def check_source(self, source: PretrainedSource) -> None:
+        _check_mlm_source(source)
 
 
 class RNNClassifier(AttnkitModel):
@@ -367,15 +420,20 @@ class RNNClassifier(AttnkitModel):
         self.load_state_dict({"embed.weight": value}, strict=False)
         return 1
 
+    def load_pretrained(self, source: PretrainedSource, log: Log) -> int:
+        """The token embedding of a task-mlm run (``load_pretrained_encoder``)."""
+        return _load_mlm_encoder(self, source, log)
+
     def forward(
         self,
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, None]:
+    ) -> ClassifierOutput:
         """input_ids (B, T) long; attention_mask (B, T), True = real token (None:
-        ``input_ids != pad_id``). Returns (logits (B, num_classes), None): an RNN has no
-        attention weights, ``need_weights`` is accepted for a uniform interface."""
+        ``input_ids != pad_id``). Returns ``ClassifierOutput`` with logits (B, num_classes)
+        and no attention weights (an RNN has none; ``need_weights`` is accepted for the
+        uniform interface)."""
         mask = _real_token_mask(input_ids, attention_mask, self.pad_id)  # (B, T)
         t = input_ids.size(1)
         lengths = mask.sum(dim=1)  # (B,)
@@ -393,34 +451,4 @@ class RNNClassifier(AttnkitModel):
             out, _ = pad_packed_sequence(out, batch_first=True, total_length=t)  # (B, T, H*D)
             pool = masked_mean if self.pooling == "mean" else masked_max
             pooled = pool(out, mask)
-        return self.head(self.head_dropout(pooled)), None
-
-
-# --------------------------------------------------------------------------------------
-# Factory
-# --------------------------------------------------------------------------------------
-def build_classifier(
-    arch: str, vocab_size: int, num_classes: int, pad_id: int, **hparams: object
-) -> nn.Module:
-    """Build a classifier by name: "transformer" -> TransformerClassifier; "rnn" | "lstm" |
-    "gru" -> RNNClassifier with that cell; "ngram" -> ``attnkit.models.ngram.NgramClassifier``
-    (bag of n-grams, NBSVM). ``hparams`` are the fields of the arch's config; an unknown
-    arch or hyperparameter name raises ``ConfigError`` (a ValueError) naming the valid ones."""
-    from attnkit.models import archs, config_class
-
-    arch = arch.lower()
-    if arch not in archs("classifier"):
-        raise ConfigError(
-            f"unknown classifier arch {arch!r}; choose one of {', '.join(archs('classifier'))}"
-        )
-    cls = config_class("classifier", arch)
-    fixed = ("arch", "vocab_size", "pad_id", "num_classes", "max_len")
-    valid = [f.name for f in dataclasses.fields(cls) if f.name not in fixed] + ["max_len"]
-    unknown = sorted(set(hparams) - set(valid))
-    if unknown:
-        raise ConfigError(
-            f"unknown hyperparameter(s) {', '.join(map(repr, unknown))} for arch {arch!r}; "
-            f"valid: {', '.join(valid)}"
-        )
-    config = cls(arch=arch, vocab_size=vocab_size, num_classes=num_classes, pad_id=pad_id)
-    return config.replace(**hparams).build()
+        return ClassifierOutput(self.head(self.head_dropout(pooled)))

@@ -37,12 +37,20 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from attnkit.core.config import check, positive
+from attnkit.data.tokenization import Tokenizer
 from attnkit.models.base import AttnkitModel, ModelConfig, param
 from attnkit.nn.attention import padding_mask
 from attnkit.nn.dropout import Dropout
 from attnkit.nn.layers import ScalarMix
 
-__all__ = ["BiLM", "BiLMOutput", "ELMoConfig", "ELMoEmbedder", "reverse_padded"]
+__all__ = ["BiLM", "BiLMOutput", "ELMoConfig", "ELMoEmbedder", "boundary_ids", "reverse_padded"]
+
+
+def boundary_ids(tokenizer: Tokenizer) -> tuple[int, int] | None:
+    """([BOS] id, [EOS] id) a biLM reads each text between, when the tokenizer has both
+    (attnkit's always do), else None: the texts are then read bare."""
+    bos, eos = tokenizer.token_to_id("[BOS]"), tokenizer.token_to_id("[EOS]")
+    return None if bos is None or eos is None else (bos, eos)
 
 
 @dataclass

@@ -18,7 +18,7 @@ ELMo vectors directly (a linear probe of the representation).
 
 Only s, gamma and the task model train: the biLM runs in eval mode without gradients. Its
 weights are part of this model's state (a classify run is self-contained) and come from the
-bilm run when training starts (``attnkit.tasks.bilm.load_pretrained_bilm``). The biLM read
+bilm run when training starts (``ELMoClassifier.load_pretrained``). The biLM read
 ``[BOS] text [EOS]`` when it was trained; the classifier's data is the bare text, so the
 boundaries are added here (``bos_id`` / ``eos_id``, taken from the biLM's tokenizer) and
 their vectors dropped, as ELMo does with <S> and </S>.
@@ -27,17 +27,21 @@ their vectors dropped, as ELMo does with <S> and </S>.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnkit.core.config import ConfigError, check, positive, short_repr
-from attnkit.models.base import AttnkitModel, ModelConfig, param
+from attnkit.data.tokenization import Tokenizer
+from attnkit.models.base import AttnkitModel, ClassifierOutput, Log, ModelConfig, param
 from attnkit.models.classifier import _real_token_mask, masked_max, masked_mean
-from attnkit.models.elmo import BiLM, ELMoConfig, ELMoEmbedder
+from attnkit.models.elmo import BiLM, ELMoConfig, ELMoEmbedder, boundary_ids
 from attnkit.nn.dropout import Dropout
+
+if TYPE_CHECKING:
+    from attnkit.models.pretrained import PretrainedSource
 
 __all__ = [
     "ELMoClassifier",
@@ -45,7 +49,6 @@ __all__ = [
     "add_boundaries",
     "elmo_vectors",
     "format_mix",
-    "log_mix",
 ]
 
 
@@ -87,6 +90,7 @@ class ELMoClassifierConfig(ModelConfig):
     pooling: str = param("mean", "mean | max over real tokens")
     dropout: float = param(0.2, "dropout on the input vectors and before the linear head")
 
+    OUTPUT: ClassVar[type | None] = ClassifierOutput
     ENCODERS: ClassVar[tuple[str, ...]] = ("lstm", "none")
     POOLINGS: ClassVar[tuple[str, ...]] = ("mean", "max")
     # bilm_<key> <- the init_from run's model.<key>
@@ -99,7 +103,7 @@ class ELMoClassifierConfig(ModelConfig):
     )
 
     def validate(self) -> None:
-        super().validate()  # (init_from is required of a recipe: task classify checks it)
+        super().validate()  # (init_from is required of a recipe: validate_recipe)
         check(
             positive("model.num_classes", self.num_classes),
             positive("model.bilm_d_model", self.bilm_d_model),
@@ -152,6 +156,30 @@ class ELMoClassifierConfig(ModelConfig):
 
     def build(self) -> ELMoClassifier:
         return ELMoClassifier(self)
+
+    # ------------------------------------------------------------------ model.init_from
+    def validate_recipe(self) -> None:
+        """The biLM is not trained here: a recipe names the bilm run it comes from."""
+        if self.init_from is None:
+            raise ConfigError("model.init_from: arch elmo needs a task bilm run (its frozen "
+                              "biLM and tokenizer), e.g. runs/nsmc-bilm")  # fmt: skip
+
+    def check_source(self, source: PretrainedSource) -> None:
+        source.require_run("bilm", "arch elmo needs a task bilm run")
+
+    def adopt(
+        self, source: PretrainedSource, max_len: int, log: Log
+    ) -> tuple[ELMoClassifierConfig, Tokenizer]:
+        """The biLM's sizes (``bilm_<key>`` <- the run's ``model.<key>``), the [BOS] / [EOS]
+        ids it read each text between, and its tokenizer (the classifier reads text exactly
+        as the biLM did)."""
+        self.check_source(source)
+        keys = {key: key.removeprefix("bilm_") for key in self.PRETRAINED_KEYS}
+        config = self.replace(**source.changed_keys(self, keys))
+        source.log_taken(self, config, "biLM sizes", log)
+        tokenizer = source.tokenizer()
+        bos, eos = boundary_ids(tokenizer) or (None, None)
+        return config.replace(bos_id=bos, eos_id=eos), tokenizer
 
 
 def add_boundaries(
@@ -233,10 +261,11 @@ class ELMoClassifier(AttnkitModel):
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, None]:
+    ) -> ClassifierOutput:
         """input_ids (B, T) long; attention_mask (B, T), True = real token (None:
-        ``input_ids != pad_id``), right padding. Returns (logits (B, num_classes), None):
-        no attention weights (``need_weights`` is accepted for the uniform interface)."""
+        ``input_ids != pad_id``), right padding. Returns ``ClassifierOutput`` with logits
+        (B, num_classes) and no attention weights (``need_weights`` is accepted for the
+        uniform interface)."""
         mask = _real_token_mask(input_ids, attention_mask, self.pad_id)  # (B, T)
         x = self.features(input_ids, mask)  # (B, T, 2H)
         if self.embed is not None:
@@ -249,7 +278,7 @@ class ELMoClassifier(AttnkitModel):
             out, _ = self.rnn(packed)
             x, _ = pad_packed_sequence(out, batch_first=True, total_length=t)  # (B, T, 2h)
         pooled = masked_mean(x, mask) if self.config.pooling == "mean" else masked_max(x, mask)
-        return self.head(self.head_dropout(pooled)), None
+        return ClassifierOutput(self.head(self.head_dropout(pooled)))
 
     def load_pretrained_bilm(self, weights: dict[str, Tensor], source: str) -> int:
         """Copy a task-bilm run's weights into the frozen biLM; returns the tensors copied."""
@@ -266,17 +295,20 @@ class ELMoClassifier(AttnkitModel):
         self.bilm.load_state_dict({k: weights[k] for k in own})
         return len(own)
 
+    def load_pretrained(self, source: PretrainedSource, log: Log) -> int:
+        """Copy a finished bilm run's weights into the frozen biLM."""
+        self.config.check_source(source)
+        copied = self.load_pretrained_bilm(source.state_dict(), source.given)
+        log(f"frozen biLM from {source.given} ({copied} tensors); the layer mix s, gamma and "
+            "the task model train")  # fmt: skip
+        return copied
+
+    def training_note(self) -> str:
+        """The learned layer mix s_j, gamma (``format_mix``)."""
+        return format_mix(*self.mix_weights())
+
 
 def format_mix(weights: list[float], gamma: float) -> str:
     """The log line of a learned layer mix: ``s_j`` per layer (0 = token layer), gamma."""
     parts = "  ".join(f"s_{j} {w:.3f}" for j, w in enumerate(weights))
     return f"ELMo layer mix (softmax-normalised s_j, token layer 0): {parts}; gamma {gamma:.3f}"
-
-
-def log_mix(run: Any, config: ELMoClassifierConfig, log: Any = print) -> tuple[list[float], float]:
-    """Log (and return) the layer mix of the best weights saved in ``run`` (a ``RunDir``)."""
-    model = config.build()
-    run.load_weights(model)
-    weights, gamma = model.mix_weights()
-    log(format_mix(weights, gamma))
-    return weights, gamma

@@ -25,7 +25,7 @@ On disk. ``save_pretrained`` writes a Hugging Face GPT-2 directory (config.json 
 ``n_embd``, ``n_layer``, ... and model.safetensors under GPT-2's names, attention as
 fused ``Conv1D`` ``c_attn``) that ``transformers.GPT2LMHeadModel.from_pretrained`` reads;
 ``from_pretrained`` reads such a directory (or an attnkit training run). The one place that
-knows GPT-2's names is ``attnkit.interop.hf_gpt2``.
+knows GPT-2's names is ``attnkit.models.hf_gpt2``.
 
     model = GPT(GPTConfig.from_dict({"preset": "tiny", "vocab_size": 65, "max_len": 256}))
     logits = model(ids).logits                                  # (B, T, 65)
@@ -46,6 +46,14 @@ from torch import Tensor, nn
 
 from attnkit.core.config import ConfigError, check, positive, short_repr
 from attnkit.models.base import AttnkitModel, ModelConfig, param
+from attnkit.models.hf_gpt2 import (
+    check_hf_gpt2,
+    gpt_config_from_hf,
+    is_hf_gpt2_config,
+    load_hf_gpt2,
+    save_hf_gpt2,
+)
+from attnkit.models.saved import CONFIG_FILE
 from attnkit.nn.attention import KVCache
 from attnkit.nn.dropout import Dropout
 from attnkit.nn.generation import StepCallback, beam_search, sample
@@ -73,7 +81,7 @@ PRESETS: dict[str, dict[str, int]] = {
 @dataclass
 class GPTConfig(ModelConfig):
     """``arch: gpt`` (task lm): a decoder-only Transformer, GPT-2's layout, in attnkit's
-    names; ``attnkit.interop.hf_gpt2`` maps them to GPT-2's config.json keys."""
+    names; ``attnkit.models.hf_gpt2`` maps them to GPT-2's config.json keys."""
 
     model_type: ClassVar[str] = "gpt"
 
@@ -181,6 +189,16 @@ class GPTConfig(ModelConfig):
     def build(self) -> GPT:
         return GPT(self)
 
+    @classmethod
+    def read_foreign(cls, directory: Path, raw: Any) -> GPTConfig | None:
+        """The config of a Hugging Face GPT-2 directory (its config.json's contents ``raw``),
+        its sizes checked against its weights and the memory; None: not one."""
+        if not is_hf_gpt2_config(raw):
+            return None
+        config = gpt_config_from_hf(raw, GPTConfig, where=str(directory / CONFIG_FILE))
+        check_hf_gpt2(directory, config)
+        return config
+
 
 @dataclass
 class GPTOutput:
@@ -226,6 +244,7 @@ class GPT(AttnkitModel):
 
     config_class: ClassVar[type[ModelConfig]] = GPTConfig
     returns_attention = True
+    export_formats = ("int8", "hf")
 
     def __init__(self, config: GPTConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
@@ -399,11 +418,12 @@ class GPT(AttnkitModel):
         )
 
     # ------------------------------------------------------------------ files
-    def save_pretrained(self, directory: str | Path) -> Path:
+    def save_pretrained(self, directory: str | Path, labels: list[str] | None = None) -> Path:
         """Write a Hugging Face GPT-2 directory (config.json + model.safetensors under
-        GPT-2's names) that ``transformers.GPT2LMHeadModel.from_pretrained`` reads."""
-        from attnkit.interop.hf_gpt2 import save_hf_gpt2
-
+        GPT-2's names) that ``transformers.GPT2LMHeadModel.from_pretrained`` reads (a
+        language model has no ``labels``)."""
+        if labels:
+            raise ConfigError("a GPT language model has no class labels to save")
         return save_hf_gpt2(self, directory)
 
     @classmethod
@@ -411,14 +431,12 @@ class GPT(AttnkitModel):
         """Load a Hugging Face GPT-2 directory (config.json with ``"model_type": "gpt2"``,
         model.safetensors or pytorch_model.bin) or one in attnkit's format (a training
         run). In eval mode."""
-        from attnkit.interop.hf_gpt2 import is_hf_gpt2_config, load_hf_gpt2
-
         try:
-            raw = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+            raw = json.loads((Path(directory) / CONFIG_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raw = None
         if is_hf_gpt2_config(raw):
-            return load_hf_gpt2(directory, map_location=map_location)
+            return load_hf_gpt2(directory, cls.config_class, map_location=map_location)
         return super().from_pretrained(directory, map_location=map_location)
 
 

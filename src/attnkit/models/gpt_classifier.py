@@ -14,9 +14,9 @@ padding the real tokens' vectors, hence both poolings, are exactly those of the 
 padding never changes a prediction (``tests/test_gpt_classifier.py``).
 
 ``model.init_from`` names a task-lm run (``arch: gpt``): the classifier takes its sizes,
-tokenizer and every weight of its GPT (``attnkit.tasks.lm.pretrained_gpt_config`` /
-``load_pretrained_gpt``); only the head is new, and everything is then trained on the
-labels. Reading text as the language model did is the task's job: an lm run trained on
+tokenizer and every weight of its GPT (``GPTClassifierConfig.adopt`` /
+``GPTClassifier.load_pretrained``); only the head is new, and everything is then trained on
+the labels. The classifier reads text as the language model did: an lm run trained on
 reviews packed as ``[EOS] review [EOS] review ...`` saw every review after an [EOS], so
 ``start_id`` is that [EOS] and the data puts it before every text (``prefix_ids``, counted
 in ``data.max_len``); a model of one continuous text (Tiny Shakespeare, a file) reads the
@@ -29,18 +29,28 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from attnkit.core.config import check, positive, short_repr
-from attnkit.models.base import AttnkitModel, ModelConfig, param
+from attnkit.core.checkpoint import load_model_weights
+from attnkit.core.config import ConfigError, check, positive, short_repr
+from attnkit.data.catalogue import find_kind
+from attnkit.data.tokenization import Tokenizer
+from attnkit.models.base import AttnkitModel, ClassifierOutput, Log, ModelConfig, param
 from attnkit.models.classifier import _real_token_mask, masked_mean
 from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.nn.dropout import Dropout
 
+if TYPE_CHECKING:
+    from attnkit.models.pretrained import PretrainedSource
+
 __all__ = ["GPTClassifier", "GPTClassifierConfig", "last_token"]
+
+# what a task-lm run reads its data as, preferred first (``attnkit.tasks.lm.READS``): one
+# continuous text, or documents (reviews packed as [EOS] review [EOS] ...)
+LM_READS = ("text", "documents")
 
 
 @dataclass
@@ -49,6 +59,7 @@ class GPTClassifierConfig(GPTConfig):
     pooled linear head."""
 
     model_type: ClassVar[str] = "classifier"
+    OUTPUT: ClassVar[type | None] = ClassifierOutput
     # what init_from's lm run decides: its GPT's sizes and ids (the positions included)
     PRETRAINED_KEYS: ClassVar[tuple[str, ...]] = (
         "vocab_size",
@@ -130,6 +141,49 @@ class GPTClassifierConfig(GPTConfig):
     def build(self) -> GPTClassifier:
         return GPTClassifier(self)
 
+    # ------------------------------------------------------------------ model.init_from
+    def check_source(self, source: PretrainedSource) -> None:
+        """A finished task-lm run with a GPT."""
+        source.require_finished_run()
+        if source.task != "lm" or source.arch != "gpt":
+            raise ConfigError(
+                f"model.init_from: {source.path} is a {source.task!r} run of a "
+                f"{source.arch!r} model; arch gpt-classifier starts from a task lm run with a "
+                "GPT (e.g. runs/nsmc-gpt)"
+            )
+
+    def adopt(
+        self, source: PretrainedSource, max_len: int, log: Log
+    ) -> tuple[GPTClassifierConfig, Tokenizer]:
+        """The lm run's GPT sizes and ids (``PRETRAINED_KEYS``, positions included), the
+        ``start_id`` it read every text after, and its tokenizer (the classifier reads text
+        exactly as the language model did)."""
+        self.check_source(source)
+        lm = source.config
+        tokenizer = source.tokenizer()
+        source.check_vocabulary(tokenizer)
+        if max_len > lm.max_len:
+            raise ConfigError(
+                f"data.max_len={max_len} exceeds the {lm.max_len} positions of the GPT "
+                f"in {source.path}; lower data.max_len"
+            )
+        documents = source.data_name is not None and (
+            find_kind(source.data_name, LM_READS) == "documents"
+        )
+        start = tokenizer.token_to_id("[EOS]") if documents else None
+        changed = source.changed_keys(self, {k: k for k in self.PRETRAINED_KEYS})
+        sizes = ("d_model", "num_heads", "d_ff", "num_layers", "max_len", "vocab_size")
+        listed = ", ".join(f"{k}={getattr(lm, k)}" for k in sizes)
+        read = "[EOS] text (as it read its reviews)" if start is not None else "the text alone"
+        log(
+            f"model.init_from {source.path}: its GPT ({listed}) and tokenizer; texts read as {read}"
+        )
+        return self.replace(**changed, start_id=start), tokenizer
+
+    def data_sizes(self, tokenizer: Tokenizer, max_len: int) -> dict[str, Any]:
+        """From an lm run: its vocabulary, ids and positions (``adopt``), nothing else."""
+        return {} if self.init_from else super().data_sizes(tokenizer, max_len)
+
 
 def last_token(x: Tensor, mask: Tensor) -> Tensor:
     """x (B, T, D) at each row's last real token (mask (B, T) True = real) -> (B, D).
@@ -143,13 +197,14 @@ class GPTClassifier(AttnkitModel):
     """``GPT`` (``self.gpt``) + pooling + Dropout + Linear (module docstring).
 
     model(input_ids (B, T), attention_mask (B, T) | None, need_weights=False)
-        -> (logits (B, num_classes), per-layer self-attention [(B, H, T, T)] or None)
+        -> ClassifierOutput(logits (B, num_classes),
+                            attentions: per-layer self-attention [(B, H, T, T)] or None)
     model.representation(input_ids, attention_mask) -> the pooled vectors (B, d_model)
     """
 
     config_class: ClassVar[type[ModelConfig]] = GPTClassifierConfig
     returns_attention = True
-    exports_onnx = True
+    export_formats = ("int8", "onnx")
 
     def __init__(self, config: GPTClassifierConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
@@ -177,14 +232,25 @@ class GPTClassifier(AttnkitModel):
         token (``pooling: last``) or its mean over the real tokens (``mean``)."""
         return self._pooled(input_ids, attention_mask, False)[0]
 
+    def load_pretrained(self, source: PretrainedSource, log: Log) -> int:
+        """Copy every weight of a finished lm run's GPT into ``self.gpt`` (the head stays
+        new); returns the number of tensors copied."""
+        self.config.check_source(source)
+        load_model_weights(self.gpt, source.weights_path)
+        copied = len(self.gpt.state_dict())
+        log(f"initialised the GPT from {source.given} ({copied} tensors); new: the "
+            "classification head")  # fmt: skip
+        return copied
+
     def forward(
         self,
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, list[Tensor] | None]:
+    ) -> ClassifierOutput:
         """input_ids (B, T) long; attention_mask (B, T), True = real token (None:
-        ``input_ids != pad_id``). Returns (logits (B, num_classes), per-layer causal
-        self-attention weights [(B, H, T, T)] if ``need_weights`` else None)."""
+        ``input_ids != pad_id``). Returns ``ClassifierOutput``: logits (B, num_classes),
+        per-layer causal self-attention weights [(B, H, T, T)] if ``need_weights`` else
+        None."""
         pooled, weights = self._pooled(input_ids, attention_mask, need_weights)
-        return self.head(self.head_dropout(pooled)), weights
+        return ClassifierOutput(self.head(self.head_dropout(pooled)), weights)

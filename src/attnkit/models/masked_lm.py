@@ -9,7 +9,7 @@
 Only the masked positions are projected onto the vocabulary, so the (B, T, vocab) logits
 that dominate a naive implementation's cost are never built. The encoder's parameter names
 match ``TransformerClassifier``'s, so a classifier starts from these weights with
-``model.init_from: RUN`` (see ``attnkit.tasks.mlm.init_classifier``).
+``model.init_from: RUN`` (``TransformerClassifier.load_pretrained``).
 
 ``ElectraPretrainer`` (``model.objective: electra``) trains the same encoder by ELECTRA's
 replaced-token detection instead, with a small ``TransformerMLM`` as its generator.

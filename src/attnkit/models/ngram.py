@@ -19,8 +19,9 @@ regression on binary n-gram features. The model sees token ids only, so it reads
 same tokenizer output as the Transformer and the RNNs; a small subword vocabulary makes
 its n-grams close to character n-grams (what works for Korean).
 
-Same forward signature as the other classifiers:
-    model(input_ids (B, T) long, attention_mask (B, T) bool | None) -> (logits, None)
+Same forward signature and output as the other classifiers:
+    model(input_ids (B, T) long, attention_mask (B, T) bool | None)
+        -> ClassifierOutput(logits (B, num_classes), attentions None)
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from attnkit.core.config import check, positive
-from attnkit.models.base import AttnkitModel, ModelConfig, param
+from attnkit.models.base import AttnkitModel, ClassifierOutput, ModelConfig, param
 from attnkit.nn.attention import padding_mask
 
 __all__ = ["NgramClassifier", "NgramConfig"]
@@ -53,6 +54,8 @@ class NgramConfig(ModelConfig):
         "init_from": "model.init_from does not apply to arch ngram (no embedding)",
         "objective": "model.objective is for task mlm (pretraining)",
     }
+
+    OUTPUT: ClassVar[type | None] = ClassifierOutput
 
     arch: str = param("ngram", "ngram")
     num_classes: int = param(2, "output classes (the labels in the training data)", True)
@@ -150,14 +153,14 @@ class NgramClassifier(AttnkitModel):
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, None]:
-        """input_ids (B, T) long; attention_mask (B, T), True = real token. Returns (logits
-        (B, num_classes), None): there are no attention weights."""
+    ) -> ClassifierOutput:
+        """input_ids (B, T) long; attention_mask (B, T), True = real token. Returns
+        ``ClassifierOutput`` with logits (B, num_classes) and no attention weights."""
         feats = self.features(input_ids, attention_mask)  # (B, F)
         present = (feats >= 0).unsqueeze(-1)  # (B, F, 1)
         idx = feats.clamp(min=0)
         scaled = self.weight(idx) * self.nb_ratio[idx]  # (B, F, C): W[f] * r[f]
-        return (scaled * present).sum(dim=1) + self.bias, None  # (B, C)
+        return ClassifierOutput((scaled * present).sum(dim=1) + self.bias)  # (B, C)
 
     @torch.no_grad()
     def contributions(self, input_ids: Tensor) -> list[tuple[int, int, Tensor]]:

@@ -13,9 +13,10 @@ A run directory or a Hugging Face directory is input like any other: its config.
 3. its parameters and buffers must fit in the memory the machine has available
    (``check_memory``; skipped where the system does not say).
 
-``check_model`` runs 2 and 3 for a validated config; ``read_run_config`` reads a run
-directory's config.json with all three. Each failure is one line naming the file and the
-field, e.g. ``runs/x/config.json: model.num_layers must be <= 1000, got 1000000``.
+``check_model`` runs 2 and 3 for a validated config (``attnkit.models.read_model_config``
+reads a run's or a ``save_pretrained`` folder's config.json with all three). Each failure is
+one line naming the file and the field, e.g. ``runs/x/config.json: model.num_layers must be
+<= 1000, got 1000000``.
 """
 
 from __future__ import annotations
@@ -26,17 +27,15 @@ import re
 from collections.abc import Callable, Iterable
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
+from safetensors import SafetensorError, safe_open
 from torch import nn
 
+from attnkit.core.checkpoint import misfit_summary
 from attnkit.core.config import ConfigError, short_repr
 from attnkit.core.errors import AttnkitError, MissingFileError, RunError
-
-if TYPE_CHECKING:
-    from attnkit.core.config import RunConfig
-    from attnkit.runtime.run import RunDir
 
 __all__ = [
     "ID_LIMITS",
@@ -56,7 +55,6 @@ __all__ = [
     "misfit_error",
     "misfit_evidence",
     "model_bytes",
-    "read_run_config",
     "renamed_fields",
     "weight_shapes",
 ]
@@ -242,8 +240,6 @@ def check_memory(
 def weight_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
     """Every tensor's shape in a safetensors file, from its header alone (nothing is
     loaded). A missing or damaged file is a one-line error naming it."""
-    from safetensors import SafetensorError, safe_open
-
     try:
         with safe_open(str(path), framework="pt") as f:
             return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
@@ -255,7 +251,8 @@ def weight_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
 
 
 def _int8_as_float_names(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-    """An int8 file's shapes (``attnkit.interop.quantize``) under the float model's names."""
+    """An int8 file's shapes (``attnkit.interop.quantize``: each quantized weight as
+    ``NAME.int8`` with its ``.scales`` and ``.zero_points``) under the float model's names."""
     out = {}
     for key, shape in shapes.items():
         if key.endswith((".weight.scales", ".weight.zero_points")):
@@ -379,8 +376,6 @@ def check_weights(
         raise misfit_error(
             where, f"model.{name}", getattr(config, name), value, weights.name, own, found, error
         )
-    from attnkit.core.checkpoint import misfit_summary
-
     missing = [k for k in own if k not in found]
     extra = [k for k in found if k not in own]
     shapes = [
@@ -420,33 +415,3 @@ def check_model(
     if weights is not None:
         check_weights(model, config, weights, where, error, int8=int8)
     check_memory(model, config, where, error)
-
-
-def read_run_config(run: RunDir) -> tuple[RunConfig, dict[str, Any]]:
-    """A run's config (as a ``RunConfig``, with every model size) and its raw config.json,
-    checked as this module's docstring says against the run's weights (model.safetensors,
-    else model.int8.safetensors; an ONNX export has no model to build) before anything is
-    built from it. Every problem is a one-line ``RunError`` naming config.json."""
-    from attnkit.core.config import RunConfig
-    from attnkit.interop.quantize import INT8_WEIGHTS
-
-    saved = run.read_config()
-    source = "first-format run" if saved["format"] == 1 else "run"
-    sections = {k: saved[k] for k in ("task", "data", "tokenizer", "model", "training")}
-    try:
-        cfg = RunConfig.from_dict(sections, source=source)
-    except ConfigError as exc:
-        raise RunError(f"{run.config_path}: {exc}") from None
-    from attnkit.interop.onnx import ONNX_FILE
-
-    where = str(run.config_path)
-    int8_file, last_weights = run.path / INT8_WEIGHTS, run.last_path / run.WEIGHTS
-    if run.has_weights():
-        check_model(cfg.model, where, run.weights_path)
-    elif int8_file.is_file():
-        check_model(cfg.model, where, int8_file, int8=True)
-    elif last_weights.is_file():  # a run killed before its first evaluation: --resume
-        check_model(cfg.model, where, last_weights)
-    elif not (run.path / ONNX_FILE).is_file():  # (an ONNX export builds no torch model)
-        check_model(cfg.model, where)
-    return cfg, saved

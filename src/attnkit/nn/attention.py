@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnkit.nn import capture as _capture
 from attnkit.nn.dropout import dropout
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "SCORE_NAMES",
     "attend",
     "causal_mask",
+    "explicit_attention",
     "hard_attention",
     "make_score",
     "masked_softmax",
@@ -99,7 +102,12 @@ def merge_masks(
 # ``score(query, prepared)``; ``forward(query, keys)`` is the two in one.
 # --------------------------------------------------------------------------------------
 class Score(nn.Module):
-    """Base class: ``forward(q, k) == score(q, prepare(k))``."""
+    """Base class: ``forward(q, k) == score(q, prepare(k))``. ``name`` is the course's name
+    of the score (``make_score``'s), ``formula`` the formula it computes (what the explainer
+    shows beside the scores; under ``attnkit.nn.capture`` each call is recorded)."""
+
+    name: ClassVar[str] = ""
+    formula: ClassVar[str] = ""
 
     def prepare(self, keys: Tensor) -> Tensor:
         """keys (B, Tk, Dk) -> what ``score`` needs from them (default: the keys)."""
@@ -115,19 +123,34 @@ class Score(nn.Module):
 class DotScore(Score):
     """Luong dot: score(s_t, h_i) = s_t^T h_i."""
 
+    name = "dot"
+    formula = "score(s_t, h_i) = s_t^T h_i"
+
     def score(self, query: Tensor, prepared: Tensor) -> Tensor:
-        return query @ prepared.transpose(-2, -1)
+        scores = query @ prepared.transpose(-2, -1)
+        if _capture.ACTIVE:
+            _capture.record("score", self, query=query, keys=prepared, scores=scores)
+        return scores
 
 
 class ScaledDotScore(Score):
     """Vaswani scaled dot: score(s_t, h_i) = s_t^T h_i / sqrt(d_k)."""
 
+    name = "scaled_dot"
+    formula = "score(s_t, h_i) = s_t^T h_i / sqrt(d_k)"
+
     def score(self, query: Tensor, prepared: Tensor) -> Tensor:
-        return query @ prepared.transpose(-2, -1) / math.sqrt(prepared.size(-1))
+        scores = query @ prepared.transpose(-2, -1) / math.sqrt(prepared.size(-1))
+        if _capture.ACTIVE:
+            _capture.record("score", self, query=query, keys=prepared, scores=scores)
+        return scores
 
 
 class GeneralScore(Score):
     """Luong general: score(s_t, h_i) = s_t^T W_a h_i, with W_a of shape (Dq, Dk)."""
+
+    name = "general"
+    formula = "score(s_t, h_i) = s_t^T W_a h_i"
 
     def __init__(self, d_query: int, d_key: int | None = None) -> None:
         super().__init__()
@@ -137,11 +160,17 @@ class GeneralScore(Score):
         return self.W_a(keys)  # (B, Tk, Dq)
 
     def score(self, query: Tensor, prepared: Tensor) -> Tensor:
-        return query @ prepared.transpose(-2, -1)
+        scores = query @ prepared.transpose(-2, -1)
+        if _capture.ACTIVE:
+            _capture.record("score", self, query=query, keys=prepared, scores=scores)
+        return scores
 
 
 class ConcatScore(Score):
     """Bahdanau concat/additive: score(s_t, h_i) = v_a^T tanh(W_b s_t + W_c h_i)."""
+
+    name = "concat"
+    formula = "score(s_t, h_i) = v_a^T tanh(W_b s_t + W_c h_i)"
 
     def __init__(self, d_query: int, d_key: int | None = None, d_attn: int | None = None) -> None:
         super().__init__()
@@ -155,7 +184,10 @@ class ConcatScore(Score):
 
     def score(self, query: Tensor, prepared: Tensor) -> Tensor:
         s = self.W_b(query).unsqueeze(2)  # (B, Tq, 1, A)
-        return self.v_a(torch.tanh(s + prepared.unsqueeze(1))).squeeze(-1)  # (B, Tq, Tk)
+        scores = self.v_a(torch.tanh(s + prepared.unsqueeze(1))).squeeze(-1)  # (B, Tq, Tk)
+        if _capture.ACTIVE:
+            _capture.record("score", self, query=query, keys=prepared, scores=scores)
+        return scores
 
 
 class LocationScore(Score):
@@ -163,6 +195,9 @@ class LocationScore(Score):
     query and the key *position*, so W_a maps the query to ``max_len`` position scores.
     The keys are used only for their length, which must be <= ``max_len``.
     """
+
+    name = "location"
+    formula = "alpha_t = softmax(W_a s_t)  (score(s_t, h_i) = (W_a s_t)_i)"
 
     def __init__(self, d_query: int, max_len: int) -> None:
         super().__init__()
@@ -175,7 +210,10 @@ class LocationScore(Score):
             raise ValueError(
                 f"location score was built for max_len={self.max_len}, got {k_len} keys"
             )
-        return self.W_a(query)[..., :k_len]
+        scores = self.W_a(query)[..., :k_len]
+        if _capture.ACTIVE:
+            _capture.record("score", self, query=query, keys=prepared, scores=scores)
+        return scores
 
 
 SCORE_NAMES = ("dot", "scaled_dot", "general", "concat", "location")
@@ -220,6 +258,15 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
     tensor; half, so that no score can overflow to -inf); the weights of a row with every
     key masked are set to zeros instead of a uniform distribution.
     """
+    weights = _masked_softmax(scores, mask, dim)
+    if _capture.ACTIVE:
+        _capture.record("softmax", None, scores=scores, mask=mask, weights=weights)
+    return weights
+
+
+def _masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
+    """``masked_softmax`` without recording (what multi-head attention uses under capture,
+    which records the whole call itself)."""
     if mask is None:
         return scores.softmax(dim)
     bias = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device)
@@ -258,12 +305,33 @@ def hard_attention(
 
 def attend(weights: Tensor, values: Tensor) -> Tensor:
     """Context vectors: (B, Tq, Tk) weights x (B, Tk, Dv) values -> (B, Tq, Dv)."""
-    return weights @ values
+    context = weights @ values
+    if _capture.ACTIVE:
+        _capture.record("attend", None, weights=weights, values=values, context=context)
+    return context
 
 
 # --------------------------------------------------------------------------------------
 # Scaled dot-product attention
 # --------------------------------------------------------------------------------------
+def explicit_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """softmax(Q K^T * scale) V step by step (scale: 1 / sqrt(d_k) when None): q (..., Tq,
+    d_k), k (..., Tk, d_k), v (..., Tk, d_v), mask bool broadcastable to (..., Tq, Tk),
+    True = may attend. Returns (output (..., Tq, d_v), weights (after dropout), scores
+    (before the mask))."""
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    scores = (q @ k.transpose(-2, -1)) * scale
+    weights = dropout(_masked_softmax(scores, mask), dropout_p)
+    return weights @ v, weights, scores
+
+
 def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
@@ -299,10 +367,8 @@ def scaled_dot_product_attention(
         cm = causal_mask(q.size(-2), k.size(-2), device=q.device)
         mask = cm if mask is None else mask & cm
     if explicit:
-        scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
-        scores = (q @ k.transpose(-2, -1)) * scale
-        weights = dropout(masked_softmax(scores, mask), dropout_p)
-        return weights @ v, weights if need_weights else None
+        out, weights, _ = explicit_attention(q, k, v, mask, dropout_p, scale)
+        return out, weights if need_weights else None
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale), None
     # Rows with no visible key: let the kernel see every key (so no NaN appears, forward or
@@ -375,6 +441,10 @@ class MultiHeadAttention(nn.Module):
     Self-attention: query = key = value; cross-attention: key = value = encoder memory
     (its width may differ: ``kdim`` / ``vdim``).
     """
+
+    # what the explainer shows beside a head's scores (the score of every head)
+    score_name: ClassVar[str] = "scaled_dot"
+    formula: ClassVar[str] = "head_i = softmax(Q_i K_i^T / sqrt(d_k)) V_i"
 
     def __init__(
         self,
@@ -472,14 +542,25 @@ class MultiHeadAttention(nn.Module):
                 else:
                     k, v = cache.append(k, v)
         mask = merge_masks(key_padding_mask, attn_mask, num_heads=self.num_heads)
-        out, weights = scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            mask=mask,
-            dropout_p=self.dropout if self.training else 0.0,
-            need_weights=need_weights,
-            is_causal=is_causal and t_q > 1,  # one new query may see every cached key
-        )
-        out = out.transpose(1, 2).reshape(b, t_q, self.d_model)  # concat heads
-        return self.out_proj(out), weights
+        dropout_p = self.dropout if self.training else 0.0
+        causal = is_causal and t_q > 1  # one new query may see every cached key
+        rec = _capture.current() if _capture.ACTIVE else None
+        if rec is not None:  # attnkit.nn.capture: the explicit formula, every step kept
+            if causal:
+                look_ahead = causal_mask(t_q, k.size(-2), device=q.device)
+                mask = look_ahead if mask is None else mask & look_ahead
+            heads, weights, scores = explicit_attention(q, k, v, mask, dropout_p)
+        else:
+            heads, weights = scaled_dot_product_attention(
+                q, k, v, mask=mask, dropout_p=dropout_p, need_weights=need_weights,
+                is_causal=causal,
+            )  # fmt: skip
+        out = self.out_proj(heads.transpose(1, 2).reshape(b, t_q, self.d_model))  # concat heads
+        if rec is not None:
+            role = "cross" if key is not query else "causal_self" if is_causal else "self"
+            rec.add("attention", self, q=q, k=k, v=v, mask=mask, scores=scores, weights=weights,
+                    head_out=heads, output=out, role=role, look_ahead=is_causal,
+                    padding=key_padding_mask is not None, scale=1.0 / math.sqrt(self.d_head),
+                    dropout_p=dropout_p)  # fmt: skip
+            weights = weights if need_weights else None
+        return out, weights

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnkit.nn import capture as _capture
 from attnkit.nn.attention import KVCache, MultiHeadAttention
 from attnkit.nn.dropout import Dropout
 
@@ -70,7 +71,10 @@ class TokenEmbedding(nn.Module):
         return self.embedding.weight
 
     def forward(self, ids: Tensor) -> Tensor:
-        return self.embedding(ids) * self.scale
+        out = self.embedding(ids) * self.scale
+        if _capture.ACTIVE:
+            _capture.record("token_embedding", self, ids=ids, output=out, scale=self.scale)
+        return out
 
 
 def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
@@ -102,6 +106,9 @@ class SinusoidalPositionalEncoding(nn.Module):
         end = offset + x.size(1)
         if end > self.max_len:
             raise ValueError(f"sequence of length {end} exceeds max_len={self.max_len}")
+        if _capture.ACTIVE:
+            _capture.record("position", self, kind="sinusoidal", offset=offset,
+                            positions=torch.arange(offset, end), rows=self.pe[offset:end])  # fmt: skip
         return x + self.pe[offset:end].to(x.dtype)
 
 
@@ -118,7 +125,11 @@ class LearnedPositionalEmbedding(nn.Module):
         if end > self.max_len:
             raise ValueError(f"sequence of length {end} exceeds max_len={self.max_len}")
         positions = torch.arange(offset, end, device=x.device)
-        return x + self.embedding(positions).to(x.dtype)
+        rows = self.embedding(positions)
+        if _capture.ACTIVE:
+            _capture.record("position", self, kind="learned", offset=offset, positions=positions,
+                            rows=rows)  # fmt: skip
+        return x + rows.to(x.dtype)
 
 
 class SegmentEmbedding(nn.Module):
@@ -129,7 +140,10 @@ class SegmentEmbedding(nn.Module):
         self.embedding = nn.Embedding(num_segments, d_model)
 
     def forward(self, segment_ids: Tensor) -> Tensor:
-        return self.embedding(segment_ids)
+        out = self.embedding(segment_ids)
+        if _capture.ACTIVE:
+            _capture.record("segment", self, ids=segment_ids, output=out)
+        return out
 
 
 class ScalarMix(nn.Module):
@@ -151,7 +165,11 @@ class ScalarMix(nn.Module):
         if len(layers) != self.scalars.numel():
             raise ValueError(f"ScalarMix expects {self.scalars.numel()} inputs, got {len(layers)}")
         weights = self.scalars.softmax(0)  # (L + 1,)
-        return self.gamma * sum(w * h for w, h in zip(weights, layers, strict=True))
+        out = self.gamma * sum(w * h for w, h in zip(weights, layers, strict=True))
+        if _capture.ACTIVE:
+            _capture.record("scalar_mix", self, scalars=self.scalars, weights=weights,
+                            gamma=self.gamma, layers=list(layers), output=out)  # fmt: skip
+        return out
 
 
 # --------------------------------------------------------------------------------------
@@ -184,7 +202,11 @@ class FeedForward(nn.Module):
         self.activation = _ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+        hidden = self.activation(self.linear1(x))  # (B, T, d_ff)
+        out = self.linear2(self.dropout(hidden))
+        if _capture.ACTIVE:
+            _capture.record("ffn", self, hidden=hidden, output=out)
+        return out
 
 
 class AddNorm(nn.Module):
@@ -204,8 +226,15 @@ class AddNorm(nn.Module):
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.norm_first:
-            return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+            s = sublayer(self.norm(x))
+            out = x + self.dropout(s)
+        else:
+            s = sublayer(x)
+            out = self.norm(x + self.dropout(s))
+        if _capture.ACTIVE:
+            _capture.record("add_norm", self, input=x, sublayer=s, output=out,
+                            norm_first=self.norm_first)  # fmt: skip
+        return out
 
 
 # --------------------------------------------------------------------------------------

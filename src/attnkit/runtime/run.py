@@ -40,6 +40,7 @@ from attnkit.core.checkpoint import (
 )
 from attnkit.core.errors import RunError
 from attnkit.data.tokenization import Tokenizer
+from attnkit.models.saved import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, read_run_json
 
 if TYPE_CHECKING:
     import torch
@@ -48,21 +49,14 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT", "RunDir", "RunLock", "read_jsonl"]
 
 FORMAT = 2  # config.json layout version; 1 = before the model section held every size
-# the model family each task of the first format trained (used to read those runs)
-_LEGACY_FAMILY = {
-    "classify": "classifier",
-    "translate": "seq2seq",
-    "chat": "seq2seq",
-    "mlm": "masked_lm",
-}
 
 
 class RunDir:
     """A training run's directory (see the module docstring for its layout)."""
 
-    CONFIG = "config.json"
-    TOKENIZER = "tokenizer.json"
-    WEIGHTS = "model.safetensors"
+    CONFIG = CONFIG_FILE
+    TOKENIZER = TOKENIZER_FILE
+    WEIGHTS = WEIGHTS_FILE
     LAST = "last"
     METRICS = "metrics.jsonl"
     CURVES = "curves.png"
@@ -146,21 +140,9 @@ class RunDir:
     def read_config(self) -> dict[str, Any]:
         """config.json as a dict; a first-format run's ``model`` section is completed (see
         the module docstring) and ``format`` says which format it was written in. A
-        damaged file is a one-line ``RunError`` naming it."""
-        try:
-            raw = json.loads(self.config_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise RunError(f"{self} is not a run directory (no config.json)") from None
-        except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
-            raise RunError(f"{self.config_path} is damaged ({_first_line(exc)})") from None
-        if not isinstance(raw, dict):
-            raise RunError(f"{self.config_path} must hold a JSON object, not {type(raw).__name__}")
-        missing = [k for k in ("task", "data", "tokenizer", "model", "training") if k not in raw]
-        if missing:
-            raise RunError(f"{self.config_path} lacks {', '.join(missing)}: not an attnkit run")
-        if "format" not in raw:
-            raw = _upgrade_first_format(raw, self)
-        return raw
+        damaged file is a one-line ``RunError`` naming it (``attnkit.models.saved``, which
+        the models read runs with too)."""
+        return read_run_json(self.path)
 
     def write_config(self, payload: dict[str, Any]) -> None:
         """Write config.json (atomically), stamped with the current format."""
@@ -218,32 +200,6 @@ class RunDir:
         self.metrics_path.unlink(missing_ok=True)
 
 
-def _upgrade_first_format(raw: dict[str, Any], run: RunDir) -> dict[str, Any]:
-    """A first-format config.json in today's shape. Its model section was the flat list of
-    every family's settings; the sizes the code of that time took from elsewhere are added
-    here: the vocabulary (top-level ``vocab_size``), the padding id (the tokenizer's [PAD]),
-    the positional table (``data.max_len``) and, for classifiers, the number of labels. The
-    settings of other families stay; ``format: 1`` tells the config reader to ignore them."""
-    model = dict(raw.get("model") or {})
-    model.setdefault("model_type", _LEGACY_FAMILY.get(raw["task"], raw["task"]))
-    if "vocab_size" in raw:
-        model.setdefault("vocab_size", raw["vocab_size"])
-    model.setdefault("pad_id", _pad_id(run))
-    model.setdefault("max_len", raw.get("data", {}).get("max_len", 128))
-    if "labels" in raw:
-        model.setdefault("num_classes", len(raw["labels"]))
-    return {**raw, "model": model, "format": 1}
-
-
-def _pad_id(run: RunDir) -> int:
-    """The [PAD] id in the run's tokenizer.json (0 in every tokenizer attnkit trains)."""
-    try:
-        vocab = json.loads(run.tokenizer_path.read_text(encoding="utf-8"))["model"]["vocab"]
-        return int(vocab["[PAD]"]) if isinstance(vocab, dict) else 0
-    except (OSError, KeyError, TypeError, ValueError):
-        return 0
-
-
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The JSON objects of a .jsonl file, one per line; a line cut short (by a kill) or
     that is not an object is skipped."""
@@ -254,11 +210,6 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             if isinstance(row, dict):
                 rows.append(row)
     return rows
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class RunLock:

@@ -42,7 +42,6 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from attnkit.core.config import TrainingConfig
 from attnkit.core.errors import TrainingError
 from attnkit.data.batching import BucketBatchSampler
 from attnkit.runtime import distributed, viz
@@ -55,6 +54,7 @@ from attnkit.runtime.device import (
     to_device,
 )
 from attnkit.runtime.run import RunDir
+from attnkit.runtime.training_config import TrainingConfig
 
 __all__ = [
     "Task",

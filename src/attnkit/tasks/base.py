@@ -4,7 +4,7 @@ A task owns everything that depends on data: reading it, the tokenizer, encoding
 Trainer's loss and metrics, evaluation on a split and the predictor ``attnkit.load``
 returns. ``attnkit.app.api`` runs the same steps for every task, asking the spec at each one:
 
-    train:    spec.validate(cfg) (when the recipe is read)
+    train:    spec.check_data(cfg); spec.validate(cfg) (when the recipe is read)
               spec.check_resume(cfg, saved)               --resume only
               spec.before_data(cfg, tokenizer, log)       new runs; e.g. init_from's sizes
               data = spec.prepare_data(cfg, tokenizer, log)
@@ -18,7 +18,10 @@ returns. ``attnkit.app.api`` runs the same steps for every task, asking the spec
 
 A new task subclasses ``TaskSpec``, sets ``name`` / ``model_family`` and overrides
 ``prepare_data``, ``trainer_task`` and ``predictor`` (the rest have defaults; its predictor
-subclasses ``Predictor`` and declares its ``capabilities``), then registers an instance (``attnkit.tasks.register_task``). docs/extending.md walks through one.
+subclasses ``Predictor`` and declares its ``capabilities``), then registers an instance
+(``attnkit.tasks.register_task``). Its data: ``reads`` names the kinds of examples it reads
+from the catalogue (``attnkit.data.catalogue``), ``data_settings`` the dataclass of its
+recipe's data section. docs/extending.md walks through one.
 """
 
 from __future__ import annotations
@@ -29,17 +32,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from attnkit.core.config import RunConfig, TokenizerConfig
-from attnkit.core.errors import RunError
+from attnkit.core.config import short_repr
+from attnkit.core.errors import ConfigError, RunError
+from attnkit.data import tokenization
+from attnkit.data.catalogue import check_data, find_kind, names_reading
+from attnkit.data.settings import DataConfig, TokenizerConfig
+from attnkit.data.tokenization import Tokenizer, split_long
+from attnkit.models import archs, open_pretrained
 from attnkit.runtime.device import FP32, Precision
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from attnkit.data.tokenization import Tokenizer
     from attnkit.runtime.run import RunDir
     from attnkit.runtime.training import Task
+    from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
     "CAPABILITIES",
@@ -162,6 +170,13 @@ class TaskSpec:
     name: str = ""
     model_family: str = ""  # which models it trains (attnkit.models.MODEL_CONFIGS)
     default_arch: str = "transformer"
+    # its recipe's data section: DataConfig, or a subclass declaring the task's own settings
+    # (a key of another task's section is refused, naming that task)
+    data_settings: type[DataConfig] = DataConfig
+    # the kinds of examples it reads (attnkit.data.kinds.KINDS), preferred first: any
+    # catalogued dataset with a reader of one of them is its data.name, read through the
+    # catalogue (attnkit.data.catalogue.read); () reads its data itself, unchecked
+    reads: tuple[str, ...] = ()
     # how ``attnkit serve`` serves its runs: the endpoint POST /v1/<endpoint> (classify,
     # translate, chat, generate, tag, answer; attnkit.app.serve.handlers); None: not served
     endpoint: str | None = None
@@ -171,9 +186,24 @@ class TaskSpec:
     # ------------------------------------------------------------------ recipe
     def archs(self) -> list[str]:
         """The ``model.arch`` values this task trains."""
-        from attnkit.models import archs
-
         return archs(self.model_family)
+
+    def data_kind(self, cfg: RunConfig) -> str:
+        """Which of ``reads`` the recipe's dataset is read as (the first it offers)."""
+        kind = find_kind(cfg.data, self.reads)
+        if kind is None:
+            names = names_reading(self.reads)
+            listed = f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
+            raise ConfigError(
+                f"task {self.name} reads data.name {listed}, got {short_repr(cfg.data.name)}"
+            )
+        return kind
+
+    def check_data(self, cfg: RunConfig) -> None:
+        """Recipe checks of the data (before ``validate``): its dataset is one this task
+        reads, with the settings its reader needs (the user's files: ``data.train``)."""
+        if self.reads:
+            check_data(cfg.data, self.data_kind(cfg))
 
     def arch_error(self, arch: str) -> str:
         """The one-line error for a ``model.arch`` this task does not train."""
@@ -192,8 +222,13 @@ class TaskSpec:
     def before_data(
         self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
     ) -> tuple[RunConfig, Tokenizer | None]:
-        """Adjust the recipe before the data is read (new runs only); e.g. take the sizes
-        and tokenizer of a pretrained run. Default: nothing."""
+        """Adjust the recipe before the data is read (new runs only). Default: a model
+        config with ``model.init_from`` adopts its source's sizes and tokenizer
+        (``ModelConfig.adopt``, whatever the arch); otherwise nothing."""
+        if cfg.model.pretrained is None:
+            return cfg, tokenizer
+        source = open_pretrained(cfg.model.pretrained)
+        cfg.model, tokenizer = cfg.model.adopt(source, cfg.data.max_len, log)
         return cfg, tokenizer
 
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
@@ -205,16 +240,19 @@ class TaskSpec:
         self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
     ) -> dict[str, Any]:
         """The model-config fields that come from the data: by default the vocabulary, the
-        padding id and the longest sequence."""
-        return {"vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id,
-                "max_len": cfg.data.max_len}  # fmt: skip
+        padding id and the longest sequence, as the model config takes them
+        (``ModelConfig.data_sizes``: a pretrained BERT keeps its own)."""
+        return cfg.model.data_sizes(tokenizer, cfg.data.max_len)
 
     def describe_model(self, cfg: RunConfig) -> str:
         """What the "model: ..." log line calls the model (its config's ``describe()``)."""
         return cfg.model.describe()
 
     def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
-        """Prepare a freshly built model before training (new runs only). Default: nothing."""
+        """Prepare a freshly built model before training (new runs only). Default: copy
+        the pretrained weights of ``model.init_from`` (``AttnkitModel.load_pretrained``)."""
+        if cfg.model.pretrained is not None:
+            model.load_pretrained(open_pretrained(cfg.model.pretrained), log)
 
     def trainer_task(self, cfg: RunConfig, data: PreparedData) -> Task:
         """The object the Trainer calls: ``collate``, ``loss``, ``evaluate``, ``metric``."""
@@ -278,12 +316,10 @@ def get_tokenizer(tk: TokenizerConfig, texts: Iterable[str], what: str, log: Log
     """The recipe's tokenizer: loaded from ``tokenizer.path``, else trained on ``texts``
     (``what`` describes them in the log line; a huge text is read in pieces, ``split_long``,
     which count the same words in bounded memory)."""
-    from attnkit.data.tokenization import Tokenizer, split_long, train_tokenizer
-
     if tk.path:
         return Tokenizer.load(tk.path)
     log(f"training a {tk.kind} tokenizer (vocab {tk.vocab_size}) on {what}")
-    return train_tokenizer(
+    return tokenization.train_tokenizer(  # (looked up at call time: tests spy on it)
         (piece for text in texts for piece in split_long(text)),
         kind=tk.kind,
         vocab_size=tk.vocab_size,

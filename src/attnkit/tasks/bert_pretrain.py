@@ -29,31 +29,30 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.core.config import RunConfig, require
+from attnkit.core.config import require
 from attnkit.core.errors import DataError, InputError, RunError
 from attnkit.data.batching import pad_batch
+from attnkit.data.catalogue import read
 from attnkit.data.masking import IGNORE_INDEX, chunk_ids, mask_tokens, wordpiece_word_starts
-from attnkit.data.nsp import NspExample, make_nsp_pairs, review_segments, split_documents
-from attnkit.data.readers import read_unlabeled
+from attnkit.data.nsp import NspExample, make_nsp_pairs
+from attnkit.data.segments import pair_ids
+from attnkit.data.settings import DataConfig
 from attnkit.data.split import split_examples
 from attnkit.data.tokenization import SPECIAL_TOKENS, Tokenizer
-from attnkit.models.bert_heads import BertForPreTraining
 from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, get_tokenizer
-from attnkit.tasks.bert_init import (
-    BertTaskSpec,
-)
-from attnkit.tasks.mlm import FillMaskPredictor
+from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer, one_line
+from attnkit.tasks.mlm import FillMaskPredictor, check_mask_prob
+from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
+    "BertPretrainData",
     "BertPretrainSpec",
     "BertPretrainingTask",
     "BertPretrainPredictor",
@@ -75,23 +74,22 @@ def special_ids(tokenizer: Tokenizer) -> tuple[int, Tensor | None]:
     return 0, torch.tensor(ids)
 
 
+@dataclass
+class BertPretrainData(DataConfig):
+    """bert-pretrain's data settings: the shared ones and how tokens are masked."""
+
+    mask_prob: float = 0.15  # share of tokens the model must predict (BERT: 15%)
+    whole_word_mask: bool = False  # mask every piece of a chosen word
+
+    def validate(self) -> None:
+        super().validate()
+        check_mask_prob(self.mask_prob)
+
+
 def read_documents(cfg: RunConfig) -> list[list[str]]:
-    """The corpus as documents of segments (see ``attnkit.data.nsp``)."""
-    d = cfg.data
-    if d.name == "file":
-        path = Path(d.train).expanduser()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise DataError(f"data.train: {path} does not exist") from None
-        except UnicodeDecodeError as exc:
-            raise DataError(
-                f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})"
-            ) from None
-        return split_documents(text)
-    return [
-        segs for review in read_unlabeled(d.name, d.data_dir) if (segs := review_segments(review))
-    ]
+    """The corpus as documents of segments (see ``attnkit.data.nsp``; the catalogue's
+    ``segments``: a user text file's blocks of lines, or reviews cut into sentences)."""
+    return read(cfg.data, "segments", "train")
 
 
 def _tokenize(tokenizer: Tokenizer, docs: Sequence[list[str]]) -> list[list[list[int]]]:
@@ -109,7 +107,7 @@ def _items(
 ) -> list[tuple[list[int], list[int], int]]:
     """NSP pairs (bert-pretraining) or [CLS] document [SEP] pieces (bert-mlm)."""
     max_len = cfg.data.max_len
-    if cfg.model.arch == "bert-pretraining":
+    if cfg.model.predicts_next_sentence:
         pairs: list[NspExample] = make_nsp_pairs(
             docs, max_len, tokenizer.cls_id, tokenizer.sep_id, random.Random(seed), len(docs)
         )
@@ -136,7 +134,7 @@ def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> Prepa
     special, listed = special_ids(tokenizer)
     train = _items(cfg, tokenizer, _tokenize(tokenizer, train_docs), seed)
     validation: list[Item] = []
-    if len(val_docs) >= 2 or (val_docs and cfg.model.arch == "bert-mlm"):
+    if len(val_docs) >= 2 or (val_docs and not cfg.model.predicts_next_sentence):
         raw = _items(cfg, tokenizer, _tokenize(tokenizer, val_docs), seed + 1)
         ids, mask = pad_batch([x for x, _, _ in raw], tokenizer.pad_id)
         starts = wordpiece_word_starts(tokenizer, ids) if d.whole_word_mask else None
@@ -150,7 +148,7 @@ def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> Prepa
             for i, (x, t, y) in enumerate(raw)
         ]
     positives = sum(y == 1 for _, _, y in train)
-    what = "NSP pairs" if cfg.model.arch == "bert-pretraining" else "sequences"
+    what = "NSP pairs" if cfg.model.predicts_next_sentence else "sequences"
     summary = (
         f"data: {len(train_docs) + len(val_docs):,} documents -> {len(train):,} train / "
         f"{len(validation):,} validation {what} of <= {d.max_len} tokens "
@@ -263,8 +261,6 @@ class NextSentence:
     probability: float  # of "B follows A"
 
     def format(self) -> str:
-        from attnkit.tasks.base import one_line
-
         return f"{self.probability:.4f}\t{one_line(self.text)} [SEP] {one_line(self.text_b)}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -288,10 +284,8 @@ class BertPretrainPredictor(FillMaskPredictor):
     @torch.no_grad()
     def next_sentence(self, text: str, text_b: str) -> NextSentence:
         """P(``text_b`` follows ``text``) from the NSP head (bert-pretraining runs)."""
-        if not isinstance(self.bert, BertForPreTraining):
+        if not self.config.model.predicts_next_sentence:
             raise InputError("this run has no next-sentence head (model.arch bert-mlm)")
-        from attnkit.data.segments import pair_ids
-
         if not text.strip() or not text_b.strip():
             raise InputError("both sentences must be non-empty")
         max_len = self.config.data.max_len  # each cut before tokenization (pair_ids cuts)
@@ -304,24 +298,21 @@ class BertPretrainPredictor(FillMaskPredictor):
         return NextSentence(text, text_b, float(nsp.float().softmax(-1)[0, 0]))
 
 
-class BertPretrainSpec(BertTaskSpec):
+class BertPretrainSpec(TaskSpec):
     """BERT pretraining on unlabelled text: masked LM (+ next-sentence prediction)."""
 
     name = "bert-pretrain"
     model_family = "bert_pretraining"
     default_arch = "bert-pretraining"
+    data_settings = BertPretrainData
+    reads = ("segments",)
 
     def validate(self, cfg: RunConfig) -> None:
         d = cfg.data
         require(
-            d.name in ("nsmc", "imdb", "file"),
-            f"task bert-pretrain reads data.name nsmc | imdb | file, got {d.name!r}",
-        )
-        require(d.name != "file" or bool(d.train), "data.name: file needs data.train (a text file)")
-        require(
             d.max_len >= 8, f"data.max_len must be >= 8 for [CLS] A [SEP] B [SEP], got {d.max_len}"
         )
-        if cfg.model.init_from is not None:
+        if cfg.model.pretrained is not None:
             require(
                 cfg.tokenizer.path is None,
                 "model.init_from brings its tokenizer; remove tokenizer.path",

@@ -25,17 +25,17 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from attnkit.core.config import ConfigError, RunConfig, require
+from attnkit.core.config import require
 from attnkit.core.errors import DataError, InputError, RunError, check_finite, json_line
 from attnkit.data.batching import pad_batch
+from attnkit.data.catalogue import describe, has_split, read
 from attnkit.data.masking import chunk_ids
-from attnkit.data.readers import read_texts, read_unlabeled
+from attnkit.data.settings import DataConfig
 from attnkit.data.split import split_examples
 from attnkit.data.tokenization import Tokenizer
-from attnkit.models.elmo import BiLM, ELMoEmbedder
+from attnkit.models.elmo import BiLM, ELMoEmbedder, boundary_ids
 from attnkit.models.elmo_classifier import elmo_vectors
 from attnkit.runtime.device import inference, model_device
 from attnkit.runtime.run import RunDir
@@ -49,6 +49,7 @@ from attnkit.tasks.base import (
     one_line,
     with_data_dir,
 )
+from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
     "BiLMPredictor",
@@ -57,8 +58,6 @@ __all__ = [
     "TextPerplexity",
     "boundary_ids",
     "encode_pieces",
-    "load_pretrained_bilm",
-    "pretrained_elmo_config",
     "prepare_data",
     "row_nll",
 ]
@@ -67,19 +66,17 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------
+@dataclass
+class BiLMData(DataConfig):
+    """bilm's data settings: the shared ones and the column of the user's table."""
+
+    text_column: str = "text"  # data.name file: a CSV/TSV/JSONL's column (.txt: each line)
+
+
 def read_corpus(cfg: RunConfig) -> list[str]:
-    """The training texts: a catalogued dataset's unlabelled reviews, or the user's file."""
-    d = cfg.data
-    if d.name == "file":
-        return read_texts(d.train, text_column=d.text_column)
-    return read_unlabeled(d.name, d.data_dir)
-
-
-def boundary_ids(tokenizer: Tokenizer) -> tuple[int, int] | None:
-    """([BOS] id, [EOS] id) when the tokenizer has both (attnkit's always do), else None:
-    the texts are then read bare."""
-    bos, eos = tokenizer.token_to_id("[BOS]"), tokenizer.token_to_id("[EOS]")
-    return None if bos is None or eos is None else (bos, eos)
+    """The training texts: a catalogued dataset's unlabelled reviews, or the user's file
+    (the catalogue's ``documents``)."""
+    return read(cfg.data, "documents", "train")
 
 
 def encode_pieces(
@@ -318,55 +315,6 @@ class BiLMPredictor(Predictor):
 
 
 # --------------------------------------------------------------------------------------
-# The feature-based use: a classifier on a trained biLM (model.arch: elmo, task classify)
-# --------------------------------------------------------------------------------------
-def _read_run(run: str | Path) -> tuple[RunDir, dict[str, Any]]:
-    run_dir = RunDir(Path(run).expanduser())
-    if not run_dir.is_run() or not run_dir.has_weights():
-        raise ConfigError(
-            f"model.init_from: {run_dir} is not a finished run (config.json and "
-            "model.safetensors are needed)"
-        )
-    saved = run_dir.read_config()
-    if saved.get("task") != "bilm":
-        raise ConfigError(
-            f"model.init_from: {run_dir} is a {saved.get('task')!r} run; arch elmo needs a "
-            "task bilm run"
-        )
-    from attnkit.models.sizes import read_run_config
-
-    read_run_config(run_dir)  # its sizes: bounded, its weights' and within the memory
-    return run_dir, saved
-
-
-def pretrained_elmo_config(cfg: RunConfig, log: Log = print) -> tuple[RunConfig, Tokenizer]:
-    """For a classifier with ``model.arch: elmo``: the recipe with the biLM's sizes (the
-    config's ``PRETRAINED_KEYS``) and boundary ids filled in from ``model.init_from``, and
-    that run's tokenizer (the classifier reads text exactly as the biLM did)."""
-    run_dir, saved = _read_run(cfg.model.init_from)
-    changed = {}
-    for key in type(cfg.model).PRETRAINED_KEYS:  # bilm_<key> <- the run's model.<key>
-        value = saved["model"][key.removeprefix("bilm_")]
-        if getattr(cfg.model, key) != value:
-            changed[key] = value
-    if changed:
-        listed = ", ".join(f"{k}={v}" for k, v in changed.items())
-        log(f"model.init_from {run_dir}: biLM sizes taken from it: {listed}")
-    tokenizer = run_dir.load_tokenizer()
-    bos, eos = boundary_ids(tokenizer) or (None, None)
-    cfg.model = cfg.model.replace(**changed, bos_id=bos, eos_id=eos)
-    return cfg, tokenizer
-
-
-def load_pretrained_bilm(model: nn.Module, run: str | Path, log: Log = print) -> None:
-    """Copy a finished bilm run's weights into an ELMo classifier's frozen biLM."""
-    run_dir, _ = _read_run(run)
-    copied = model.load_pretrained_bilm(load_file(run_dir.weights_path), str(run))
-    log(f"frozen biLM from {run} ({copied} tensors); the layer mix s, gamma and the task "
-        "model train")  # fmt: skip
-
-
-# --------------------------------------------------------------------------------------
 # The task
 # --------------------------------------------------------------------------------------
 class BiLMSpec(TaskSpec):
@@ -375,17 +323,14 @@ class BiLMSpec(TaskSpec):
     name = "bilm"
     model_family = "bilm"
     default_arch = "elmo"
+    data_settings = BiLMData
+    reads = ("documents",)
 
     def arch_error(self, arch: str) -> str:
         return f"task bilm trains model.arch elmo (ELMo's biLM), got {arch!r}"
 
     def validate(self, cfg: RunConfig) -> None:
         d = cfg.data
-        require(
-            d.name in ("nsmc", "imdb", "file"),
-            f"task bilm reads data.name nsmc | imdb | file, got {d.name!r}",
-        )
-        require(d.name != "file" or bool(d.train), "data.name: file needs data.train (a text file)")
         require(d.max_len >= 2, f"data.max_len must be >= 2 for a biLM, got {d.max_len}")
 
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
@@ -425,10 +370,10 @@ class BiLMSpec(TaskSpec):
             if not texts:
                 raise RunError(f"{predictor.run_dir} held out no validation texts "
                                "(data.val_fraction 0)")  # fmt: skip
-        elif split == "test" and d.name == "file" and d.test:
-            texts = read_texts(d.test, text_column=d.text_column)
+        elif split == "test" and has_split(d, "documents", "test"):
+            texts = read(d, "documents", "test")
         else:
-            corpus = "your corpus file" if d.name == "file" else f"the unlabelled {d.name} corpus"
+            corpus = describe(d, "documents")
             raise RunError(
                 f"{predictor.run_dir} is a bilm run: {corpus} has no {split} split; it is "
                 "evaluated on the texts held out from it (--split validation)"

@@ -19,15 +19,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.core.config import ConfigError, RunConfig, require, short_repr
+from attnkit.core.config import require, short_repr
 from attnkit.core.errors import InputError, check_finite, json_line
 from attnkit.data.batching import pad_batch
-from attnkit.data.catalogue import has_split
+from attnkit.data.catalogue import find_kind, find_reader, has_split, read
 from attnkit.data.paths import DataError
-from attnkit.data.readers import Example, Examples, load_text_classification
+from attnkit.data.pseudo_labels import extra_training_examples
+from attnkit.data.readers import Example, Examples
 from attnkit.data.segments import encode_pairs
+from attnkit.data.settings import DataConfig
 from attnkit.data.split import split_examples
 from attnkit.data.tokenization import Tokenizer
+from attnkit.models import ClassifierOutput
+from attnkit.runtime import viz
 from attnkit.runtime.device import Precision, inference, model_device
 from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
@@ -41,16 +45,12 @@ from attnkit.tasks.base import (
     one_line,
     with_data_dir,
 )
-from attnkit.tasks.bert_init import (
-    bert_model_inputs,
-    is_bert,
-    load_pretrained_bert,
-    pretrained_bert_config,
-)
 from attnkit.tasks.metrics import accuracy, classification_report
+from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
     "ClassificationTask",
+    "ClassifyData",
     "ClassifierPredictor",
     "ClassifySpec",
     "EnsemblePredictor",
@@ -60,15 +60,25 @@ __all__ = [
     "prepare_data",
 ]
 
-# Human-readable names for the catalogued datasets' integer labels.
-KNOWN_LABELS = {"nsmc": ["negative", "positive"], "imdb": ["negative", "positive"]}
-
 # (token ids, target), or for a BERT (token ids, target, segment ids); the target is a class
 # id, or for soft pseudo-labels (data.extra_train) a distribution over the classes
 Target = int | tuple[float, ...]
 Item = tuple[list[int], Target] | tuple[list[int], Target, list[int]]
-# datasets of sentence pairs (the model reads [CLS] A [SEP] B [SEP])
-PAIR_DATASETS = ("klue-nli",)
+# what it reads (attnkit.data.kinds): labelled texts, or sentence pairs (the model reads
+# [CLS] A [SEP] B [SEP]): KLUE-NLI, or the user's table with data.pair_column
+READS = ("labelled", "pairs")
+
+
+@dataclass
+class ClassifyData(DataConfig):
+    """classify's data settings: the shared ones, the columns of the user's table and more
+    training examples."""
+
+    text_column: str = "text"  # data.name file: the column of the texts
+    pair_column: str | None = None  # data.name file: a second sentence (pair tasks)
+    label_column: str = "label"
+    extra_train: str | None = None  # more labelled texts (e.g. pseudo-labels) for training
+    # only, added after the validation split; texts of the dataset's splits dropped
 
 
 def _sort_labels(values: Iterable[Any]) -> list[str]:
@@ -78,49 +88,50 @@ def _sort_labels(values: Iterable[Any]) -> list[str]:
     return sorted(labels)
 
 
+def data_kind(cfg: RunConfig) -> str:
+    """What the recipe's examples are read as: ``pairs`` for a file with
+    ``data.pair_column`` or a dataset of sentence pairs (KLUE-NLI), else ``labelled``."""
+    if cfg.data.pair_column:
+        return "pairs"
+    return find_kind(cfg.data, READS) or "labelled"
+
+
 def read_split(cfg: RunConfig, split: str) -> Examples:
     """Read one split (train / validation / test) of the recipe's dataset."""
-    d = cfg.data
-    if d.name in PAIR_DATASETS:
-        from attnkit.data.pairs import read_klue_nli
+    return read(cfg.data, data_kind(cfg), split)
 
-        return read_klue_nli(split, d.data_dir)
-    if d.name == "file":
-        files = {
-            k: v
-            for k, v in (("train", d.train), ("validation", d.validation), ("test", d.test))
-            if v
-        }
-        if d.pair_column:
-            from attnkit.data.pairs import read_pair_file
 
-            if split not in files:
-                raise DataError(f"no file for split '{split}'; splits given: {', '.join(files)}")
-            return read_pair_file(files[split], d.text_column, d.pair_column, d.label_column)
-        return load_text_classification(
-            files, split, text_column=d.text_column, label_column=d.label_column
-        )
-    return load_text_classification(d.name, split, data_dir=d.data_dir)
+def has_labelled_split(cfg: RunConfig, split: str) -> bool:
+    """Whether the recipe's dataset has ``split`` of its own (else validation is held out)."""
+    return has_split(cfg.data, data_kind(cfg), split)
+
+
+def fixed_labels(cfg: RunConfig) -> list[str]:
+    """The label names, in id order, of a dataset that fixes them (its files hold the ids:
+    NSMC, IMDB); [] where the labels are the names found in the data."""
+    reader = find_reader(cfg.data, data_kind(cfg))
+    return list(reader.labels) if reader else []
 
 
 def is_pair_task(cfg: RunConfig) -> bool:
     """True if the recipe's examples are sentence pairs (KLUE-NLI, or a file with
     ``data.pair_column``)."""
-    return cfg.data.name in PAIR_DATASETS or bool(cfg.data.pair_column)
+    return data_kind(cfg) == "pairs"
 
 
-def _encode(
+def encode_texts(
     tokenizer: Tokenizer, texts: list[str], cfg: RunConfig, texts_b: list[str] | None = None
 ) -> tuple[list[list[int]], list[list[int]] | None, list[bool]]:
     """(token ids, segment ids or None, truncated) of ``texts`` as the classifier sees them.
 
-    A BERT reads ``[CLS] A [SEP]`` or, for pairs (``texts_b``), ``[CLS] A [SEP] B [SEP]``
-    with segment ids (``attnkit.data.segments``); other models read the text alone
+    A model that reads pairs (``READS_PAIRS``: a BERT) reads ``[CLS] A [SEP]`` or, for
+    pairs (``texts_b``), ``[CLS] A [SEP] B [SEP]`` with segment ids
+    (``attnkit.data.segments``); other models read the text alone
     (``[CLS]`` first for cls pooling), after the model config's ``prefix_ids`` (a GPT
     pretrained on reviews: the [EOS] it read each review after). Texts are cut to
     ``data.max_len`` tokens, those included, keeping ``data.truncation`` (pairs: longest
     first)."""
-    if is_bert(cfg.model):
+    if cfg.model.READS_PAIRS:
         return encode_pairs(tokenizer, texts, texts_b, cfg.data.max_len, cfg.data.truncation)
     if texts_b is not None:
         raise InputError(f"sentence pairs need a BERT (model.arch: bert-classifier), not "
@@ -138,20 +149,15 @@ def _encode(
     return ids, None, cut
 
 
-def model_logits(
+def classifier_output(
     model: nn.Module, batch: dict[str, Tensor], need_weights: bool = False
-) -> tuple[Tensor, list[Tensor] | None]:
-    """(logits (B, num_classes), per-layer attention [(B, H, T, T)] or None) of any
-    classifier: attnkit's own return both, a BERT head takes segment ids and returns logits
-    (its attention comes from its encoder)."""
-    ids, mask = batch["input_ids"], batch["attention_mask"]
-    if getattr(model, "takes_token_types", False):  # a BERT head, or its ONNX export
-        types = batch.get("token_type_ids")
-        weights = None
-        if need_weights:
-            weights = model.bert(ids, mask, types, need_weights=True).attentions
-        return model(ids, mask, types), weights
-    return model(ids, mask, need_weights=need_weights) if need_weights else model(ids, mask)
+) -> ClassifierOutput:
+    """Any classifier (or its ONNX export) on a collated batch: ``ClassifierOutput`` with
+    logits (B, num_classes) and, with ``need_weights``, the per-layer attention weights
+    [(B, H, T, T)] of a model that attends. The batch holds ``token_type_ids`` exactly when
+    the model reads segment ids (``encode_texts``)."""
+    types = {"token_type_ids": batch["token_type_ids"]} if "token_type_ids" in batch else {}
+    return model(batch["input_ids"], batch["attention_mask"], need_weights=need_weights, **types)
 
 
 def prepare_data(
@@ -165,13 +171,13 @@ def prepare_data(
         d,
         cfg.training.seed,
         validation=list(read_split(cfg, "validation"))
-        if has_split(cfg.data, "validation")
+        if has_labelled_split(cfg, "validation")
         else None,
         key=lambda ex: str(ex.label).strip(),
     )
-    if is_pair_task(cfg) and not is_bert(cfg.model):
+    if is_pair_task(cfg) and not cfg.model.READS_PAIRS:
         raise DataError(
-            f"{cfg.data.name if cfg.data.name != 'file' else 'data.pair_column'}: sentence "
+            f"{'data.pair_column' if cfg.data.pair_column else cfg.data.name}: sentence "
             f"pairs need a BERT (model.arch: bert-classifier), not {cfg.model.arch}"
         )
     classes = {str(ex.label).strip() for ex in train_ex}
@@ -180,14 +186,13 @@ def prepare_data(
             f"the training data has only one class ({short_repr(classes.pop())}); "
             "a classifier needs at least two"
         )
-    labels = KNOWN_LABELS.get(d.name) or _sort_labels(ex.label for ex in train_ex)
+    labels = fixed_labels(cfg) or _sort_labels(ex.label for ex in train_ex)
     to_id = label_ids(cfg, labels)
     extra: list[Example] = []
     soft = None
     if d.extra_train:  # (after the split: validation keeps only the dataset's own texts)
-        from attnkit.tasks.pseudo_label import extra_training_examples
-
-        extra, soft, dropped = extra_training_examples(cfg, labels, to_id, [*train_ex, *val_ex])
+        test = read_split(cfg, "test") if has_labelled_split(cfg, "test") else []
+        extra, soft, dropped = extra_training_examples(d, labels, to_id, [*train_ex, *val_ex], test)
         log(
             f"data.extra_train: {len(extra):,} more training examples from {d.extra_train}"
             + (" with soft targets" if soft is not None else "")
@@ -217,7 +222,7 @@ def prepare_data(
 
 def label_ids(cfg: RunConfig, labels: Sequence[str]) -> dict[str, int]:
     """How a label as read from the data maps to a class id."""
-    if cfg.data.name in KNOWN_LABELS:  # integer labels in the file, names for people
+    if fixed_labels(cfg):  # integer labels in the file, names for people
         return {str(i): i for i in range(len(labels))}
     return {name: i for i, name in enumerate(labels)}
 
@@ -233,7 +238,7 @@ def encode_examples(
             raise DataError(f"{split} label {key!r} never appears in the training data")
         targets.append(to_id[key])
     texts_b = [ex.text_b for ex in examples] if is_pair_task(cfg) else None
-    ids, types, cut = _encode(tokenizer, [ex.text for ex in examples], cfg, texts_b)
+    ids, types, cut = encode_texts(tokenizer, [ex.text for ex in examples], cfg, texts_b)
     if types is None:
         return list(zip(ids, targets, strict=True)), sum(cut)
     return list(zip(ids, targets, types, strict=True)), sum(cut)
@@ -316,7 +321,7 @@ class ClassificationTask:
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
         """Cross-entropy -sum_c q_c log p_c with q one-hot (a class id) or a soft target
         (knowledge distillation from a teacher's probabilities)."""
-        logits, _ = model_logits(model, batch)
+        logits = classifier_output(model, batch).logits
         loss = F.cross_entropy(
             logits.float(), batch["labels"], label_smoothing=self.label_smoothing
         )
@@ -326,7 +331,7 @@ class ClassificationTask:
     def evaluate(self, model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> dict[str, Any]:
         total_loss, n, y_true, y_pred = 0.0, 0, [], []
         for batch in batches:
-            logits = model_logits(model, batch)[0].float()
+            logits = classifier_output(model, batch).logits.float()
             total_loss += F.cross_entropy(logits, batch["labels"], reduction="sum").item()
             n += len(batch["labels"])
             y_true += batch["labels"].tolist()
@@ -401,7 +406,7 @@ class ClassifierPredictor(Predictor):
         self.temperature = temperature  # probabilities = softmax(logits / temperature)
         self.pairs = pairs  # trained on sentence pairs: every input needs its second sentence
 
-    def _encode(
+    def encode(
         self, texts: Sequence[str], pairs: Sequence[str] | None = None
     ) -> tuple[list[list[int]], list[list[int]] | None, list[bool]]:
         """(token ids, segment ids or None, truncated) of the inputs, checked."""
@@ -417,7 +422,7 @@ class ClassifierPredictor(Predictor):
         for i, text in enumerate([*texts, *(pairs or [])]):
             if not isinstance(text, str) or not text.strip():
                 raise InputError(f"input {i % len(texts) + 1} is empty or whitespace only")
-        ids, types, cut = _encode(
+        ids, types, cut = encode_texts(
             self.tokenizer, list(texts), self.config, None if pairs is None else list(pairs)
         )
         d = self.config.data
@@ -443,7 +448,7 @@ class ClassifierPredictor(Predictor):
             texts = [texts]
         if isinstance(pairs, str):
             pairs = [pairs]
-        ids, types, cut = self._encode(texts, pairs)
+        ids, types, cut = self.encode(texts, pairs)
         probs = self.probabilities(ids, batch_size, types)
         shown = (
             texts
@@ -472,7 +477,7 @@ class ClassifierPredictor(Predictor):
             batch = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
             if types is not None:
                 batch["token_type_ids"] = pad_batch([types[i] for i in rows], 0)[0].to(self.device)
-            out[rows] = model_logits(self.model, batch)[0].float().cpu()
+            out[rows] = classifier_output(self.model, batch).logits.float().cpu()
         check_finite(out)  # NaN weights: an error, never a NaN probability
         return out
 
@@ -493,7 +498,7 @@ class ClassifierPredictor(Predictor):
         first. The values plus the bias sum to that logit margin."""
         if not self.model.explains_by_contributions:
             raise InputError("n-gram contributions exist only for arch ngram")
-        ids, _, _ = self._encode([text])
+        ids, _, _ = self.encode([text])
         parts = self.model.contributions(torch.tensor(ids[0], device=self.device))
         logits = sum((v for _, _, v in parts), self.model.bias.detach())
         k = int(logits.argmax())  # the predicted class
@@ -510,12 +515,12 @@ class ClassifierPredictor(Predictor):
             raise InputError("attention maps exist only for Transformer models (arch: transformer)")
         if self.pairs:
             raise InputError("attention maps are drawn for single texts, not sentence pairs")
-        ids, types, _ = self._encode([text])
+        ids, types, _ = self.encode([text])
         input_ids, mask = pad_batch(ids, self.tokenizer.pad_id)
         batch = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
         if types is not None:
             batch["token_type_ids"] = torch.tensor(types, device=self.device)
-        _, weights = model_logits(self.model, batch, need_weights=True)
+        weights = classifier_output(self.model, batch, need_weights=True).attentions or []
         tokens = [self.tokenizer.id_to_token(i) or "?" for i in ids[0]]
         return tokens, [w[0].float().cpu() for w in weights]
 
@@ -524,13 +529,11 @@ class ClassifierPredictor(Predictor):
     ) -> Path:
         """Save the self-attention heatmap of ``layer`` (``head`` or the mean over heads); for
         a bag-of-n-grams model (no attention), the bar chart of ``ngram_contributions``."""
-        from attnkit.runtime.viz import plot_attention, plot_contributions
-
         if self.model.explains_by_contributions:
             pred = self.predict([text])[0]
             top = self.ngram_contributions(text)[:20]
             title = f"n-grams for {pred.label} ({pred.probability:.2f}) vs the other classes"
-            return plot_contributions([g for g, _ in top], [v for _, v in top], path, title)
+            return viz.plot_contributions([g for g, _ in top], [v for _, v in top], path, title)
 
         tokens, weights = self.attention(text)
         n_layers = len(weights)
@@ -544,7 +547,7 @@ class ClassifierPredictor(Predictor):
         pred = self.predict([text])[0]
         which = f"head {head}" if head is not None else f"mean of {n_heads} heads"
         title = f"layer {layer % n_layers}, {which} -> {pred.label} ({pred.probability:.2f})"
-        return plot_attention(matrix.numpy(), tokens, tokens, path, title=title)
+        return viz.plot_attention(matrix.numpy(), tokens, tokens, path, title=title)
 
     def to_json(self, predictions: Sequence[Prediction]) -> str:
         return "\n".join(json_line(p.to_dict()) for p in predictions)
@@ -602,7 +605,7 @@ class EnsemblePredictor(Predictor):
         truncated it."""
         probs, cut = [], [False] * len(texts)
         for m in self.members:
-            ids, types, m_cut = m._encode(texts)
+            ids, types, m_cut = m.encode(texts)
             probs.append(m.probabilities(ids, batch_size, types))
             cut = [a or b for a, b in zip(cut, m_cut, strict=True)]
         return probs, cut
@@ -661,23 +664,34 @@ class ClassifySpec(TaskSpec):
     endpoint = "classify"
     onnx_outputs = ("logits",)  # (B, num_classes)
     model_family = "classifier"
+    data_settings = ClassifyData
+    reads = READS
+
+    def data_kind(self, cfg: RunConfig) -> str:
+        super().data_kind(cfg)  # (the dataset offers one of READS)
+        return data_kind(cfg)
+
+    def check_data(self, cfg: RunConfig) -> None:
+        d = cfg.data
+        reader = find_reader(d, "pairs") if d.pair_column else None
+        require(
+            not d.pair_column or (reader is not None and "pair_column" in reader.settings),
+            f"data.pair_column names a column of your own file (data.name: file); "
+            f"{d.name} has no second sentence",
+        )
+        super().check_data(cfg)
 
     def validate(self, cfg: RunConfig) -> None:
-        require(
-            not cfg.data.pair_column or cfg.data.name == "file",
-            f"data.pair_column names a column of your own file (data.name: file); "
-            f"{cfg.data.name} has no second sentence",
-        )
         require(
             not cfg.data.extra_train or not is_pair_task(cfg),
             "data.extra_train adds single texts; this recipe classifies sentence pairs",
         )
-        if cfg.data.name in PAIR_DATASETS or cfg.data.pair_column:
+        if is_pair_task(cfg):
             require(
-                is_bert(cfg.model),
+                cfg.model.READS_PAIRS,
                 "sentence pairs ([CLS] A [SEP] B [SEP]) need model.arch: bert-classifier",
             )
-        if is_bert(cfg.model):
+        if cfg.model.READS_PAIRS:
             least = 5 if is_pair_task(cfg) else 3  # [CLS] A [SEP] (B [SEP]): a token each
             require(
                 cfg.data.max_len >= least,
@@ -685,33 +699,12 @@ class ClassifySpec(TaskSpec):
                 + (" B [SEP]" if least == 5 else "")
                 + f", got {cfg.data.max_len}",
             )
-        if getattr(cfg.model, "init_from", None) is not None:
+        if cfg.model.pretrained is not None:
             require(
                 cfg.tokenizer.path is None,
                 "model.init_from brings its run's tokenizer; remove tokenizer.path",
             )
-        elif cfg.model.arch == "elmo":
-            raise ConfigError("model.init_from: arch elmo needs a task bilm run (its frozen "
-                              "biLM and tokenizer), e.g. runs/nsmc-bilm")  # fmt: skip
-
-    def before_data(
-        self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
-    ) -> tuple[RunConfig, Tokenizer | None]:
-        if getattr(cfg.model, "init_from", None) is None:
-            return cfg, tokenizer
-        if is_bert(cfg.model):
-            return pretrained_bert_config(cfg, log)
-        if cfg.model.arch == "elmo":  # a biLM's sizes, boundary ids and tokenizer
-            from attnkit.tasks.bilm import pretrained_elmo_config
-
-            return pretrained_elmo_config(cfg, log)
-        if cfg.model.arch == "gpt-classifier":  # an lm run's GPT, start token, tokenizer
-            from attnkit.tasks.lm import pretrained_gpt_config
-
-            return pretrained_gpt_config(cfg, log)
-        from attnkit.tasks.mlm import pretrained_config
-
-        return pretrained_config(cfg, log)
+        cfg.model.validate_recipe()  # e.g. arch elmo: model.init_from is required
 
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
@@ -719,12 +712,7 @@ class ClassifySpec(TaskSpec):
     def model_inputs(
         self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
     ) -> dict[str, Any]:
-        if is_bert(cfg.model):
-            sizes = bert_model_inputs(cfg, tokenizer)
-        elif cfg.model.arch == "gpt-classifier" and cfg.model.init_from:
-            sizes = {}  # the lm run's vocabulary, ids and positions (before_data)
-        else:
-            sizes = super().model_inputs(cfg, tokenizer, run_info)
+        sizes = super().model_inputs(cfg, tokenizer, run_info)  # (the model config's)
         return {**sizes, "num_classes": len(run_info["labels"])}
 
     def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
@@ -735,22 +723,7 @@ class ClassifySpec(TaskSpec):
                 f"Naive Bayes ratios from {len(data.train):,} texts "
                 f"({time.perf_counter() - start:.1f}s)"
             )
-        init_from = getattr(cfg.model, "init_from", None)
-        if init_from and is_bert(cfg.model):
-            load_pretrained_bert(model, init_from, log)
-        elif init_from and cfg.model.arch == "elmo":
-            from attnkit.tasks.bilm import load_pretrained_bilm
-
-            load_pretrained_bilm(model, init_from, log)
-        elif init_from and cfg.model.arch == "gpt-classifier":
-            from attnkit.tasks.lm import load_pretrained_gpt
-
-            load_pretrained_gpt(model, init_from, log)
-        elif init_from:
-            from attnkit.tasks.mlm import pretrained_weights
-
-            copied = model.load_pretrained_encoder(pretrained_weights(init_from), init_from)
-            log(f"initialised from {init_from} ({copied} tensors)")
+        super().init_model(model, cfg, data, log)  # model.init_from: the pretrained weights
 
     def trainer_task(self, cfg: RunConfig, data: PreparedData) -> ClassificationTask:
         return ClassificationTask(
@@ -758,15 +731,17 @@ class ClassifySpec(TaskSpec):
         )
 
     def after_training(self, run: RunDir, cfg: RunConfig, data: PreparedData, log: Log) -> None:
-        """Temperature scaling of the best weights on the validation split (an ELMo
-        classifier's learned layer mix s_j, gamma is logged first)."""
-        if cfg.model.arch == "elmo" and run.has_weights():
-            from attnkit.models.elmo_classifier import log_mix
-
-            log_mix(run, cfg.model, log)
-        if data.validation and run.has_weights():
-            model = cfg.model.build()
-            run.load_weights(model)
+        """Temperature scaling of the best weights on the validation split (what the model
+        has to say about its training is logged first: e.g. an ELMo classifier's learned
+        layer mix s_j, gamma)."""
+        if not run.has_weights():
+            return
+        model = cfg.model.build()
+        run.load_weights(model)
+        note = model.training_note()
+        if note:
+            log(note)
+        if data.validation:
             predictor = self.predictor(model, data.tokenizer, cfg, run, run.read_config())
             calibrate_run(run, predictor, data.validation, log)
 

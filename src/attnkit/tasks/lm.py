@@ -8,20 +8,22 @@ generation from the trained run.
     lm = attnkit.load("runs/shakespeare-char")
     lm.generate("ROMEO:", max_new_tokens=200, temperature=0.8, top_k=40)[0].text
 
-Data (``data.name``):
+Data (``data.name``): a dataset the catalogue reads as one continuous ``text`` or, else, as
+``documents`` (``attnkit.data.kinds``):
 
-* ``tinyshakespeare``: the catalogue's one text, split by position, the char-rnn / nanoGPT
-  way: the first 90% of its characters train, the last 10% validate (always; the split is
-  the dataset's own, like a catalogued validation file, so ``data.val_fraction`` and
-  ``data.val_split`` do not apply). It has no test split: ``evaluate --split test`` scores
-  the validation split and says so.
-* ``file``: ``data.train``, a UTF-8 text file (``.gz`` too) read as ONE continuous text
-  (blank lines and all; nothing is cut into documents), split by position like Tiny
-  Shakespeare: its last ``data.val_fraction`` of characters validate (0: no validation).
-  ``data.test``, if given, is another such file (``evaluate --split test``).
-* ``nsmc`` / ``imdb``: unlabelled reviews (``attnkit.data.readers.read_unlabeled``: never
-  the test set), one document each; ``data.val_fraction`` of them held out as
-  ``data.val_split`` says. ``evaluate --split test`` scores the labelled test reviews.
+* ``text``: ``tinyshakespeare``, the catalogue's one text, split by position, the char-rnn /
+  nanoGPT way: the first 90% of its characters train, the last 10% validate (always; the
+  split is the dataset's own, like a catalogued validation file, so ``data.val_fraction``
+  and ``data.val_split`` do not apply). It has no test split: ``evaluate --split test``
+  scores the validation split and says so. ``file``: ``data.train``, a UTF-8 text file
+  (``.gz`` too) read as ONE continuous text (blank lines and all; nothing is cut into
+  documents), split by position like Tiny Shakespeare: its last ``data.val_fraction`` of
+  characters validate (0: no validation). ``data.test``, if given, is another such file
+  (``evaluate --split test``).
+* ``documents``: ``nsmc`` / ``imdb``: unlabelled reviews
+  (``attnkit.data.readers.read_unlabeled``: never the test set), one document each;
+  ``data.val_fraction`` of them held out as ``data.val_split`` says. ``evaluate --split
+  test`` scores the dataset's labelled test texts.
 
 Sequences. The tokens of the training part form one stream, cut into contiguous blocks of
 ``data.max_len + 1`` tokens that overlap by one token (block i starts at token i *
@@ -55,53 +57,47 @@ back an unfinished UTF-8 character (byte-level BPE) and a possible stop string's
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import math
 import warnings
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.core.config import ConfigError, RunConfig, require
 from attnkit.core.errors import NON_FINITE, DataError, InputError, NonFiniteError, RunError
 from attnkit.core.params import check_params
 from attnkit.data.batching import pad_batch
-from attnkit.data.readers import read_imdb, read_nsmc, read_unlabeled
-from attnkit.data.split import limit_examples, split_examples
+from attnkit.data.catalogue import describe, find_kind, has_split, read
+from attnkit.data.split import limit_examples, split_by_position, split_examples
 from attnkit.data.tokenization import Tokenizer, cut_text
 from attnkit.nn.generation import sample
 from attnkit.runtime.device import inference, model_device, to_device
 from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
 from attnkit.tasks.base import Log, Predictor, PreparedData, TaskSpec, get_tokenizer
+from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
-    "DATASETS",
+    "READS",
     "Corpus",
     "Generation",
     "LMItem",
     "LMPredictor",
     "LanguageModelSpec",
     "LanguageModelTask",
-    "document_start_id",
-    "load_pretrained_gpt",
     "make_sequences",
     "nll_metrics",
     "prepare_data",
-    "pretrained_gpt_config",
     "read_corpus",
 ]
 
-DATASETS = ("tinyshakespeare", "nsmc", "imdb", "file")
-DOCUMENT_DATASETS = ("nsmc", "imdb")  # one review per document, [EOS] between them
-SHAKESPEARE_VAL_FRACTION = 0.1  # the usual (char-rnn, nanoGPT) split: last 10% validates
+# what it reads (attnkit.data.kinds), preferred first: one continuous text, or documents
+# (reviews: one per document, [EOS] between them)
+READS = ("text", "documents")
 IGNORE_INDEX = -100
 LN2 = math.log(2.0)
 
@@ -128,63 +124,40 @@ class Corpus:
 # --------------------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------------------
-def _read_text_file(path: str | Path, what: str) -> str:
-    """The whole of a UTF-8 text file (``.gz`` decompressed, a BOM dropped)."""
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise DataError(f"{what}: {path} does not exist")
-    opener = gzip.open if path.name.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
-            return fh.read()
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except (OSError, EOFError, zlib.error) as exc:
-        raise DataError(f"cannot read {path}: {exc}") from None
-
-
-def split_by_position(text: str, val_fraction: float) -> tuple[str, str]:
-    """(the first 1 - val_fraction of the characters, the rest), nanoGPT's cut:
-    ``n = int(len(text) * (1 - val_fraction))``."""
-    if val_fraction <= 0:
-        return text, ""
-    cut = int(len(text) * (1.0 - val_fraction))
-    return text[:cut], text[cut:]
+def corpus_kind(data: Any) -> str | None:
+    """``text`` or ``documents``: what the recipe's data (or a ``data.name``) is read as."""
+    return find_kind(data, READS)
 
 
 def read_corpus(cfg: RunConfig) -> Corpus:
     """The training and validation text of a recipe (see the module docstring)."""
     d = cfg.data
-    if d.name in DOCUMENT_DATASETS:
-        docs = read_unlabeled(d.name, d.data_dir)
+    if corpus_kind(d) == "documents":
+        docs = read(d, "documents", "train")
         if len(docs) < 2:
             raise DataError(f"the {d.name} corpus has {len(docs)} review(s); it needs >= 2")
         train, val = split_examples(docs, d, cfg.training.seed)
         return Corpus(train, val, True, f"{len(train) + len(val):,} {d.name} reviews")
-    if d.name == "tinyshakespeare":
-        from attnkit.data.catalogue import dataset_path
-
-        text = _read_text_file(dataset_path("tinyshakespeare", "train", d.data_dir), "data")
-        train, val = split_by_position(text, SHAKESPEARE_VAL_FRACTION)
-        what = "Tiny Shakespeare (first 90% / last 10% of the characters)"
+    if has_split(d, "text", "validation"):  # the dataset's own cut (Tiny Shakespeare's)
+        train, val = read(d, "text", "train"), read(d, "text", "validation")
     else:
-        text = _read_text_file(d.train, "data.train")
-        train, val = split_by_position(text, d.val_fraction)
-        what = Path(d.train).name
+        train, val = split_by_position(read(d, "text", "train"), d.val_fraction)
+    what = describe(d, "text")
     if not train.strip():
         raise DataError(f"{what}: the training text is empty")
-    return Corpus([train], [val] if val else [], False, f"{len(text):,} characters of {what}")
+    size = len(train) + len(val)
+    return Corpus([train], [val] if val else [], False, f"{size:,} characters of {what}")
 
 
 def read_test(cfg: RunConfig) -> tuple[list[str], bool] | None:
-    """The test text of a recipe's dataset ((texts, documents)), or None if it has none."""
+    """The test text of a recipe's dataset ((texts, documents)), or None if it has none: its
+    own test split, or for a corpus of documents the texts of its labelled test split."""
     d = cfg.data
-    if d.name == "nsmc":
-        return [ex.text for ex in read_nsmc("test", d.data_dir)], True
-    if d.name == "imdb":
-        return [ex.text for ex in read_imdb("test", d.data_dir)], True
-    if d.name == "file" and d.test:
-        return [_read_text_file(d.test, "data.test")], False
+    kind = corpus_kind(d)
+    if kind == "text" and has_split(d, "text", "test"):
+        return [read(d, "text", "test")], False
+    if kind == "documents" and has_split(d, "labelled", "test"):
+        return [ex.text for ex in read(d, "labelled", "test")], True
     return None
 
 
@@ -446,7 +419,7 @@ class LMPredictor(Predictor):
         self.config = config
         self.run_dir = run_dir
         self.max_len = int(config.model.max_len)
-        self.documents = config.data.name in DOCUMENT_DATASETS
+        self.documents = corpus_kind(config.data) == "documents"
         self.eos_id = _eos_id(tokenizer)
         # tokens a sample may never be: the special ones training never asks for
         # ([EOS] too for a model of one text, which never ends; [UNK] stays possible)
@@ -658,88 +631,6 @@ class LMPredictor(Predictor):
 
 
 # --------------------------------------------------------------------------------------
-# Fine-tuning for classification: a classifier started from an lm run (task classify,
-# model.arch gpt-classifier, model.init_from)
-# --------------------------------------------------------------------------------------
-def _read_gpt_run(path: str | Path) -> tuple[RunDir, dict[str, Any]]:
-    """(the run, its config.json) of a finished task-lm run with a GPT; a one-line
-    ``ConfigError`` naming what is wrong otherwise."""
-    run_dir = RunDir(Path(path).expanduser())
-    if not run_dir.is_run() or not run_dir.has_weights():
-        raise ConfigError(
-            f"model.init_from: {run_dir} is not a finished run (config.json and "
-            "model.safetensors are needed)"
-        )
-    saved = run_dir.read_config()
-    model = saved.get("model")
-    arch = model.get("arch") if isinstance(model, dict) else None
-    if saved.get("task") != "lm" or arch != "gpt":
-        raise ConfigError(
-            f"model.init_from: {run_dir} is a {saved.get('task')!r} run of a {arch!r} model; "
-            "arch gpt-classifier starts from a task lm run with a GPT (e.g. runs/nsmc-gpt)"
-        )
-    from attnkit.models.sizes import read_run_config
-
-    read_run_config(run_dir)  # its sizes: bounded, its weights' and within the memory
-    return run_dir, saved
-
-
-def document_start_id(data_name: str | None, tokenizer: Tokenizer) -> int | None:
-    """The id an lm run's GPT read before every text: [EOS] for a model of documents
-    (reviews packed as ``[EOS] review [EOS] ...``; ``LMPredictor`` starts its prompts with
-    it too), None for a model of one continuous text (read as it is)."""
-    return _eos_id(tokenizer) if data_name in DOCUMENT_DATASETS else None
-
-
-def pretrained_gpt_config(cfg: RunConfig, log: Log = print) -> tuple[RunConfig, Tokenizer]:
-    """For a classifier with ``model.arch: gpt-classifier`` and ``model.init_from``: the
-    recipe with the lm run's GPT sizes and ids (the config's ``PRETRAINED_KEYS``) and
-    ``start_id`` filled in, and that run's tokenizer (the classifier reads text exactly as
-    the language model did)."""
-    from attnkit.models.gpt import GPTConfig
-
-    run_dir, saved = _read_gpt_run(cfg.model.init_from)
-    try:
-        lm = GPTConfig.from_dict(saved["model"])
-        lm.validate()
-    except ConfigError as exc:
-        raise ConfigError(f"model.init_from: {run_dir}: {exc}") from None
-    keys = type(cfg.model).PRETRAINED_KEYS
-    changed = {k: getattr(lm, k) for k in keys if getattr(cfg.model, k) != getattr(lm, k)}
-    tokenizer = run_dir.load_tokenizer()
-    if tokenizer.vocab_size > lm.vocab_size:
-        raise ConfigError(
-            f"model.init_from: the tokenizer of {run_dir} has {tokenizer.vocab_size} tokens, "
-            f"its model only {lm.vocab_size} embedding rows"
-        )
-    if cfg.data.max_len > lm.max_len:
-        raise ConfigError(
-            f"data.max_len={cfg.data.max_len} exceeds the {lm.max_len} positions of the GPT "
-            f"in {run_dir}; lower data.max_len"
-        )
-    data = saved.get("data")
-    start = document_start_id(data.get("name") if isinstance(data, dict) else None, tokenizer)
-    cfg.model = cfg.model.replace(**changed, start_id=start)
-    sizes = ("d_model", "num_heads", "d_ff", "num_layers", "max_len", "vocab_size")
-    listed = ", ".join(f"{k}={getattr(lm, k)}" for k in sizes)
-    read = "[EOS] text (as it read its reviews)" if start is not None else "the text alone"
-    log(f"model.init_from {run_dir}: its GPT ({listed}) and tokenizer; texts read as {read}")
-    return cfg, tokenizer
-
-
-def load_pretrained_gpt(model: nn.Module, run: str | Path, log: Log = print) -> int:
-    """Copy every weight of a finished lm run's GPT into a GPT classifier's ``model.gpt``
-    (the head stays new); returns the number of tensors copied."""
-    from attnkit.core.checkpoint import load_model_weights
-
-    run_dir, _ = _read_gpt_run(run)
-    load_model_weights(model.gpt, run_dir.weights_path)
-    copied = len(model.gpt.state_dict())
-    log(f"initialised the GPT from {run} ({copied} tensors); new: the classification head")
-    return copied
-
-
-# --------------------------------------------------------------------------------------
 # The task
 # --------------------------------------------------------------------------------------
 class LanguageModelSpec(TaskSpec):
@@ -749,14 +640,7 @@ class LanguageModelSpec(TaskSpec):
     endpoint = "generate"
     model_family = "lm"
     default_arch = "gpt"
-
-    def validate(self, cfg: RunConfig) -> None:
-        d = cfg.data
-        require(
-            d.name in DATASETS,
-            f"task lm reads data.name {' | '.join(DATASETS)}, got {d.name!r}",
-        )
-        require(d.name != "file" or bool(d.train), "data.name: file needs data.train (a text file)")
+    reads = READS
 
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)

@@ -16,36 +16,35 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from attnkit.core.config import ConfigError, RunConfig, require
+from attnkit.core.config import check, short_repr
 from attnkit.core.errors import DataError, InputError, RunError, check_finite, json_line
 from attnkit.data.batching import pad_batch
+from attnkit.data.catalogue import read
 from attnkit.data.masking import IGNORE_INDEX, chunk_ids, mask_tokens
-from attnkit.data.readers import read_texts, read_unlabeled
+from attnkit.data.settings import DataConfig
 from attnkit.data.split import split_examples
 from attnkit.data.tokenization import SPECIAL_TOKENS, Tokenizer
 from attnkit.runtime.device import inference, model_device
 from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, Predictor, PreparedData, TaskSpec, get_tokenizer
+from attnkit.tasks.base import Log, Predictor, PreparedData, TaskSpec, get_tokenizer, one_line
+from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
     "ElectraTask",
     "FillMask",
     "FillMaskPredictor",
+    "MaskedLMData",
     "MaskedLMSpec",
     "MaskedLMTask",
     "build_task",
     "prepare_data",
-    "pretrained_config",
-    "pretrained_weights",
     "sample_tokens",
 ]
 
@@ -54,12 +53,28 @@ __all__ = [
 Item = list[int] | tuple[list[int], list[int]]
 
 
+def check_mask_prob(mask_prob: float) -> None:
+    """``ConfigError`` unless ``data.mask_prob`` is a share of the tokens, in (0, 1)."""
+    check((0.0 < mask_prob < 1.0, f"data.mask_prob must be in (0, 1), got {short_repr(mask_prob)}"))
+
+
+@dataclass
+class MaskedLMData(DataConfig):
+    """mlm's data settings: the shared ones, the column of the user's table and how many
+    tokens are masked."""
+
+    text_column: str = "text"  # data.name file: a CSV/TSV/JSONL's column (.txt: each line)
+    mask_prob: float = 0.15  # share of tokens the model must predict (BERT: 15%)
+
+    def validate(self) -> None:
+        super().validate()
+        check_mask_prob(self.mask_prob)
+
+
 def read_corpus(cfg: RunConfig) -> list[str]:
-    """The pretraining texts: a catalogued dataset's unlabelled reviews, or the user's file."""
-    d = cfg.data
-    if d.name == "file":
-        return read_texts(d.train, text_column=d.text_column)
-    return read_unlabeled(d.name, d.data_dir)
+    """The pretraining texts: a catalogued dataset's unlabelled reviews, or the user's file
+    (the catalogue's ``documents``)."""
+    return read(cfg.data, "documents", "train")
 
 
 def num_special(tokenizer: Tokenizer) -> int:
@@ -269,56 +284,6 @@ class ElectraTask(MaskedLMTask):
 
 
 # --------------------------------------------------------------------------------------
-# Fine-tuning from a pretrained run
-# --------------------------------------------------------------------------------------
-def _read_run(run: str | Path) -> tuple[RunDir, dict[str, Any]]:
-    run_dir = RunDir(Path(run).expanduser())
-    if not run_dir.is_run() or not run_dir.has_weights():
-        raise ConfigError(
-            f"model.init_from: {run_dir} is not a finished run (config.json and "
-            "model.safetensors are needed)"
-        )
-    saved = run_dir.read_config()
-    if saved.get("task") != "mlm":
-        raise ConfigError(
-            f"model.init_from: {run_dir} is a {saved.get('task')!r} run; it must be a task mlm run"
-        )
-    from attnkit.models.sizes import read_run_config
-
-    read_run_config(run_dir)  # its sizes: bounded, its weights' and within the memory
-    return run_dir, saved
-
-
-def pretrained_config(cfg: RunConfig, log: Log = print) -> tuple[RunConfig, Tokenizer]:
-    """For ``model.init_from``: the recipe with the pretrained encoder's sizes filled in
-    (the model config's ``PRETRAINED_KEYS``), and the pretrained run's tokenizer (a
-    classifier must read text exactly as its encoder did)."""
-    run_dir, saved = _read_run(cfg.model.init_from)
-    changed = {}
-    for key in type(cfg.model).PRETRAINED_KEYS:
-        value = saved["model"][key]
-        if getattr(cfg.model, key) != value:
-            changed[key] = value
-    if changed:
-        cfg.model = cfg.model.replace(**changed)
-        listed = ", ".join(f"{k}={v}" for k, v in changed.items())
-        log(f"model.init_from {run_dir}: encoder sizes taken from it: {listed}")
-    learned = getattr(cfg.model, "positional", None) == "learned"
-    if learned and cfg.data.max_len > saved["data"]["max_len"]:
-        raise ConfigError(
-            f"data.max_len={cfg.data.max_len} exceeds the pretrained learned positions "
-            f"({saved['data']['max_len']}); lower it or pretrain with a larger max_len"
-        )
-    return cfg, run_dir.load_tokenizer()
-
-
-def pretrained_weights(run: str | Path) -> dict[str, Tensor]:
-    """The weights of a finished task-mlm run, for a model's ``load_pretrained_encoder``."""
-    run_dir, _ = _read_run(run)
-    return load_file(run_dir.weights_path)
-
-
-# --------------------------------------------------------------------------------------
 # Prediction: fill in [MASK]
 # --------------------------------------------------------------------------------------
 class FillMaskPredictor(Predictor):
@@ -396,8 +361,6 @@ class FillMask:
     def format(self) -> str:
         """One line per [MASK]: ``[MASK] i<TAB>token p  token p ...<TAB>text`` (tabs, line
         breaks and other control characters in the text and tokens are escaped)."""
-        from attnkit.tasks.base import one_line
-
         text = one_line(self.text)
         return "\n".join(
             f"[MASK] {i}\t{'  '.join(f'{one_line(t)} {p:.3f}' for t, p in options)}\t{text}"
@@ -413,18 +376,11 @@ class MaskedLMSpec(TaskSpec):
 
     name = "mlm"
     model_family = "masked_lm"
+    data_settings = MaskedLMData
+    reads = ("documents",)
 
     def arch_error(self, arch: str) -> str:
         return f"task mlm pretrains a transformer, got {arch!r}"
-
-    def validate(self, cfg: RunConfig) -> None:
-        d = cfg.data
-        require(
-            d.name in ("nsmc", "imdb", "file"),
-            f"task mlm reads data.name nsmc | imdb | file, got {d.name!r}",
-        )
-        require(d.name != "file" or bool(d.train), "data.name: file needs data.train (a text file)")
-        require(0.0 < d.mask_prob < 1.0, "data.mask_prob must be in (0, 1)")
 
     def check_resume(self, cfg: RunConfig, saved: dict[str, Any]) -> None:
         """Before format 2, pretraining ignored ``data.val_split: last``: such a run would

@@ -2,7 +2,7 @@
 (``model.arch: bert-qa``) reads ``[CLS] question [SEP] context-window [SEP]`` and points at
 the answer span in the context (Devlin et al. 2019, section 4.2; SQuAD v1.1 / KorQuAD 1.0).
 
-Data (``data.name``):
+Data (``data.name``, a dataset the catalogue reads as ``qa``):
     korquad   KorQuAD 1.0 dev, cut into a fixed train / validation / test split by article
               (``attnkit.data.qa_readers.read_korquad``; 4,330 / 586 / 858 questions)
     file      SQuAD-v1-format JSON files: ``data.train`` (required), ``data.validation``,
@@ -17,7 +17,8 @@ does not contain the whole answer is trained to point at [CLS] ``(0, 0)``, as BE
 ``(CE(start) + CE(end)) / 2`` over the real tokens of each window.
 
 Model selection by validation F1. Exact match and F1 are the official scripts' (percent):
-KorQuAD 1.0's (character F1) for ``data.name: korquad``, SQuAD v1.1's (word F1) otherwise;
+KorQuAD 1.0's (character F1) for ``data.name: korquad``, SQuAD v1.1's (word F1) otherwise
+(the catalogue reader's ``scorer``);
 the run's ``config.json`` records which (``scorer``).
 
     qa = attnkit.load("runs/korquad-bert")
@@ -38,13 +39,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.core.config import RunConfig, require
+from attnkit.core.config import at_least, check, require
 from attnkit.core.errors import InputError, check_finite, json_line
 from attnkit.data.batching import pad_batch
-from attnkit.data.catalogue import has_split
+from attnkit.data.catalogue import find_reader, has_split, read
 from attnkit.data.paths import DataError
 from attnkit.data.qa_features import QAFeature, best_answer, make_features
-from attnkit.data.qa_readers import QAExample, read_korquad, read_squad_file
+from attnkit.data.qa_readers import QAExample
+from attnkit.data.settings import DataConfig
 from attnkit.data.split import limit_examples, split_examples
 from attnkit.data.tokenization import MAX_TEXT_CHARS, Tokenizer
 from attnkit.runtime.device import inference, model_device, to_device
@@ -55,21 +57,20 @@ from attnkit.tasks.base import (
     Predictor,
     PreparedData,
     RunError,
+    TaskSpec,
     get_tokenizer,
     one_line,
     with_data_dir,
 )
-from attnkit.tasks.bert_init import (
-    BertTaskSpec,
-)
 from attnkit.tasks.metrics import qa_report
+from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
     "DOC_STRIDE",
     "MAX_ANSWER_LEN",
     "MAX_QUESTION_LEN",
-    "QA_DATASETS",
     "AnswerResult",
+    "QAData",
     "QAPredictor",
     "QASpec",
     "QATask",
@@ -81,20 +82,36 @@ __all__ = [
 ]
 
 # Defaults of the window settings (BERT's run_squad.py); the recipe's data.doc_stride,
-# data.max_question_len and data.max_answer_len replace them where DataConfig has them.
+# data.max_question_len and data.max_answer_len (QAData) replace them.
 DOC_STRIDE = 128  # context tokens between the starts of consecutive windows
 MAX_QUESTION_LEN = 64  # question tokens kept (a longer question is cut)
 MAX_ANSWER_LEN = 30  # longest answer, in tokens, that decoding considers
-QA_DATASETS = ("korquad", "file")
 
 # (input_ids, token_type_ids, start_position, end_position, feature index)
 Item = tuple[list[int], list[int], int, int, int]
 _NEG = -1e4  # the logit padding positions get in the loss (never a target)
 
 
+@dataclass
+class QAData(DataConfig):
+    """qa's data settings: the shared ones and the context windows."""
+
+    doc_stride: int = DOC_STRIDE  # tokens between the starts of consecutive context windows
+    max_question_len: int = MAX_QUESTION_LEN  # question tokens kept (longer ones are cut)
+    max_answer_len: int = MAX_ANSWER_LEN  # longest answer span (tokens) decoding considers
+
+    def validate(self) -> None:
+        super().validate()
+        check(
+            at_least("data.doc_stride", self.doc_stride, 1),
+            at_least("data.max_question_len", self.max_question_len, 1),
+            at_least("data.max_answer_len", self.max_answer_len, 1),
+        )
+
+
 def qa_settings(cfg: RunConfig) -> tuple[int, int, int]:
     """(doc_stride, max_question_len, max_answer_len) of a recipe: its ``data.*`` values,
-    or the module defaults where ``DataConfig`` has no such field."""
+    or the module defaults where its data settings have no such field (not ``QAData``)."""
     d = cfg.data
     return (
         int(getattr(d, "doc_stride", DOC_STRIDE)),
@@ -105,8 +122,9 @@ def qa_settings(cfg: RunConfig) -> tuple[int, int, int]:
 
 def scorer_for(cfg: RunConfig) -> str:
     """Which official EM/F1 (``attnkit.tasks.metrics.qa_report``): ``korquad`` (character F1)
-    for KorQuAD, ``squad`` (word F1) for anything else."""
-    return "korquad" if cfg.data.name == "korquad" else "squad"
+    for KorQuAD, ``squad`` (word F1) for anything else (the catalogue reader's ``scorer``)."""
+    reader = find_reader(cfg.data, "qa")
+    return reader.scorer if reader else "squad"
 
 
 # --------------------------------------------------------------------------------------
@@ -117,7 +135,7 @@ def _split(cfg: RunConfig) -> tuple[list[QAExample], list[QAExample]]:
     ``data.val_fraction`` of the *articles* (title, or the paragraph when untitled) held out,
     so that no paragraph is read in both (``data.limit`` counts questions, as everywhere)."""
     d = cfg.data
-    if has_split(d, "validation"):
+    if has_split(d, "qa", "validation"):
         return split_examples(
             read_split(cfg, "train"), d, cfg.training.seed, read_split(cfg, "validation")
         )
@@ -132,17 +150,8 @@ def _split(cfg: RunConfig) -> tuple[list[QAExample], list[QAExample]]:
 
 def read_split(cfg: RunConfig, split: str) -> list[QAExample]:
     """The questions of one split (train / validation / test; KorQuAD also ``dev``: the
-    whole official dev set) of the recipe's dataset."""
-    d = cfg.data
-    if d.name == "korquad":
-        return read_korquad(split, d.data_dir)
-    if d.name != "file":
-        raise DataError(f"task qa reads data.name {' or '.join(QA_DATASETS)}, not {d.name!r}")
-    path = getattr(d, split, None) if split in ("train", "validation", "test") else None
-    if not path:
-        given = [s for s in ("train", "validation", "test") if getattr(d, s)]
-        raise DataError(f"no file for split '{split}'; splits given: {', '.join(given)}")
-    return read_squad_file(path)
+    whole official dev set) of the recipe's dataset (the catalogue's ``qa``)."""
+    return read(cfg.data, "qa", split)
 
 
 def _usable_answer(ex: QAExample) -> tuple[str, int] | None:
@@ -571,7 +580,7 @@ class QAPredictor(Predictor):
 # --------------------------------------------------------------------------------------
 # The task
 # --------------------------------------------------------------------------------------
-class QASpec(BertTaskSpec):
+class QASpec(TaskSpec):
     """Extractive question answering: KorQuAD 1.0 or SQuAD-v1 JSON files, with a BERT
     (``model.arch: bert-qa``), from scratch or from a pretrained encoder
     (``model.init_from``). Model selection by validation F1."""
@@ -581,15 +590,11 @@ class QASpec(BertTaskSpec):
     onnx_outputs = ("start_logits", "end_logits")  # (B, T) each
     model_family = "qa"
     default_arch = "bert-qa"
+    data_settings = QAData
+    reads = ("qa",)
 
     def validate(self, cfg: RunConfig) -> None:
         d = cfg.data
-        require(
-            d.name in QA_DATASETS,
-            f"task qa needs data.name {' or '.join(QA_DATASETS)}, got {d.name!r}",
-        )
-        if d.name == "file":
-            require(bool(d.train), "task qa with data.name file needs data.train (SQuAD JSON)")
         doc_stride, max_question_len, max_answer_len = qa_settings(cfg)
         for key, value in (
             ("doc_stride", doc_stride),
@@ -602,7 +607,7 @@ class QASpec(BertTaskSpec):
             f"data.max_len={d.max_len} must exceed data.max_question_len={max_question_len} "
             "+ 3 special tokens, so that every window holds context",
         )
-        if getattr(cfg.model, "init_from", None) is not None:
+        if cfg.model.pretrained is not None:
             require(
                 cfg.tokenizer.path is None,
                 "model.init_from brings its tokenizer; remove tokenizer.path",

@@ -32,21 +32,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.core.config import RunConfig, require
+from attnkit.core.config import require
 from attnkit.core.errors import InputError
 from attnkit.core.params import check_params
 from attnkit.data.batching import BucketBatchSampler, pad_batch
-from attnkit.data.parallel import (
-    Pair,
-    read_chatbot,
-    read_multi30k,
-    read_parallel_files,
-    read_parallel_tsv,
-)
+from attnkit.data.catalogue import has_split, read
+from attnkit.data.parallel import Pair, read_user_pairs
 from attnkit.data.paths import DataError
+from attnkit.data.settings import DataConfig
 from attnkit.data.split import split_examples
 from attnkit.data.tokenization import Tokenizer
 from attnkit.nn.generation import beam_search, greedy, sample
+from attnkit.runtime import viz
 from attnkit.runtime.device import inference, model_device, to_device
 from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
@@ -60,9 +57,11 @@ from attnkit.tasks.base import (
     with_data_dir,
 )
 from attnkit.tasks.metrics import bleu, perplexity
+from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
     "Alignment",
+    "Seq2SeqData",
     "Seq2SeqPredictor",
     "Seq2SeqSpec",
     "Seq2SeqTask",
@@ -75,8 +74,6 @@ __all__ = [
     "read_user_pairs",
 ]
 
-SEQ2SEQ_DATA = ("multi30k", "chatbot-ko", "file")
-
 Item = tuple[list[int], list[int], int]  # (source ids, target ids, index of the pair in its split)
 SPLITS = ("train", "validation", "test")
 
@@ -84,6 +81,14 @@ SPLITS = ("train", "validation", "test")
 # --------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------
+@dataclass
+class Seq2SeqData(DataConfig):
+    """translate's and chat's data settings: the shared ones and the language pair."""
+
+    src_lang: str = "de"  # translate: multi30k direction; suffixes of aligned user files
+    tgt_lang: str = "en"
+
+
 def _split_name(split: str) -> str:
     split = {"val": "validation", "valid": "validation", "dev": "validation"}.get(split, split)
     if split not in SPLITS:
@@ -92,39 +97,13 @@ def _split_name(split: str) -> str:
 
 
 def read_split(cfg: RunConfig, split: str) -> list[Pair]:
-    """Source/target pairs of one split (train / validation / test) of the recipe's data."""
-    d = cfg.data
-    split = _split_name(split)
-    if d.name == "multi30k":
-        return read_multi30k(
-            {"validation": "val"}.get(split, split), d.src_lang, d.tgt_lang, d.data_dir
-        )
-    if d.name == "chatbot-ko":  # attnkit's fixed, documented held-out split (seed 0)
-        return read_chatbot(split, d.data_dir)
-    if d.name == "file":
-        path = getattr(d, split)
-        if not path:
-            raise DataError(f"no data.{split} file in this recipe")
-        return read_user_pairs(path, d.src_lang, d.tgt_lang, f"data.{split}")
-    raise DataError(f"unknown sequence-to-sequence dataset {d.name!r}")
-
-
-def read_user_pairs(path: str, src_lang: str, tgt_lang: str, what: str = "data") -> list[Pair]:
-    """Your own pairs: ``path`` is a TSV file (source<TAB>target), or the common prefix of
-    two files aligned line by line, ``path.SRC`` and ``path.TGT`` (fairseq's naming: with
-    ``src_lang: de`` / ``tgt_lang: en``, ``data/train`` reads data/train.de + data/train.en)."""
-    if Path(path).is_file():
-        return read_parallel_tsv(path)
-    src, tgt = Path(f"{path}.{src_lang}"), Path(f"{path}.{tgt_lang}")
-    if src.is_file() and tgt.is_file():
-        return read_parallel_files(src, tgt)
-    raise DataError(
-        f"{what}: no file {path} (a TSV) and no aligned pair {src.name} + {tgt.name} next to it"
-    )
+    """Source/target pairs of one split (train / validation / test) of the recipe's data
+    (the catalogue's ``parallel``)."""
+    return read(cfg.data, "parallel", _split_name(split))
 
 
 def _has_split(cfg: RunConfig, split: str) -> bool:
-    return cfg.data.name != "file" or bool(getattr(cfg.data, split))
+    return has_split(cfg.data, "parallel", split)
 
 
 def encode_pairs(
@@ -591,13 +570,11 @@ class Seq2SeqPredictor(Predictor):
 
     def show_attention(self, text: str, path: str | Path, beam: int = 1) -> Path:
         """Save the alignment heatmap (rows = output tokens, columns = source tokens)."""
-        from attnkit.runtime.viz import plot_attention
-
         a = self.alignment(text, beam=beam)
         if not a.output:
             raise InputError("the model produced no output tokens: nothing to draw")
         kind = self.model.attention_description
-        return plot_attention(
+        return viz.plot_attention(
             a.weights.numpy(),
             a.source,
             a.output,
@@ -623,6 +600,8 @@ class Seq2SeqSpec(TaskSpec):
     the same data layout, models and predictor."""
 
     model_family = "seq2seq"
+    data_settings = Seq2SeqData
+    reads = ("parallel",)
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -630,15 +609,6 @@ class Seq2SeqSpec(TaskSpec):
 
     def validate(self, cfg: RunConfig) -> None:
         d, t = cfg.data, cfg.training
-        require(
-            d.name in SEQ2SEQ_DATA,
-            f"task {cfg.task} reads data.name {' | '.join(SEQ2SEQ_DATA)}, got {d.name!r}",
-        )
-        require(d.name != "file" or bool(d.train), "data.name: file needs data.train (a TSV file)")
-        require(
-            d.name != "multi30k" or {d.src_lang, d.tgt_lang} == {"de", "en"},
-            "multi30k has de and en: data.src_lang / tgt_lang must be de->en or en->de",
-        )
         require(
             0.0 <= t.teacher_forcing_ratio <= 1.0,
             "training.teacher_forcing_ratio must be in [0, 1]",

@@ -49,10 +49,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.core.config import RunConfig, require
+from attnkit.core.config import require, short_repr
 from attnkit.core.errors import InputError, check_finite
 from attnkit.data.batching import pad_batch
-from attnkit.data.catalogue import has_split
+from attnkit.data.catalogue import find_reader, has_split, read
 from attnkit.data.ner_features import (
     IGNORE_INDEX,
     continuation_ids,
@@ -62,8 +62,9 @@ from attnkit.data.ner_features import (
     unit_spans,
     word_predictions,
 )
-from attnkit.data.ner_readers import TAGGED_DATASETS, TaggedSentence, load_tagged
+from attnkit.data.ner_readers import KNOWN_TAGS, TaggedSentence
 from attnkit.data.paths import DataError
+from attnkit.data.settings import DataConfig
 from attnkit.data.split import split_examples
 from attnkit.data.tokenization import Tokenizer, cut_text
 from attnkit.runtime.device import inference, model_device
@@ -74,19 +75,18 @@ from attnkit.tasks.base import (
     Predictor,
     PreparedData,
     RunError,
+    TaskSpec,
     get_tokenizer,
     one_line,
     with_data_dir,
 )
-from attnkit.tasks.bert_init import (
-    BertTaskSpec,
-    is_bert,
-)
 from attnkit.tasks.metrics import entity_f1, get_entities
+from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
     "KNOWN_TAGS",
     "Entity",
+    "TagData",
     "TagPredictor",
     "TagSpec",
     "Tagging",
@@ -103,37 +103,39 @@ __all__ = [
 # (token ids, label id per position: the word's label on its first piece, IGNORE_INDEX
 # elsewhere)
 Item = tuple[list[int], list[int]]
-DATASETS = (*TAGGED_DATASETS, "file")
-# datasets whose "words" are characters (KLUE-NER: one tag per character); their
-# data.label_unit is piece (the default) or char, every other dataset's is word
-CHAR_DATASETS = ("klue-ner",)
 WORD_UNITS = ("word", "char", "piece")
+# KNOWN_TAGS (attnkit.data.ner_readers): the documented tag sets of the catalogued datasets,
+# which their catalogue readers fix (Reader.labels), in the order of tag_labels
 
 
-def _iob2(*types: str) -> list[str]:
-    return ["O", *sorted(f"{p}-{t}" for t in types for p in "BI")]
+@dataclass
+class TagData(DataConfig):
+    """tag's data settings: the shared ones and what one label sits on."""
 
+    # word (CoNLL, file) | piece or char (a dataset tagged per character, klue-ner; piece)
+    label_unit: str | None = None
 
-# The documented tag sets of the catalogued datasets (attnkit.data.ner_readers): exactly the
-# tags of their full training splits, in the order of tag_labels. A data.limit subset that
-# happens to miss a rare tag still learns the whole set, and its validation split (the
-# dataset's own, not limited) never has a tag the model cannot output.
-KNOWN_TAGS = {
-    "conll2003": _iob2("PER", "ORG", "LOC", "MISC"),
-    "klue-ner": _iob2("PS", "LC", "OG", "DT", "TI", "QT"),
-}
+    def validate(self) -> None:
+        super().validate()
+        require(
+            self.label_unit in (None, *WORD_UNITS),
+            f"data.label_unit must be word|piece|char, got {short_repr(self.label_unit)}",
+        )
 
 
 # --------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------
 def read_split(cfg: RunConfig, split: str) -> list[TaggedSentence]:
-    """One split (train / validation / test) of the recipe's dataset."""
-    d = cfg.data
-    files = {
-        k: v for k, v in (("train", d.train), ("validation", d.validation), ("test", d.test)) if v
-    }
-    return load_tagged(d.name, split, data_dir=d.data_dir, files=files)
+    """One split (train / validation / test) of the recipe's dataset (the catalogue's
+    ``tagged``)."""
+    return read(cfg.data, "tagged", split)
+
+
+def _per_char(cfg: RunConfig) -> bool:
+    """Whether the dataset tags characters (KLUE-NER), not words (its reader's ``unit``)."""
+    reader = find_reader(cfg.data, "tagged")
+    return reader is not None and reader.unit == "char"
 
 
 def word_unit(cfg: RunConfig) -> str:
@@ -142,7 +144,7 @@ def word_unit(cfg: RunConfig) -> str:
     for the others."""
     if cfg.data.label_unit is not None:
         return cfg.data.label_unit
-    return "piece" if cfg.data.name in CHAR_DATASETS else "word"
+    return "piece" if _per_char(cfg) else "word"
 
 
 def _saved_word_unit(cfg: RunConfig) -> str:
@@ -150,7 +152,7 @@ def _saved_word_unit(cfg: RunConfig) -> str:
     runs tagged KLUE-NER per character, as words of their own."""
     if cfg.data.label_unit is not None:
         return cfg.data.label_unit
-    return "char" if cfg.data.name in CHAR_DATASETS else "word"
+    return "char" if _per_char(cfg) else "word"
 
 
 def tag_labels(tags: Iterable[str]) -> list[str]:
@@ -214,11 +216,14 @@ def prepare_data(
         read_split(cfg, "train"),
         d,
         cfg.training.seed,
-        validation=read_split(cfg, "validation") if has_split(cfg.data, "validation") else None,
+        validation=read_split(cfg, "validation")
+        if has_split(cfg.data, "tagged", "validation")
+        else None,
     )
     if not train_s:
         raise DataError("the training data has no sentences")
-    labels = KNOWN_TAGS.get(d.name) or tag_labels(t for s in train_s for t in s.tags)
+    reader = find_reader(d, "tagged")
+    labels = list(reader.labels if reader else ()) or tag_labels(t for s in train_s for t in s.tags)
     if len(labels) == 1:  # (before the tokenizer is trained or anything is written)
         raise DataError("the training data has only the tag O: there is no entity to learn")
     to_id = {name: i for i, name in enumerate(labels)}
@@ -571,7 +576,7 @@ class TagPredictor(Predictor):
 # --------------------------------------------------------------------------------------
 # The task
 # --------------------------------------------------------------------------------------
-class TagSpec(BertTaskSpec):
+class TagSpec(TaskSpec):
     """Named-entity recognition: CoNLL-2003, KLUE-NER (per character) or your own
     CoNLL-style files, with a BERT. Model selection by validation entity F1."""
 
@@ -580,20 +585,11 @@ class TagSpec(BertTaskSpec):
     onnx_outputs = ("logits",)  # (B, T, num_labels)
     model_family = "tagger"
     default_arch = "bert-tagger"
+    data_settings = TagData
+    reads = ("tagged",)
 
     def validate(self, cfg: RunConfig) -> None:
-        require(
-            is_bert(cfg.model),
-            f"task tag trains a BERT (model.arch: bert-tagger), not {cfg.model.arch!r}",
-        )
-        require(
-            cfg.data.name in DATASETS,
-            f"task tag reads data.name {', '.join(DATASETS[:-1])} or {DATASETS[-1]}, "
-            f"got {cfg.data.name!r}",
-        )
-        if cfg.data.name == "file":
-            require(bool(cfg.data.train), "data.name file needs data.train (a CoNLL-style file)")
-        units = ("piece", "char") if cfg.data.name in CHAR_DATASETS else ("word",)
+        units = ("piece", "char") if _per_char(cfg) else ("word",)
         require(
             cfg.data.label_unit in (None, *units),
             f"task tag on data.name {cfg.data.name} takes data.label_unit "
@@ -603,7 +599,7 @@ class TagSpec(BertTaskSpec):
             cfg.data.truncation == "head",
             "task tag keeps the first words of a long sentence: data.truncation must be head",
         )
-        if cfg.model.init_from is not None:
+        if cfg.model.pretrained is not None:
             require(
                 cfg.tokenizer.path is None,
                 "model.init_from brings its run's tokenizer; remove tokenizer.path",
@@ -611,6 +607,12 @@ class TagSpec(BertTaskSpec):
 
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
+
+    def model_inputs(
+        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
+    ) -> dict[str, Any]:
+        sizes = super().model_inputs(cfg, tokenizer, run_info)  # (the model config's)
+        return {**sizes, "num_classes": len(run_info["labels"])}
 
     def trainer_task(self, cfg: RunConfig, data: PreparedData) -> TaggingTask:
         return TaggingTask(

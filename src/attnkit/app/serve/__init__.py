@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from attnkit.app.serve.limits import Limits
 
 __all__ = ["Limits", "create_app", "serve"]
@@ -22,10 +24,13 @@ def serve(
     map_location: str = "cpu",
     log=print,
     precision: str = "auto",
+    explain: dict | None = None,
 ) -> None:
     """Load ``runs`` and serve them until interrupted (uvicorn). The address is taken
     first: a port in use (or not allowed) is a one-line ``InputError`` before any model is
-    loaded."""
+    loaded. ``explain`` (``attnkit explain``): the text and options the explorer page of
+    each run opens with (``/explain/NAME``); runs of any task the explainer knows are
+    served then, also those without an endpoint (mlm, bilm)."""
     from attnkit.app.serve.app import create_app as _create_app
     from attnkit.app.serve.server import bind, make_server
 
@@ -34,14 +39,21 @@ def serve(
     try:
         loopback = host in ("127.0.0.1", "localhost", "::1")
         hosts = ["127.0.0.1", "localhost", "[::1]", "::1"] if loopback else None
-        app = _create_app(runs, limits, map_location, allowed_hosts=hosts, precision=precision)
-        names = ", ".join(f"{r.name} (/v1/{r.endpoint})" for r in app.state.server.runs.values())
-        log(f"serving {names}")
+        app = _create_app(runs, limits, map_location, allowed_hosts=hosts, precision=precision,
+                          explain=explain)  # fmt: skip
+        served = app.state.server.runs.values()
+        if explain is None:
+            log("serving " + ", ".join(f"{r.name} (/v1/{r.endpoint})" for r in served))
         if not loopback:
             log(f"warning: listening on {host}, not only this machine: anyone who can reach "
                 "it can use the models (there is no authentication)")  # fmt: skip
         shown = "[" + host + "]" if ":" in host else host
-        log(f"web page: http://{shown}:{port}/   API docs: /docs")
+        if explain is not None:
+            for r in served:
+                log(f"explorer page: http://{shown}:{port}/explain/{quote(r.name)}  (Ctrl-C "
+                    "stops)")  # fmt: skip
+        else:
+            log(f"web page: http://{shown}:{port}/   API docs: /docs")
         make_server(app, limits).run(sockets=sockets)
     finally:
         for sock in sockets:

@@ -9,6 +9,9 @@
     POST /v1/generate       {"prompt": "...", "max_new_tokens"?, ..., "stream"?: bool}
     POST /v1/tag            {"texts": [...]}
     POST /v1/answer         {"question": "...", "context": "..."}
+    POST /v1/explain        {"text": "...", "model"?, "pair"?, "beam"?, "max_new_tokens"?, ...}:
+                            every step of one forward pass (attnkit.app.explain.schema)
+    GET  /explain/NAME      the explorer page of a run (?text=...), which posts to /v1/explain
     GET  /docs              OpenAPI (Swagger UI 5 from the installed fastapi-offline, no CDN)
 
 Every error is JSON, ``{"error": {"status": 422, "type": "invalid_request", "message":
@@ -47,16 +50,19 @@ from fastapi.responses import (
     StreamingResponse,
 )
 from fastapi.staticfiles import StaticFiles
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from attnkit.app.explain.page import served_page
 from attnkit.app.serve import handlers
 from attnkit.app.serve.handlers import PayloadTooLarge
 from attnkit.app.serve.limits import Limits
-from attnkit.app.serve.runs import ServedRun, load_runs, pick
+from attnkit.app.serve.runs import ServedRun, load_runs, pick, pick_explainable
 from attnkit.app.serve.schemas import (
     AnswerRequest,
     ChatRequest,
     ClassifyRequest,
+    ExplainRequest,
     GenerateRequest,
     TagRequest,
     TranslateRequest,
@@ -65,6 +71,7 @@ from attnkit.core.errors import AttnkitError
 from attnkit.core.version import __version__
 
 STATIC = Path(__file__).parent / "static"
+DEFAULT_EXPLAIN_TEXT = "hello 안녕하세요"  # an explorer page opened without ?text=
 
 _TYPES = {
     400: "bad_request",
@@ -159,10 +166,13 @@ class _BodyLimit:
 class _Server:
     """The served runs, the limits and the model lock, shared by the routes."""
 
-    def __init__(self, runs: dict[str, ServedRun], limits: Limits) -> None:
+    def __init__(
+        self, runs: dict[str, ServedRun], limits: Limits, explain: dict[str, Any] | None = None
+    ) -> None:
         self.runs = runs
         self.limits = limits
         self.lock = threading.Lock()
+        self.explain_defaults = dict(explain or {})  # attnkit explain's text and options
 
     def pick(self, endpoint: str, name: str | None) -> ServedRun:
         try:
@@ -236,6 +246,29 @@ class _Server:
         handler = handlers.HANDLERS[endpoint]
         job = lambda: handler(run, req, self.limits, **options)  # noqa: E731
         return await self.await_job(job, cancelled, receive)
+
+    async def explain(
+        self, req: ExplainRequest, receive: Callable | None, page: bool = False
+    ) -> dict[str, Any]:
+        """/v1/explain's answer (the traces), or with ``page`` the explorer page drawing
+        them (``{"html", "csp"}``), made in a worker thread under the model lock."""
+        try:
+            run = pick_explainable(self.runs, req.model)
+        except LookupError as exc:
+            raise ApiError(404, str(exc)) from None
+        self.check("explain", req)
+        max_tokens = int(self.explain_defaults.get("max_tokens", 128))
+
+        def job() -> dict[str, Any]:
+            data = handlers.explain(run, req, self.limits, max_tokens=max_tokens)
+            if not page:
+                return data
+            api = {"endpoint": "/v1/explain", "model": run.name,
+                   "pairs": bool(run.describe().get("pairs"))}  # fmt: skip
+            html, csp = served_page([(t["label"], t["trace"]) for t in data["traces"]], api)
+            return {"html": html, "csp": csp}
+
+        return await self.await_job(job, threading.Event(), receive)
 
     def stream(self, req: GenerateRequest) -> StreamingResponse:
         """/v1/generate with ``stream``: NDJSON, ``{"token": piece}`` per piece of text as it
@@ -367,15 +400,18 @@ def create_app(
     map_location: str = "cpu",
     allowed_hosts: Sequence[str] | None = None,
     precision: str = "auto",
+    explain: dict[str, Any] | None = None,
 ) -> FastAPI:
     """The FastAPI app serving ``runs`` (loaded ``ServedRun``s by name, or run directories /
     ``NAME=RUN`` strings to load). ``allowed_hosts``: the Host headers accepted (others get
     400; ``attnkit serve`` on loopback accepts only localhost names, against DNS rebinding);
-    None accepts any."""
+    None accepts any. ``explain`` (``attnkit explain``): the text and options each run's
+    explorer page opens with; then runs of every task the explainer knows are served."""
     limits = limits or Limits()
     if not isinstance(runs, dict):
-        runs = load_runs(runs, map_location=map_location, precision=precision)
-    server = _Server(runs, limits)
+        runs = load_runs(runs, map_location=map_location, precision=precision,
+                         explain_only=explain is not None)  # fmt: skip
+    server = _Server(runs, limits, explain)
     app = FastAPI(
         title="attnkit",
         version=__version__,
@@ -452,6 +488,42 @@ def create_app(
     async def answer(req: AnswerRequest, request: Request) -> dict[str, Any]:
         """The answer span of the context for the question, with its score."""
         return await server.answer("answer", req, request.receive)
+
+    @app.post("/v1/explain", response_model=None)
+    async def explain(req: ExplainRequest, request: Request) -> Response:
+        """Every step of one forward pass of a run, for the explorer page: tokens and ids,
+        embeddings and positional encoding, each attention's Q/K/V, scores, mask and softmax,
+        the residual stream, and the run's output (layout: ``attnkit.app.explain.schema``)."""
+        data = await server.explain(req, request.receive)
+        body = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return Response(body, media_type="application/json")
+
+    @app.get("/explain/{name}", include_in_schema=False)
+    async def explain_page(
+        name: str,
+        request: Request,
+        text: str | None = None,
+        pair: str | None = None,
+        beam: int | None = None,
+        steps: int | None = None,
+    ) -> HTMLResponse:
+        """A run's explorer page for ``text`` (default: attnkit explain's text)."""
+        given = server.explain_defaults
+        fields = {
+            "model": name,
+            "text": text if text is not None else given.get("text", DEFAULT_EXPLAIN_TEXT),
+            "pair": pair if pair is not None else given.get("pair"),
+            "beam": beam if beam is not None else given.get("beam"),
+            "max_new_tokens": steps if steps is not None else given.get("steps"),
+            **{k: given[k] for k in ("temperature", "top_k", "seed") if k in given},
+        }
+        try:
+            req = ExplainRequest(**fields)
+        except ValidationError as exc:
+            message, _ = _validation_message(exc.errors())
+            raise ApiError(422, message) from None
+        page = await server.explain(req, request.receive, page=True)
+        return HTMLResponse(page["html"], headers={"Content-Security-Policy": page["csp"]})
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:

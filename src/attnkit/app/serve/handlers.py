@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from attnkit.app.explain.page import DEFAULT_BEAM, DEFAULT_STEPS, explain_traces
 from attnkit.app.serve.limits import Limits
 from attnkit.app.serve.runs import ServedRun
 from attnkit.app.serve.schemas import (
     AnswerRequest,
     ChatRequest,
     ClassifyRequest,
+    ExplainRequest,
     GenerateRequest,
     TagRequest,
     TranslateRequest,
@@ -22,6 +24,7 @@ from attnkit.app.serve.schemas import (
 from attnkit.core.errors import InputError
 
 DEFAULT_NEW_TOKENS = 64  # what /v1/generate produces when max_new_tokens is not given
+EXPLAIN_MAX_STEPS = 64  # tokens one /v1/explain of an lm run may generate (and trace)
 
 
 class PayloadTooLarge(Exception):
@@ -77,6 +80,15 @@ def check(endpoint: str, req: Any, limits: Limits) -> None:
     elif isinstance(req, AnswerRequest):
         _check_chars([req.question], limits.max_chars, "question")
         _check_chars([req.context], limits.max_context_chars, "context")
+    elif isinstance(req, ExplainRequest):
+        _check_chars([req.text], limits.max_chars, "text")
+        if req.pair is not None:
+            _check_chars([req.pair], limits.max_chars, "second sentence")
+        if req.beam is not None and req.beam > limits.max_beam:
+            raise InputError(f"beam must be <= {limits.max_beam} here, got {req.beam}")
+        most = min(limits.max_new_tokens, EXPLAIN_MAX_STEPS)
+        if req.max_new_tokens is not None and req.max_new_tokens > most:
+            raise InputError(f"max_new_tokens must be <= {most} here, got {req.max_new_tokens}")
 
 
 def _rounded(rows: Any, digits: int = 4) -> Any:
@@ -171,6 +183,27 @@ def answer(run: ServedRun, req: AnswerRequest, limits: Limits) -> dict[str, Any]
     return {"model": run.name, **run.predictor.answer(req.question, req.context).to_dict()}
 
 
+def explain(
+    run: ServedRun, req: ExplainRequest, limits: Limits, max_tokens: int = 128
+) -> dict[str, Any]:
+    """The explorer page's data for one text: ``{"model", "traces": [{"label", "trace"}]}``
+    (``attnkit.app.explain``: one trace; greedy and beam for a seq2seq run); an input
+    longer than ``max_tokens`` tokens is cut, with a note."""
+    steps = DEFAULT_STEPS if req.max_new_tokens is None else req.max_new_tokens
+    traces = explain_traces(
+        run.predictor,
+        req.text,
+        pair=req.pair,
+        beam=min(DEFAULT_BEAM, limits.max_beam) if req.beam is None else req.beam,
+        steps=min(steps, limits.max_new_tokens),
+        temperature=req.temperature,
+        top_k=req.top_k,
+        seed=req.seed,
+        max_tokens=max_tokens,
+    )
+    return {"model": run.name, "traces": [{"label": k, "trace": t} for k, t in traces]}
+
+
 HANDLERS: dict[str, Callable[..., dict[str, Any]]] = {
     "classify": classify,
     "translate": translate,
@@ -178,4 +211,5 @@ HANDLERS: dict[str, Callable[..., dict[str, Any]]] = {
     "generate": generate,
     "tag": tag,
     "answer": answer,
+    "explain": explain,
 }

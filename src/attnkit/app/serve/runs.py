@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from attnkit.app.explain.trace import family_of
 from attnkit.core.errors import InputError, RunError
 from attnkit.tasks import get_task
 
@@ -35,8 +37,17 @@ class ServedRun:
     name: str
     path: Path
     task: str
-    endpoint: str
+    endpoint: str | None  # None: a run served for its explorer page only (attnkit explain)
     predictor: Any
+
+    @property
+    def explainable(self) -> bool:
+        """Whether the explorer page has a view for this run's task."""
+        try:
+            family_of(self.predictor)
+        except InputError:
+            return False
+        return True
 
     def describe(self) -> dict[str, Any]:
         """What GET /v1/models says about it (what the web page builds its forms from)."""
@@ -46,7 +57,8 @@ class ServedRun:
         info: dict[str, Any] = {
             "name": self.name,
             "task": self.task,
-            "endpoint": f"/v1/{self.endpoint}",
+            "endpoint": None if self.endpoint is None else f"/v1/{self.endpoint}",
+            "explain": f"/explain/{quote(self.name, safe='')}" if self.explainable else None,
             "arch": cfg.model.arch,
             "parameters": getattr(model, "num_parameters", None)  # an ONNX export's
             or sum(t.numel() for t in model.parameters()),
@@ -77,10 +89,15 @@ def _name_and_path(spec: str | Path) -> tuple[str, Path]:
 
 
 def load_runs(
-    specs: Sequence[str | Path], map_location: str = "cpu", precision: str = "auto"
+    specs: Sequence[str | Path],
+    map_location: str = "cpu",
+    precision: str = "auto",
+    explain_only: bool = False,
 ) -> dict[str, ServedRun]:
     """Load each run (``RUN`` or ``NAME=RUN``) for serving, by name. A run whose task has no
-    endpoint, or two runs of one name, is a one-line ``RunError``."""
+    endpoint, or two runs of one name, is a one-line ``RunError``; with ``explain_only``
+    (``attnkit explain``) a run without an endpoint is served for its explorer page, and a
+    run the explorer has no view for is the error."""
     from attnkit.app.api import load
 
     if not specs:
@@ -96,6 +113,13 @@ def load_runs(
         predictor = load(path, map_location=map_location, precision=precision)
         task = predictor.config.task
         endpoint = get_task(task).endpoint
+        if explain_only:
+            family_of(predictor)  # InputError: no view for this task
+            can = endpoint is not None and predictor.can(
+                ENDPOINT_CAPABILITY.get(endpoint, endpoint)
+            )
+            runs[name] = ServedRun(name, path, task, endpoint if can else None, predictor)
+            continue
         if endpoint is None:
             raise RunError(
                 f"{path} is a {task} run, which has no endpoint to serve it; serve classify, "
@@ -111,6 +135,25 @@ def load_runs(
     return runs
 
 
+def pick_explainable(runs: dict[str, ServedRun], name: str | None) -> ServedRun:
+    """The run whose forward pass /v1/explain steps through: the one named, or the only one.
+
+    Raises:
+        LookupError: no such run (-> 404).
+        InputError: the explorer has no view for its task, or several runs could answer
+            (-> 422).
+    """
+    if name is None:
+        if len(runs) > 1:
+            raise InputError(f"several models are served ({', '.join(runs)}): name one in 'model'")
+        name = next(iter(runs))
+    if name not in runs:
+        raise LookupError(f"no model named {name!r} is served (GET /v1/models lists them)")
+    run = runs[name]
+    family_of(run.predictor)  # InputError: no view for this task
+    return run
+
+
 def pick(runs: dict[str, ServedRun], endpoint: str, name: str | None) -> ServedRun:
     """The run that answers a request to ``endpoint``: the one named, or the only one.
 
@@ -123,6 +166,10 @@ def pick(runs: dict[str, ServedRun], endpoint: str, name: str | None) -> ServedR
         if name not in runs:
             raise LookupError(f"no model named {name!r} is served (GET /v1/models lists them)")
         run = runs[name]
+        if run.endpoint is None:
+            raise InputError(
+                f"model {name!r} is served for its explorer page only: /explain/{name}"
+            )
         if run.endpoint != endpoint:
             raise InputError(f"model {name!r} is a {run.task} model: send it to /v1/{run.endpoint}")
         return run

@@ -103,6 +103,32 @@ class AnswerRequest(_Request):
     context: str = Field(..., description="the text holding the answer")
 
 
+class ExplainRequest(_Request):
+    text: str = Field(
+        ..., description="the text to step through (lm: the prompt; mlm: with [MASK] tokens)"
+    )
+    pair: str | None = Field(
+        None, description="the second sentence, for a model trained on sentence pairs"
+    )
+    beam: int | None = Field(
+        None,
+        **PARAMS["beam"].bounds(),
+        description="translate/chat runs: the beam search shown beside greedy decoding (1: "
+        "greedy only; default 4, or the server's limit if lower)",
+    )
+    max_new_tokens: int | None = Field(
+        None,
+        **PARAMS["max_new_tokens"].bounds(),
+        description="lm runs: the tokens generated, one step each (default 8; at most the "
+        "server's limit for explanations)",
+    )
+    temperature: float = Field(
+        1.0, **PARAMS["temperature"].bounds(), description="lm runs: 0 = greedy"
+    )
+    top_k: int = Field(0, **PARAMS["top_k"].bounds(), description="lm runs: 0 = off")
+    seed: int | None = Field(0, **PARAMS["seed"].bounds(), description="lm runs: the sampling seed")
+
+
 REQUESTS: dict[str, type[_Request]] = {
     "classify": ClassifyRequest,
     "translate": TranslateRequest,
@@ -110,4 +136,5 @@ REQUESTS: dict[str, type[_Request]] = {
     "generate": GenerateRequest,
     "tag": TagRequest,
     "answer": AnswerRequest,
+    "explain": ExplainRequest,
 }

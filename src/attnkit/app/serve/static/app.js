@@ -262,6 +262,35 @@ async function answer() {
   $("answer-output").textContent = `${data.text}  (score ${data.score.toFixed(2)})`;
 }
 
+// ------------------------------------------------------------------ explain links
+// Each explainable run links to its explorer page; the link carries the text typed in
+// that run's card (when the card has it selected).
+const CARD_TEXT = {
+  "/v1/classify": "classify-text", "/v1/translate": "translate-text", "/v1/chat": "chat-text",
+  "/v1/generate": "generate-prompt", "/v1/tag": "tag-text",
+};
+
+function explainLinks() {
+  const box = $("explain-links");
+  const models = MODELS.filter((m) => m.explain);
+  box.hidden = models.length === 0;
+  for (const m of models) {
+    const a = document.createElement("a");
+    a.href = m.explain;
+    a.className = "explain-link";
+    a.dataset.model = m.name;
+    a.textContent = `explain ${m.name}`;
+    a.addEventListener("click", () => {
+      const endpoint = m.endpoint ? m.endpoint.slice(4) : "";
+      const select = $(`${endpoint}-model`);
+      const input = $(CARD_TEXT[m.endpoint]);
+      const text = select && select.value === m.name && input ? input.value.trim() : "";
+      a.href = text ? `${m.explain}?text=${encodeURIComponent(text)}` : m.explain;
+    });
+    box.append(" ", a);
+  }
+}
+
 // ------------------------------------------------------------------ start
 async function start() {
   try {
@@ -282,6 +311,7 @@ async function start() {
   for (const endpoint of ["classify", "translate", "chat", "generate", "tag", "answer"]) {
     fillModels(endpoint);
   }
+  explainLinks();
   $("classify-model").addEventListener("change", classifyModelChanged);
   classifyModelChanged();
   $("attn-layer").addEventListener("change", drawAttention);

@@ -1,18 +1,20 @@
-"""Hugging Face BERT checkpoints <-> ``attnkit.models.bert.BertModel``.
+"""Hugging Face BERT checkpoints <-> ``attnkit.models.bert.BertModel`` and its heads.
 
-The one place that knows Hugging Face's BERT names. A Hugging Face BERT directory holds
+The one place that knows Hugging Face's BERT names. ``attnkit.models.bert`` reads and writes
+through it (``from_pretrained`` / ``save_pretrained``), passing the class to build, so this
+module needs none of BERT's code. A Hugging Face BERT directory holds
 
     config.json         {"model_type": "bert", "hidden_size": 768, ...}
     model.safetensors   embeddings.word_embeddings.weight, encoder.layer.0.attention..., ...
                         (or pytorch_model.bin, read with ``torch.load(weights_only=True)``)
 
-    model = load_hf_bert("all-MiniLM-L6-v2/")     # a BertModel, in eval mode
-    save_hf_bert(model, "out/")                   # transformers.BertModel.from_pretrained("out/")
+    model = load_hf_bert("all-MiniLM-L6-v2/", BertModel)    # in eval mode
+    save_hf_bert(model, "out/")             # transformers.BertModel.from_pretrained("out/")
 
 Checkpoints of BERT with a head (``BertForPreTraining``, ``BertForMaskedLM``,
 ``BertForSequenceClassification``, ...) prefix the encoder's names with ``bert.``. Loaded
 into a ``BertModel``, the heads' tensors (``cls.*``, ``classifier.*``, ...) are unused;
-loaded into a head of ``attnkit.models.bert_heads`` (``load_hf_bert(dir, model_class=...)``)
+loaded into a head of ``attnkit.models.bert`` (``load_hf_bert(dir, BertForMaskedLM)``)
 the head's tensors are read too, and a head (or pooler) the checkpoint lacks is freshly
 initialised: ``model.loading_info`` lists those tensors and a warning says so, as
 transformers does. A tensor of the encoder itself that has no place in the model, a missing
@@ -25,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -33,7 +35,7 @@ from torch import Tensor
 from attnkit.core.checkpoint import atomic_write_text, misfit_summary, read_tensors, save_tensors
 from attnkit.core.config import ConfigError, short_repr
 from attnkit.core.errors import MissingFileError, RunError
-from attnkit.models.bert import BERT_ARCHS, BertConfig, BertModel, HfBertFiles
+from attnkit.models.saved import CONFIG_FILE, WEIGHTS_FILE, is_training_run
 from attnkit.models.sizes import (
     check_memory,
     explain_misfit,
@@ -42,9 +44,16 @@ from attnkit.models.sizes import (
     weight_shapes,
 )
 
+if TYPE_CHECKING:
+    from attnkit.models.bert import BertConfig, HfBertFiles
+
+C = TypeVar("C", bound="BertConfig")
+M = TypeVar("M", bound="HfBertFiles")
+
 logger = logging.getLogger("attnkit")
 
 __all__ = [
+    "BERT_ARCHS",
     "bert_config_from_hf",
     "bert_config_to_hf",
     "check_hf_bert",
@@ -57,9 +66,17 @@ __all__ = [
     "to_hf_state_dict",
 ]
 
-CONFIG_FILE = "config.json"
-SAFETENSORS_FILE = "model.safetensors"
+SAFETENSORS_FILE = WEIGHTS_FILE
 PYTORCH_FILE = "pytorch_model.bin"
+# model.arch -> the model's class name in attnkit.models.bert, Hugging Face's too
+BERT_ARCHS = {
+    "bert": "BertModel",
+    "bert-mlm": "BertForMaskedLM",
+    "bert-pretraining": "BertForPreTraining",
+    "bert-classifier": "BertForSequenceClassification",
+    "bert-tagger": "BertForTokenClassification",
+    "bert-qa": "BertForQuestionAnswering",
+}
 
 # attnkit module -> Hugging Face module (each with .weight and .bias, embeddings: .weight)
 _EMBEDDING_KEYS = {
@@ -146,10 +163,10 @@ def bert_config_to_hf(config: BertConfig, labels: list[str] | None = None) -> di
     return dict(sorted(hf.items()))
 
 
-def bert_config_from_hf(raw: dict[str, Any], where: str = CONFIG_FILE) -> BertConfig:
-    """A Hugging Face BERT config.json's contents -> ``BertConfig`` (missing optional keys
-    take Hugging Face's defaults; settings attnkit's BERT does not have are a one-line
-    ``ConfigError``)."""
+def bert_config_from_hf(raw: dict[str, Any], config_class: type[C], where: str = CONFIG_FILE) -> C:
+    """A Hugging Face BERT config.json's contents -> a ``config_class`` (``BertConfig``;
+    missing optional keys take Hugging Face's defaults; settings attnkit's BERT does not
+    have are a one-line ``ConfigError``)."""
     if not isinstance(raw, dict) or raw.get("model_type") != "bert":
         found = raw.get("model_type") if isinstance(raw, dict) else type(raw).__name__
         raise ConfigError(f"{where} is not a BERT config (model_type {short_repr(found)})")
@@ -172,7 +189,7 @@ def bert_config_from_hf(raw: dict[str, Any], where: str = CONFIG_FILE) -> BertCo
         raise ConfigError(
             f"{where}: hidden_act must be one of {', '.join(_ACT_FROM_HF)}, got {short_repr(act)}"
         )
-    defaults = BertConfig()
+    defaults = config_class()
     values: dict[str, Any] = {}
     for name, key in _CONFIG_KEYS.items():
         value = raw.get(key)
@@ -184,7 +201,7 @@ def bert_config_from_hf(raw: dict[str, Any], where: str = CONFIG_FILE) -> BertCo
     num_labels = len(labels) if isinstance(labels, dict) and labels else raw.get("num_labels")
     values["num_classes"] = defaults.num_classes if num_labels is None else num_labels
     try:  # every value typed and every size bounded (attnkit.models.sizes), under HF's names
-        config = BertConfig.from_dict(values)
+        config = config_class.from_dict(values)
         config.validate()
     except ConfigError as exc:
         raise ConfigError(f"{where}: {renamed_fields(str(exc), _HF_NAMES)}") from None
@@ -206,13 +223,19 @@ def hf_key_map(num_layers: int) -> dict[str, str]:
     return keys
 
 
+def _prefix(model_class: type[HfBertFiles]) -> str:
+    """Where the encoder's tensors are in ``model_class``: at the top (``BertModel``) or
+    under ``bert.`` (a head's class)."""
+    return "" if model_class.ARCH == "bert" else "bert."
+
+
 def model_key_map(model_class: type[HfBertFiles], num_layers: int) -> dict[str, str]:
     """attnkit state-dict name -> Hugging Face's, for ``BertModel`` or a head's class (its
     encoder under ``bert.``, the pooler only where Hugging Face's class has one)."""
     body = hf_key_map(num_layers)
     if not model_class.HAS_POOLER:
         body = {k: v for k, v in body.items() if k not in _POOLER_KEYS}
-    if model_class is BertModel:
+    if not _prefix(model_class):
         return body
     return {**{f"bert.{k}": f"bert.{v}" for k, v in body.items()}, **model_class.HEAD_KEYS}
 
@@ -240,8 +263,8 @@ def _hf_name(key: str) -> str | None:
 def from_hf_state_dict(
     tensors: dict[str, Tensor],
     config: BertConfig,
+    model_class: type[HfBertFiles],
     where: str = "checkpoint",
-    model_class: type[HfBertFiles] = BertModel,
     info: dict[str, list[str]] | None = None,
 ) -> dict[str, Tensor]:
     """A Hugging Face BERT checkpoint's tensors -> the state dict of ``model_class`` for
@@ -250,7 +273,7 @@ def from_hf_state_dict(
     checkpoint lacks are left out (the model keeps its fresh ones). ``info`` (if given)
     gets Hugging Face's names of both: ``missing_keys`` and ``unexpected_keys``."""
     names = model_key_map(model_class, config.num_layers)
-    bare = "" if model_class is BertModel else "bert."
+    bare = _prefix(model_class)
     # Hugging Face's name without the bert. prefix -> ours
     theirs_to_ours = {v.removeprefix(bare): k for k, v in names.items()}
     optional = {
@@ -291,7 +314,7 @@ def from_hf_state_dict(
 
 
 def _expected_shapes(
-    config: BertConfig, model_class: type[HfBertFiles] = BertModel
+    config: BertConfig, model_class: type[HfBertFiles]
 ) -> dict[str, tuple[int, ...]]:
     """Every tensor's shape in a ``model_class`` of ``config`` (without building one)."""
     with torch.device("meta"):
@@ -302,8 +325,8 @@ def _expected_shapes(
 # --------------------------------------------------------------------------------------
 # directories
 # --------------------------------------------------------------------------------------
-def read_hf_config(directory: str | Path) -> BertConfig:
-    """The ``BertConfig`` of a Hugging Face BERT directory's config.json."""
+def read_hf_config(directory: str | Path, config_class: type[C]) -> C:
+    """The ``config_class`` (``BertConfig``) of a Hugging Face BERT directory's config.json."""
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise MissingFileError(f"{directory} has no {CONFIG_FILE}")
@@ -311,7 +334,7 @@ def read_hf_config(directory: str | Path) -> BertConfig:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise RunError(f"{path} is damaged ({str(exc).splitlines()[0]})") from None
-    return bert_config_from_hf(raw, where=str(path))
+    return bert_config_from_hf(raw, config_class, where=str(path))
 
 
 class _Shape:
@@ -322,7 +345,7 @@ class _Shape:
 
 
 def check_hf_bert(
-    directory: str | Path, config: BertConfig, model_class: type[HfBertFiles] = BertModel
+    directory: str | Path, config: BertConfig, model_class: type[HfBertFiles]
 ) -> None:
     """Before loading anything: a ``model_class`` of ``config`` (read from ``directory``'s
     config.json, its sizes bounded) must have the tensors of the directory's
@@ -339,14 +362,14 @@ def check_hf_bert(
 
         def fits(changed: BertConfig) -> bool:
             try:
-                from_hf_state_dict(stubs, changed, str(directory), model_class)  # type: ignore[arg-type]
+                from_hf_state_dict(stubs, changed, model_class, str(directory))  # type: ignore[arg-type]
             except RunError:
                 return False
             return True
 
         if not fits(config):
             names = model_key_map(model_class, config.num_layers)
-            bare = "" if model_class is BertModel else "bert."
+            bare = _prefix(model_class)
             expected = {
                 names[k].removeprefix(bare): v
                 for k, v in _expected_shapes(config, model_class).items()
@@ -354,7 +377,7 @@ def check_hf_bert(
             found = {n: v for k, v in shapes.items() if (n := _hf_name(k)) is not None}
             named = explain_misfit(config, fits, expected, found)
             if named is None:
-                from_hf_state_dict(stubs, config, str(directory), model_class)  # type: ignore[arg-type]
+                from_hf_state_dict(stubs, config, model_class, str(directory))  # type: ignore[arg-type]
             else:
                 field, value = named
                 raise misfit_error(
@@ -398,24 +421,17 @@ def read_hf_tensors(directory: str | Path, map_location: str = "cpu") -> dict[st
     raise MissingFileError(f"{directory} has neither {SAFETENSORS_FILE} nor {PYTORCH_FILE}")
 
 
-def load_hf_bert(
-    directory: str | Path,
-    map_location: str = "cpu",
-    model_class: type[HfBertFiles] | None = None,
-) -> Any:
-    """A ``model_class`` (eval mode; None: the class of config.json's ``architectures``,
-    ``BertModel`` for one attnkit does not have) from a Hugging Face BERT directory.
-    ``model.loading_info`` holds Hugging Face's names of the tensors freshly initialised
-    (``missing_keys``: a head or pooler the checkpoint lacks) and of those unused
-    (``unexpected_keys``: another head's)."""
-    config = read_hf_config(directory)
-    if model_class is None:
-        model_class = config.model_class()
+def load_hf_bert(directory: str | Path, model_class: type[M], map_location: str = "cpu") -> M:
+    """A ``model_class`` (``BertModel`` or a head's class; eval mode) from a Hugging Face
+    BERT directory. ``model.loading_info`` holds Hugging Face's names of the tensors freshly
+    initialised (``missing_keys``: a head or pooler the checkpoint lacks) and of those
+    unused (``unexpected_keys``: another head's)."""
+    config = read_hf_config(directory, model_class.config_class)
     config = config.replace(arch=model_class.ARCH)
     check_hf_bert(directory, config, model_class)  # before anything is loaded or built
     tensors = read_hf_tensors(directory, map_location)
     info: dict[str, list[str]] = {}
-    state = from_hf_state_dict(tensors, config, str(directory), model_class, info)
+    state = from_hf_state_dict(tensors, config, model_class, str(directory), info)
     model = model_class(config)
     result = model.load_state_dict(state, strict=False)
     assert not result.unexpected_keys, result.unexpected_keys
@@ -468,16 +484,11 @@ def write_hf_checkpoint(
     Refuses a training run's directory (its config.json would be replaced)."""
     directory = Path(directory)
     path = directory / CONFIG_FILE
-    if path.is_file():
-        try:
-            is_run = "task" in json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, TypeError):
-            is_run = False
-        if is_run:
-            raise ConfigError(
-                f"{directory} is a training run: saving would replace its config.json; "
-                "choose another folder"
-            )
+    if is_training_run(directory):
+        raise ConfigError(
+            f"{directory} is a training run: saving would replace its config.json; "
+            "choose another folder"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     save_tensors(tensors, directory / SAFETENSORS_FILE)
     atomic_write_text(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")

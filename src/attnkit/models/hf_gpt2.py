@@ -1,12 +1,14 @@
 """Hugging Face GPT-2 checkpoints <-> ``attnkit.models.gpt.GPT``.
 
-The one place that knows Hugging Face's GPT-2 names. A GPT-2 directory holds
+The one place that knows Hugging Face's GPT-2 names. ``attnkit.models.gpt`` reads and writes
+through it (``GPT.from_pretrained`` / ``save_pretrained``), passing its config class, so this
+module needs none of GPT's code. A GPT-2 directory holds
 
     config.json         {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, ...}
     model.safetensors   transformer.wte.weight, transformer.h.0.attn.c_attn.weight, ...
                         (or pytorch_model.bin, read with ``torch.load(weights_only=True)``)
 
-    model = load_hf_gpt2("gpt2/")      # a GPT, in eval mode
+    model = load_hf_gpt2("gpt2/", GPTConfig)      # a GPT, in eval mode
     save_hf_gpt2(model, "out/")        # transformers.GPT2LMHeadModel.from_pretrained("out/")
 
 GPT-2's linear layers are ``Conv1D``: y = x W + b with W of shape (in, out), the transpose
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -33,8 +35,8 @@ from torch import Tensor
 from attnkit.core.checkpoint import misfit_summary
 from attnkit.core.config import ConfigError, short_repr
 from attnkit.core.errors import MissingFileError, RunError
-from attnkit.interop.hf_bert import read_hf_tensors
-from attnkit.models.gpt import GPT, GPTConfig
+from attnkit.models.hf_bert import read_hf_tensors, write_hf_checkpoint
+from attnkit.models.saved import CONFIG_FILE, WEIGHTS_FILE
 from attnkit.models.sizes import (
     check_memory,
     explain_misfit,
@@ -42,6 +44,11 @@ from attnkit.models.sizes import (
     renamed_fields,
     weight_shapes,
 )
+
+if TYPE_CHECKING:
+    from attnkit.models.gpt import GPT, GPTConfig
+
+C = TypeVar("C", bound="GPTConfig")
 
 __all__ = [
     "check_hf_gpt2",
@@ -54,8 +61,7 @@ __all__ = [
     "to_hf_state_dict",
 ]
 
-CONFIG_FILE = "config.json"
-SAFETENSORS_FILE = "model.safetensors"
+SAFETENSORS_FILE = WEIGHTS_FILE
 
 # config: attnkit field -> GPT-2 key (n_inner, the activation and the token ids apart)
 _CONFIG_KEYS = {
@@ -129,8 +135,8 @@ def _token_id(value: Any, vocab_size: int) -> int | None:
     return None
 
 
-def gpt_config_from_hf(raw: dict[str, Any], where: str = CONFIG_FILE) -> GPTConfig:
-    """A GPT-2 config.json's contents -> ``GPTConfig`` (missing optional keys take
+def gpt_config_from_hf(raw: dict[str, Any], config_class: type[C], where: str = CONFIG_FILE) -> C:
+    """A GPT-2 config.json's contents -> a ``config_class`` (``GPTConfig``; missing optional keys take
     GPT2Config's defaults; settings attnkit's GPT does not have: a one-line
     ``ConfigError``). ``pad_id``: pad_token_id, else eos_token_id, else 0 (GPT-2 has no
     padding token; padded positions are masked anyway)."""
@@ -162,7 +168,7 @@ def gpt_config_from_hf(raw: dict[str, Any], where: str = CONFIG_FILE) -> GPTConf
     values["eos_id"] = _token_id(raw.get("eos_token_id"), values["vocab_size"])
     pad = _token_id(raw.get("pad_token_id"), values["vocab_size"])
     values["pad_id"] = pad if pad is not None else (values["eos_id"] or 0)
-    config = GPTConfig(**values)
+    config = config_class(**values)
     try:  # every size bounded (attnkit.models.sizes), named as GPT-2 names it
         config.validate()
     except ConfigError as exc:
@@ -170,7 +176,7 @@ def gpt_config_from_hf(raw: dict[str, Any], where: str = CONFIG_FILE) -> GPTConf
     saved = raw.get(ATTNKIT_KEY)
     if isinstance(saved, dict):  # written by attnkit: its exact config, if still in agreement
         try:
-            exact = GPTConfig.from_dict(saved)
+            exact = config_class.from_dict(saved)
             exact.validate()
         except ConfigError:
             return config
@@ -258,7 +264,7 @@ def to_hf_state_dict(model: GPT) -> dict[str, Tensor]:
 def _expected_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     """Every GPT-2 tensor's shape for ``config`` (from a model on the meta device)."""
     with torch.device("meta"):
-        model = GPT(config)
+        model = config.build()
     return {k: tuple(v.shape) for k, v in to_hf_state_dict(model).items()}
 
 
@@ -329,7 +335,7 @@ def check_hf_gpt2(directory: str | Path, config: GPTConfig) -> None:
                 )
     try:
         with torch.device("meta"):
-            model = GPT(config)
+            model = config.build()
     except Exception as exc:  # (sizes validated: should not happen)
         raise ConfigError(f"{where}: the sizes do not make a model ({exc})") from None
     check_memory(model, config, where, ConfigError)
@@ -371,8 +377,8 @@ def from_hf_state_dict(
 # --------------------------------------------------------------------------------------
 # directories
 # --------------------------------------------------------------------------------------
-def read_hf_config(directory: str | Path) -> GPTConfig:
-    """The ``GPTConfig`` of a GPT-2 directory's config.json."""
+def read_hf_config(directory: str | Path, config_class: type[C]) -> C:
+    """The ``config_class`` (``GPTConfig``) of a GPT-2 directory's config.json."""
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise MissingFileError(f"{directory} has no {CONFIG_FILE}")
@@ -380,17 +386,19 @@ def read_hf_config(directory: str | Path) -> GPTConfig:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise RunError(f"{path} is damaged ({str(exc).splitlines()[0]})") from None
-    return gpt_config_from_hf(raw, where=str(path))
+    return gpt_config_from_hf(raw, config_class, where=str(path))
 
 
-def load_hf_gpt2(directory: str | Path, map_location: str = "cpu") -> GPT:
-    """A ``GPT`` (eval mode) from a Hugging Face GPT-2 directory: config.json +
-    model.safetensors (or pytorch_model.bin, tensors only)."""
-    config = read_hf_config(directory)
+def load_hf_gpt2(
+    directory: str | Path, config_class: type[GPTConfig], map_location: str = "cpu"
+) -> GPT:
+    """A ``GPT`` (eval mode; built by ``config_class``, ``GPTConfig``) from a Hugging Face
+    GPT-2 directory: config.json + model.safetensors (or pytorch_model.bin, tensors only)."""
+    config = read_hf_config(directory, config_class)
     check_hf_gpt2(directory, config)  # before anything is loaded or built
     tensors = read_hf_tensors(directory, map_location)
     state = from_hf_state_dict(tensors, config, str(directory))
-    model = GPT(config)
+    model = config.build()
     model.load_state_dict(state)
     return model.to(map_location).eval()
 
@@ -399,6 +407,4 @@ def save_hf_gpt2(model: GPT, directory: str | Path) -> Path:
     """Write ``model`` as a GPT-2 directory (config.json + model.safetensors) that
     ``transformers.GPT2LMHeadModel.from_pretrained`` loads with no missing or unexpected
     keys. Refuses a training run's directory (its config.json would be replaced)."""
-    from attnkit.interop.hf_bert import write_hf_checkpoint
-
     return write_hf_checkpoint(directory, gpt_config_to_hf(model.config), to_hf_state_dict(model))

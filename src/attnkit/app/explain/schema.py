@@ -1,0 +1,387 @@
+"""The explainer's trace: what ``attnkit.app.explain.trace(...)`` returns and the explorer
+page reads (one JSON object; ``SCHEMA_VERSION`` names this layout).
+
+Changes
+-------
+(version 1; additions only, no key renamed)
+- ``encoding.bytes``: the arrays' base64 size; a note in ``notes`` when it is over
+  ``encoding.budget_bytes`` even with every large array in float16.
+- ``ClassifierView.mix``: a frozen BERT's learned layer mix (``freeze_encoder``).
+- ``Positional.table``: the first min(max_len, 64) rows of a sinusoidal table, only when
+  the input is shorter than that (a long input's ``rows`` are the heatmap themselves).
+
+Arrays
+------
+Every tensor is an ``Array``: ``{"dtype": "float32" | "float16" | "uint8", "shape": [..],
+"data": base64}`` -- the values in C order (last index fastest), little-endian, base64
+encoded (``decode_array`` reads one into numpy; in the browser:
+``new Float32Array(Uint8Array.from(atob(data), c => c.charCodeAt(0)).buffer)``, float16 via
+a small converter). float32 is the model's own value; float16 is used only for the large
+per-head matrices (``scores``, ``weights``, and the full ``q``/``k``/``v``/``head_out``) when
+keeping them in float32 would exceed the trace's byte budget (``encoding.budget_bytes``,
+default 4 MB of arrays): ``encoding.float16`` lists which keys were stored so. A
+trace made with ``precision="float32"`` keeps everything in float32 (what the tests
+compare to 1e-6 against the model's forward pass). Masks are uint8 (1 = may attend).
+Token lists, ids, probabilities of the family view and other short vectors are plain JSON
+numbers (Python floats of the float32 values).
+
+Size: for a 6-layer, d_model 256, 4-head model reading 128 tokens the whole trace's JSON
+is about 3.7 MB (``scores`` in float16; benchmarks/explain_speed.py); with 8 heads the
+arrays stay over the 4 MB budget even in float16 (about 4.8 MB) and a note says so.
+Float16 groups, in the order given up: the full Q/K/V/head_out, scores, the embedding
+arrays (token, sum, rows, segment, table), weights. Q, K, V and the per-head weighted sums are
+stored as per-token norms always (``q_norms`` ...); the full matrices (``q`` ...) only when
+``qkv="full"``, or with ``qkv="auto"`` (the default) when all of them together stay under
+1 MB (tiny models: what a learner trains on a laptop).
+
+Top level (``Trace``)
+---------------------
+schema        "attnkit.explain/1"
+family        "classifier" | "lm" | "seq2seq" | "mlm" | "bilm": which ``view`` follows
+task          the run's task (classify, lm, translate, chat, mlm, bert-pretrain, bilm)
+arch          the run's model.arch (transformer, lstm, gru, bert-classifier, gpt, ...)
+run           the run directory's name (None: a predictor built in memory)
+model         ``ModelInfo``: sizes and what the model is made of
+text, pair    the input as given (pair: a BERT pair's second sentence, else None)
+notes         lines the page shows as they are (e.g. "the input was cut to 128 tokens";
+              "dropout is off: eval mode (inference)"); always at least the dropout line
+dropout       {"active": false, "p": the model's configured dropout, "note": "..."}:
+              dropout is never applied in a trace (eval mode)
+encoding      {"arrays": "base64-le", "budget_bytes": int, "bytes": int (the arrays'
+              base64 size), "float16": [keys stored as float16, e.g. "scores"],
+              "qkv": "norms" | "full"}
+inputs        [``Input``]: each token sequence the model reads (one; seq2seq: source and
+              target)
+embeddings    [``Embedding``]: one per input (empty for models without token vectors to
+              show, e.g. the n-gram classifier)
+stacks        [``Stack``]: the attention layers, in the order they run (classifier /
+              GPT / BERT: one stack "encoder" or "decoder"; Transformer seq2seq: "encoder"
+              then "decoder"; LSTM seq2seq with attention: one "decoder" stack of one layer
+              whose one attention is the score-function attention; models without
+              attention: [])
+view          the family's part (``ClassifierView``, ``LMView``, ``Seq2SeqView``,
+              ``MLMView``, ``BiLMView``), ``view["kind"] == family``; a classifier built on
+              ELMo also has ``view["elmo"]`` (``ELMoMix``)
+
+``Input``
+    name       "input" | "source" | "target"
+    tokens     [str] the token strings (word pieces, characters; Korean as it is)
+    ids        [int]
+    segments   [int] | None: segment (token type) ids of a BERT pair (0 = A, 1 = B)
+    truncated  bool: the text was cut (see ``notes``); bound: the cut's token limit
+
+``Embedding`` (the vectors entering the first layer, per position)
+    input         the ``Input.name`` it belongs to
+    d_model       int
+    token         Array (T, d_model): the token embedding rows, times ``token_scale``
+    token_scale   float: sqrt(d_model) where the model scales them (the paper), else 1
+    position      ``Positional`` | None
+    segment       Array (T, d_model) | None: BERT's segment embedding rows
+    sum           Array (T, d_model): what the first layer reads (token + position
+                  [+ segment], after BERT's embedding LayerNorm where there is one)
+    layer_norm    bool: ``sum`` is after a LayerNorm (BERT)
+
+``Positional``
+    kind       "sinusoidal" | "learned"
+    positions  [int]: the position of each token (its row of the table)
+    rows       Array (T, d_model): the rows added
+    table      Array (P, d_model) | absent: the first P = min(max_len, 64) rows of a
+               sinusoidal table when the input is shorter than P, for the course's PE
+               heatmap (learned, or a longer input: absent; ``rows`` are the heatmap)
+
+``Stack``
+    name        "encoder" | "decoder"
+    input       the ``Input.name`` its queries come from
+    kind        "transformer" | "lstm"
+    norm_first  bool: pre-norm (GPT) or post-norm (the paper, BERT)
+    layers      [``Layer``]
+
+``Layer``
+    index       int
+    attention   [``Attention``]: self (then cross in a decoder), in the order they run
+    residual    ``Residual`` | None (LSTM: None)
+
+``Attention`` (one attention call: all heads of one layer)
+    role        "self" | "causal_self" | "cross"
+    module      the module's name in the model (e.g. "encoder.layers.0.self_attn")
+    query, key  the ``Input.name`` of its queries / keys (cross: "target", "source")
+    num_heads   H;  d_head: int
+    score       {"name": "scaled_dot" | "dot" | "general" | "concat" | "location",
+                 "formula": the course's formula (text), "scale": float | None}
+    mask        {"kinds": ["padding"] / ["padding", "look_ahead"] / [], "array": Array
+                 uint8 (Tq, Tk): 1 where the query may attend (padding and look-ahead
+                 combined), the same for every head}
+    scores      Array (H, Tq, Tk): the scores before the mask (Q K^T / sqrt(d_k); LSTM:
+                the score function's e_t,i), masked entries included as computed
+    weights     Array (H, Tq, Tk): softmax weights after the mask (rows sum to 1; masked
+                entries exactly 0)
+    q_norms     Array (H, Tq): ||q|| per head and query token (LSTM: ||s_t||)
+    k_norms     Array (H, Tk);  v_norms: Array (H, Tk) (LSTM: the encoder outputs h_i)
+    head_out_norms  Array (H, Tq): ||sum_i alpha_i v_i|| per head (LSTM: ||c_t||)
+    q, k, v, head_out  Array (H, T, d_head) each, only when ``encoding.qkv == "full"``
+    output_norms  Array (Tq): ||output|| after W^O (concatenated heads x W^O; LSTM: absent)
+    dropout_p   0.0 (no dropout at inference)
+
+``Residual`` (the residual stream of one Transformer layer, per token: Euclidean norms)
+    input       Array (T): the stream entering the layer
+    sublayers   [{"name": "attention" | "cross_attention" | "ffn", "sublayer": Array (T)
+                 ||sublayer output||, "after": Array (T) the stream after this Add & Norm}]
+    ffn_active  Array (T) | None: the fraction of the FFN's d_ff units that are > 0 after the
+                activation (ReLU / GELU) per token
+    output      Array (T): the stream leaving the layer (= the last ``after``)
+
+Family views
+------------
+``ClassifierView`` (family "classifier": transformer, rnn/lstm/gru, gpt-classifier,
+bert-classifier, elmo, ngram)
+    kind "classifier"; labels [str]; logits [float]; probabilities [float] (softmax(logits
+    / temperature), what ``predictor.predict`` reports); temperature float; predicted str;
+    pooling str ("mean", "max", "cls", "last", "pooler", "n-grams"); pooled Array (D,) | None:
+    the vector the linear head reads (None for n-grams); elmo: ``ELMoMix`` (arch elmo only);
+    mix: ``ELMoMix`` of a frozen BERT's layers (bert-classifier with freeze_encoder only:
+    s_j, gamma and each of its num_layers + 1 outputs' share)
+
+``LMView`` (family "lm": GPT)
+    kind "lm"; prompt_length int (tokens of the prompt in ``inputs[0]``); temperature;
+    top_k; seed; steps [``LMStep``]: one per generated token, in order (the stack's forward
+    pass covers the prompt and every generated token but the last: with the look-ahead
+    mask, query row p is exactly what step p - prompt_length + 1 computed); generated
+    [str]: the new tokens
+    ``LMStep``: position int (the query row that predicted it), chosen {"token", "id"},
+    top [{"token", "id", "logit", "probability", "filtered"}] (the ``top`` most likely
+    tokens by logit; probability = softmax(logits) at temperature 1, filtered = the
+    probability after temperature and top-k, the distribution the token was drawn from),
+    entropy float (nats, at temperature 1)
+
+``Seq2SeqView`` (family "seq2seq": Transformer and LSTM translate / chat runs)
+    kind "seq2seq"; search "greedy" | "beam"; beam int; output_tokens [str] (+ "[EOS]" when
+    decoding stopped there); output_text str; alignment Array (T_out, S) | None: what
+    ``predictor.alignment`` draws (Transformer: last layer's cross-attention, mean over
+    heads; LSTM: alpha_t); steps [{"step": t (1-based), "chosen": {"token", "id"},
+    "top": [{"token", "id", "probability"}]}]: the decoder's distribution at each step
+    (teacher-forced over the decoded output, which gives the decoding's own numbers);
+    score {"name", "formula"} | None (LSTM: the score function; None without attention)
+
+``MLMView`` (family "mlm": task mlm and bert-pretrain runs)
+    kind "mlm"; masks [{"position": int, "top": [{"token", "id", "probability"}]}], one
+    per [MASK] left to right (what ``predictor.fill_mask`` returns)
+
+``BiLMView`` (family "bilm": ELMo's biLM)
+    kind "bilm"; forward [{"position", "top": [...]}] (token t + 1 from tokens <= t);
+    backward [...] (token t - 1 from tokens >= t); elmo ``ELMoMix`` (the untrained,
+    equal mix of ``predictor.embed``)
+
+``ELMoMix``
+    scalars [float] s_j as learned (token layer first); weights [float] softmax(s)_j;
+    gamma float; layer_norms Array (L + 1, T) ||h_{k,j}||; contributions Array (L + 1, T)
+    ||gamma softmax(s)_j h_{k,j}|| (each layer's share of the ELMo vector, per token);
+    output_norms Array (T) ||ELMo_k||
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Literal, TypedDict
+
+import numpy as np
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Array",
+    "Attention",
+    "ClassifierView",
+    "ELMoMix",
+    "Embedding",
+    "Input",
+    "LMStep",
+    "LMView",
+    "Layer",
+    "MLMView",
+    "Positional",
+    "Residual",
+    "Seq2SeqView",
+    "Stack",
+    "Trace",
+    "decode_array",
+    "encode_array",
+]
+
+SCHEMA_VERSION = "attnkit.explain/1"
+
+Family = Literal["classifier", "lm", "seq2seq", "mlm", "bilm"]
+
+
+class Array(TypedDict):
+    dtype: Literal["float32", "float16", "uint8"]
+    shape: list[int]
+    data: str  # base64 of the little-endian values in C order
+
+
+class Input(TypedDict):
+    name: str
+    tokens: list[str]
+    ids: list[int]
+    segments: list[int] | None
+    truncated: bool
+    bound: int
+
+
+class Positional(TypedDict, total=False):
+    kind: str
+    positions: list[int]
+    rows: Array
+    table: Array
+
+
+class Embedding(TypedDict):
+    input: str
+    d_model: int
+    token: Array
+    token_scale: float
+    position: Positional | None
+    segment: Array | None
+    sum: Array
+    layer_norm: bool
+
+
+class Attention(TypedDict, total=False):
+    role: str
+    module: str
+    query: str
+    key: str
+    num_heads: int
+    d_head: int
+    score: dict[str, Any]
+    mask: dict[str, Any]
+    scores: Array
+    weights: Array
+    q_norms: Array
+    k_norms: Array
+    v_norms: Array
+    head_out_norms: Array
+    q: Array
+    k: Array
+    v: Array
+    head_out: Array
+    output_norms: Array
+    dropout_p: float
+
+
+class Residual(TypedDict):
+    input: Array
+    sublayers: list[dict[str, Any]]
+    ffn_active: Array | None
+    output: Array
+
+
+class Layer(TypedDict):
+    index: int
+    attention: list[Attention]
+    residual: Residual | None
+
+
+class Stack(TypedDict):
+    name: str
+    input: str
+    kind: str
+    norm_first: bool
+    layers: list[Layer]
+
+
+class ELMoMix(TypedDict):
+    scalars: list[float]
+    weights: list[float]
+    gamma: float
+    layer_norms: Array
+    contributions: Array
+    output_norms: Array
+
+
+class ClassifierView(TypedDict, total=False):
+    kind: str
+    labels: list[str]
+    logits: list[float]
+    probabilities: list[float]
+    temperature: float
+    predicted: str
+    pooling: str
+    pooled: Array | None
+    elmo: ELMoMix
+    mix: ELMoMix
+
+
+class LMStep(TypedDict):
+    position: int
+    chosen: dict[str, Any]
+    top: list[dict[str, Any]]
+    entropy: float
+
+
+class LMView(TypedDict):
+    kind: str
+    prompt_length: int
+    temperature: float
+    top_k: int
+    seed: int | None
+    steps: list[LMStep]
+    generated: list[str]
+
+
+class Seq2SeqView(TypedDict):
+    kind: str
+    search: str
+    beam: int
+    output_tokens: list[str]
+    output_text: str
+    alignment: Array | None
+    steps: list[dict[str, Any]]
+    score: dict[str, str] | None
+
+
+class MLMView(TypedDict):
+    kind: str
+    masks: list[dict[str, Any]]
+
+
+class Trace(TypedDict):
+    schema: str
+    family: Family
+    task: str
+    arch: str
+    run: str | None
+    model: dict[str, Any]
+    text: str
+    pair: str | None
+    notes: list[str]
+    dropout: dict[str, Any]
+    encoding: dict[str, Any]
+    inputs: list[Input]
+    embeddings: list[Embedding]
+    stacks: list[Stack]
+    view: dict[str, Any]
+
+
+_DTYPES = {"float32": np.float32, "float16": np.float16, "uint8": np.uint8}
+
+
+def encode_array(values: Any, dtype: str = "float32") -> Array:
+    """A numpy array / torch tensor / nested list -> ``Array`` (base64, little-endian)."""
+    if hasattr(values, "detach"):  # a torch tensor
+        values = (
+            values.detach().float().cpu().numpy()
+            if dtype != "uint8"
+            else (values.detach().cpu().numpy())
+        )
+    arr = np.ascontiguousarray(np.asarray(values), dtype=np.dtype(_DTYPES[dtype]).newbyteorder("<"))
+    return {
+        "dtype": dtype,
+        "shape": list(arr.shape),
+        "data": base64.b64encode(arr.tobytes()).decode(),
+    }
+
+
+def decode_array(array: Array) -> np.ndarray:
+    """An ``Array`` -> numpy array of its dtype and shape (a float16 one as float16)."""
+    dtype = np.dtype(_DTYPES[array["dtype"]]).newbyteorder("<")
+    raw = base64.b64decode(array["data"])
+    return np.frombuffer(raw, dtype=dtype).reshape(array["shape"]).astype(dtype.newbyteorder("="))

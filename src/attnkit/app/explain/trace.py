@@ -1,0 +1,177 @@
+"""``trace(predictor_or_run, text, **options)``: one text through a trained run, every step
+the course teaches captured (``attnkit.nn.capture``) and returned as one JSON-serialisable
+dict laid out as ``attnkit.app.explain.schema`` describes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from attnkit.app.api import load
+from attnkit.app.explain import families
+from attnkit.app.explain.parts import finalize
+from attnkit.app.explain.schema import SCHEMA_VERSION
+from attnkit.core.errors import InputError
+from attnkit.tasks.base import Predictor
+from attnkit.tasks.bilm import BiLMPredictor
+from attnkit.tasks.classify import ClassifierPredictor, EnsemblePredictor
+from attnkit.tasks.lm import LMPredictor
+from attnkit.tasks.mlm import FillMaskPredictor
+from attnkit.tasks.seq2seq import Seq2SeqPredictor
+
+__all__ = ["DEFAULT_BUDGET", "FAMILIES", "family_of", "trace"]
+
+DEFAULT_BUDGET = 4_000_000  # bytes of base64 arrays (the page's HTML must stay under 5 MB)
+
+# predictor class -> (family, builder); the first isinstance match wins
+FAMILIES: list[tuple[type, str, Any]] = [
+    (ClassifierPredictor, "classifier", families.classifier),
+    (LMPredictor, "lm", families.lm),
+    (Seq2SeqPredictor, "seq2seq", families.seq2seq),
+    (FillMaskPredictor, "mlm", families.mlm),
+    (BiLMPredictor, "bilm", families.bilm),
+]
+
+
+def family_of(predictor: Any) -> str:
+    """The explainer's family of a predictor ("classifier", "lm", ...); InputError if the
+    explainer has no view for its task."""
+    return _builder(predictor)[0]
+
+
+def _builder(predictor: Any) -> tuple[str, Any]:
+    if isinstance(predictor, EnsemblePredictor):
+        raise InputError("the explainer steps through one run, not an ensemble: give one run")
+    for cls, family, build in FAMILIES:
+        if isinstance(predictor, cls):
+            return family, build
+    task = getattr(predictor, "task", type(predictor).__name__)
+    raise InputError(
+        f"the explainer has no view for task {task} runs (it explains classify, lm, "
+        "translate, chat, mlm, bert-pretrain and bilm runs)"
+    )
+
+
+def _model_info(predictor: Any) -> dict[str, Any]:
+    c = predictor.config.model
+    info: dict[str, Any] = {"arch": c.arch, "describe": c.describe()}
+    for key in ("d_model", "num_heads", "d_ff", "num_layers", "num_decoder_layers",
+                "hidden_size", "emb_dim", "positional", "norm_first", "activation", "pooling",
+                "attention", "max_len", "vocab_size"):  # fmt: skip
+        if hasattr(c, key):
+            value = getattr(c, key)
+            info[key] = value if isinstance(value, (int, float, str, bool)) or value is None \
+                else str(value)  # fmt: skip
+    info["parameters"] = int(sum(p.numel() for p in predictor.model.parameters()))
+    return info
+
+
+def _dropout_p(predictor: Any) -> float:
+    return float(getattr(predictor.config.model, "dropout", 0.0) or 0.0)
+
+
+def trace(
+    predictor_or_run: Predictor | str | Path,
+    text: str,
+    *,
+    pair: str | None = None,
+    max_tokens: int = 128,
+    steps: int = 1,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    seed: int | None = 0,
+    beam: int = 1,
+    top: int = 10,
+    qkv: str = "auto",
+    precision: str = "auto",
+    budget_bytes: int = DEFAULT_BUDGET,
+) -> dict[str, Any]:
+    """Run ``text`` through a run's model once with every step captured; returns the trace
+    (``attnkit.app.explain.schema.Trace``), JSON-serialisable.
+
+    predictor_or_run: what ``attnkit.load`` returns, or a run directory (loaded in fp32 on
+        the CPU). The model runs in eval mode (no dropout), in float32.
+    pair: a BERT sentence-pair classifier's second sentence.
+    max_tokens: the bound: a longer input is cut (a note in ``notes`` says so).
+    steps, temperature, top_k, seed: lm runs: tokens to generate, one at a time, drawn
+        from softmax(logits / temperature) after top-k (temperature 0: greedy).
+    beam: seq2seq runs: beam width (1: greedy).
+    top: candidates listed per distribution.
+    qkv: "auto" | "norms" | "full": whether the full Q, K, V and weighted sums are kept
+        (auto: when they take under 1 MB) or only their per-token norms.
+    precision: "auto" | "float32" | "float16": how large arrays are stored (auto: float32
+        unless over ``budget_bytes``; see the schema's "Arrays").
+    """
+    if qkv not in ("auto", "norms", "full"):
+        raise InputError(f"qkv must be auto, norms or full, got {qkv!r}")
+    if precision not in ("auto", "float32", "float16"):
+        raise InputError(f"precision must be auto, float32 or float16, got {precision!r}")
+    for name, value, low in (("max_tokens", max_tokens, 2), ("steps", steps, 0),
+                             ("beam", beam, 1), ("top", top, 1)):  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise InputError(f"{name} must be an integer >= {low}, got {value!r}")
+    if not isinstance(text, str):
+        raise InputError(f"the text must be a string, got {type(text).__name__}")
+    predictor = predictor_or_run
+    if isinstance(predictor_or_run, (str, Path)):
+        predictor = load(predictor_or_run, precision="fp32")
+    family, build = _builder(predictor)
+    if not isinstance(predictor.model, nn.Module):
+        raise InputError("the explainer needs the run's PyTorch model (an ONNX export has "
+                         "no tensors to capture)")  # fmt: skip
+    opts = families.Options(max_tokens=max_tokens, steps=steps, temperature=float(temperature),
+                            top_k=int(top_k), seed=seed, beam=beam, top=top, qkv=qkv,
+                            pair=pair)  # fmt: skip
+    model = predictor.model
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.autocast(predictor.device.type, enabled=False):
+            part = build(predictor, text, opts)
+    finally:
+        model.train(was_training)
+    p = _dropout_p(predictor)
+    dropout_note = (
+        f"dropout is off: eval mode (inference); training used p = {p:g}"
+        if p
+        else "dropout is off: eval mode (inference)"
+    )
+    body = {
+        "inputs": part.inputs,
+        "embeddings": part.embeddings,
+        "stacks": part.stacks,
+        "view": part.view,
+    }
+    encoded, half, size = finalize(body, precision, budget_bytes)
+    if size > budget_bytes:
+        part.notes.append(
+            f"the trace's arrays take {size / 1e6:.1f} MB, more than its budget of "
+            f"{budget_bytes / 1e6:.1f} MB even in float16: explain fewer tokens (max_tokens)"
+        )
+    qkv_kept = any(
+        "q" in att for s in part.stacks for layer in s["layers"] for att in layer["attention"]
+    )
+    run_dir = getattr(predictor, "run_dir", None)
+    return {
+        "schema": SCHEMA_VERSION,
+        "family": family,
+        "task": str(predictor.config.task),
+        "arch": str(predictor.config.model.arch),
+        "run": None if run_dir is None else Path(run_dir).name,
+        "model": _model_info(predictor),
+        "text": text,
+        "pair": pair,
+        "notes": [*part.notes, dropout_note],
+        "dropout": {"active": False, "p": p, "note": dropout_note},
+        "encoding": {
+            "arrays": "base64-le",
+            "budget_bytes": int(budget_bytes),
+            "bytes": size,
+            "float16": half,
+            "qkv": "full" if qkv_kept else "norms",
+        },  # fmt: skip
+        **encoded,
+    }

@@ -1,0 +1,84 @@
+"""The recipe's ``training`` section: what the Trainer does (steps, batches, optimizer,
+schedule, precision, evaluation and checkpoints)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attnkit.core.config import at_least, check, positive, short_repr
+
+__all__ = ["TrainingConfig"]
+
+
+@dataclass
+class TrainingConfig:
+    epochs: int = 3
+    max_steps: int | None = None  # stop after this many optimizer steps (overrides epochs)
+    batch_size: int = 64
+    max_tokens: int | None = None  # token-budget batching instead of batch_size
+    lr: float = 5e-4
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.98)
+    schedule: str = "linear"  # constant | linear | cosine | noam
+    warmup_steps: int | None = None
+    warmup_ratio: float = 0.05
+    clip_grad_norm: float | None = 1.0
+    grad_accum: int = 1
+    label_smoothing: float = 0.0
+    teacher_forcing_ratio: float = 1.0  # seq2seq LSTM: probability of feeding the gold token
+    device: str = (
+        "auto"  # auto | cpu | cuda | cuda:N | mps (auto: CUDA if present, else MPS, else CPU)
+    )
+    # bf16 autocast: auto = on where the device computes bf16 natively (CUDA >= 8.0, a CPU
+    # with avx512_bf16/amx_bf16), off elsewhere; true where it is emulated is ~20x slower
+    bf16: bool | str = "auto"
+    fp16: bool = False  # fp16 autocast with a GradScaler (CUDA only)
+    compile: bool = False  # torch.compile the model (the first steps are slow while it compiles)
+    eval_every: int | None = None  # optimizer steps between evaluations (None: every epoch)
+    save_every: int | None = None  # steps between resumable checkpoints (None: at each eval)
+    patience: int | None = None  # early stopping: evaluations without improvement
+    log_every: int = 50
+    seed: int = 0
+    num_threads: int | None = None
+    progress: bool = True
+
+    def validate(self) -> None:
+        """One-line ``ConfigError`` naming the first bad value."""
+        betas = self.betas
+        check(
+            (
+                self.schedule in ("constant", "linear", "cosine", "noam"),
+                "training.schedule must be constant|linear|cosine|noam",
+            ),
+            positive("training.lr", self.lr),
+            positive("training.batch_size", self.batch_size),
+            positive("training.grad_accum", self.grad_accum),
+            positive("training.max_tokens", self.max_tokens, optional=True),
+            at_least("training.epochs", self.epochs, 1),
+            at_least("training.max_steps", self.max_steps, 1, optional=True),
+            at_least("training.warmup_steps", self.warmup_steps, 0, optional=True),
+            (
+                0.0 <= self.warmup_ratio < 1.0,
+                f"training.warmup_ratio must be in [0, 1), got {short_repr(self.warmup_ratio)}",
+            ),
+            at_least("training.weight_decay", self.weight_decay, 0),
+            at_least("training.clip_grad_norm", self.clip_grad_norm, 0, optional=True),
+            (
+                len(betas) == 2 and all(0.0 <= b < 1.0 for b in betas),
+                f"training.betas must be two numbers in [0, 1), got {short_repr(list(betas))}",
+            ),
+            at_least("training.eval_every", self.eval_every, 1, optional=True),
+            at_least("training.save_every", self.save_every, 1, optional=True),
+            at_least("training.patience", self.patience, 1, optional=True),
+            at_least("training.log_every", self.log_every, 1),
+            at_least("training.num_threads", self.num_threads, 1, optional=True),
+            (
+                not (self.bf16 is True and self.fp16),
+                "training.bf16 and training.fp16 exclude each other",
+            ),
+            (
+                0.0 <= self.label_smoothing < 1.0,
+                "training.label_smoothing must be in [0, 1), got "
+                f"{short_repr(self.label_smoothing)}",
+            ),
+        )

@@ -1,0 +1,477 @@
+"""The explorer page (issue 34) in a real browser: Playwright drives headless Chromium
+(Debian's ``chromium``, as tests/test_browser.py) through each family's page, written by
+``attnkit explain RUN TEXT --html`` and opened from disk, and through the served page of
+``attnkit serve``. It types, steps, picks layers and heads, and checks what is displayed
+against the Python API (``attnkit.load(...)``'s predictions, the trace's numbers) at the
+page's display precision; no page makes a request beyond its own file (or its own server).
+
+Screenshots for docs/explain.md go to docs/img/explain-*.png when ATTNKIT_SCREENSHOTS=1 or
+when one is missing (so that a test run does not rewrite the tracked images).
+
+Skipped, with the reason printed, when Playwright or a Chromium binary is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import attnkit
+from attnkit.app.cli import main
+from attnkit.app.explain import decode_array
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (make test installs it)"
+)
+uvicorn = pytest.importorskip("uvicorn")
+
+
+def _chromium() -> tuple[str | None, str]:
+    """A Chromium that starts (a snap stub on PATH does not count), or why there is none."""
+    candidates = [os.environ.get("ATTNKIT_CHROMIUM")] + [
+        shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
+    ]
+    found = [c for c in candidates if c]
+    for path in found:
+        try:
+            done = subprocess.run([path, "--version"], capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if done.returncode == 0:
+            return path, ""
+    if found:
+        return None, f"{', '.join(found)} did not start (--version failed)"
+    return None, ("no chromium binary (make test installs Debian's chromium when it runs as "
+                  "root; or set ATTNKIT_CHROMIUM)")  # fmt: skip
+
+
+CHROMIUM, WHY_NOT = _chromium()
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason=WHY_NOT), pytest.mark.slow]
+
+LEGACY = Path(__file__).parent / "fixtures" / "legacy_runs"
+IMG = Path(__file__).parent.parent / "docs" / "img"
+REVIEW = "이 영화 정말 재미있어요 최고"
+
+
+def shoot(locator, name: str, tmp_path: Path) -> None:
+    """Save a screenshot of ``locator`` as docs/img/explain-NAME.png when asked to
+    (ATTNKIT_SCREENSHOTS=1) or when it is missing; else into tmp_path (still drawn)."""
+    target = IMG / f"explain-{name}.png"
+    if not (os.environ.get("ATTNKIT_SCREENSHOTS") == "1" or not target.exists()):
+        target = tmp_path / target.name
+    locator.screenshot(path=str(target))
+    assert target.stat().st_size > 5_000
+
+
+# --------------------------------------------------------------------------------------
+# runs and pages
+# --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def elmo_runs(tmp_path_factory) -> dict[str, Path]:
+    """A tiny biLM and an ELMo classifier on it (seconds)."""
+    from conftest import make_sentiment_rows, tiny_recipe, write_tiny_data
+
+    root = tmp_path_factory.mktemp("explain-elmo")
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(r["text"] for r in make_sentiment_rows(300, seed=5)) + "\n",
+                      encoding="utf-8")  # fmt: skip
+    bilm = {
+        "task": "bilm",
+        "data": {"name": "file", "train": str(corpus), "val_fraction": 0.1, "max_len": 12},
+        "tokenizer": {"kind": "wordpiece", "vocab_size": 120, "min_frequency": 1},
+        "model": {"arch": "elmo", "d_model": 16, "hidden_size": 16, "num_layers": 2,
+                  "dropout": 0.0},
+        "training": {"epochs": 1, "batch_size": 16, "lr": 1e-2, "log_every": 5,
+                     "progress": False, "num_threads": 1},
+    }  # fmt: skip
+    (root / "bilm.yaml").write_text(yaml.safe_dump(bilm), encoding="utf-8")
+    attnkit.train(root / "bilm.yaml", out=root / "bilm", log=lambda *_: None)
+    recipe = tiny_recipe(write_tiny_data(root / "data"), epochs=2, lr=1e-2)
+    recipe["model"] = {"arch": "elmo", "init_from": str(root / "bilm"), "token_dim": 8,
+                       "task_hidden_size": 8, "dropout": 0.0, "bilm_d_model": 64}  # fmt: skip
+    (root / "elmo.yaml").write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    attnkit.train(root / "elmo.yaml", out=root / "elmo", log=lambda *_: None)
+    return {"bilm": root / "bilm", "elmo": root / "elmo"}
+
+
+def write(run: Path | str, text: str, out: Path, *options: str) -> Path:
+    """``attnkit explain RUN TEXT --html OUT``: the page a learner opens."""
+    assert main(["explain", str(run), text, "--html", str(out), *options]) == 0
+    return out
+
+
+def traces_of(path: Path) -> list[dict]:
+    page = path.read_text(encoding="utf-8")
+    found = re.search(r'id="trace-data">(.*?)</script>', page, re.S)
+    return [t["trace"] for t in json.loads(found.group(1))["traces"]]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+class Opened:
+    """A page opened in the browser, with every request and script error it made."""
+
+    def __init__(self, browser, url: str) -> None:
+        self.page = browser.new_page(viewport={"width": 1100, "height": 1400})
+        self.page.set_default_timeout(30_000)
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.goto(url)
+        self.page.wait_for_selector("body[data-ready=true]")
+
+    def text(self, selector: str) -> str:
+        return self.page.inner_text(selector)
+
+    def column(self, table: str, name: str) -> list[str]:
+        """The cells of column ``name`` of a displayed table, body rows in order."""
+        heads = self.page.locator(f"{table} thead th").all_inner_texts()
+        k = heads.index(name)
+        return [row.locator("td").nth(k).inner_text()
+                for row in self.page.locator(f"{table} tbody tr").all()]  # fmt: skip
+
+    def close(self) -> None:
+        assert not self.errors, self.errors
+        self.page.close()
+
+
+def offline(opened: Opened, path: Path) -> None:
+    """Nothing but the file itself was requested (the page's CSP forbids anything else)."""
+    assert opened.requests == [path.as_uri()], opened.requests
+
+
+def shown(values, digits: int = 3) -> list[str]:
+    return [f"{float(v):.{digits}f}" for v in values]
+
+
+def pct(p: float) -> str:
+    return f"{100 * p:.1f}%"
+
+
+# --------------------------------------------------------------------------------------
+# each family's page
+# --------------------------------------------------------------------------------------
+def test_classifier_page(browser, served_runs, tmp_path: Path) -> None:
+    run = served_runs["sentiment"]
+    path = write(run, REVIEW, tmp_path / "clf.html")
+    (t,) = traces_of(path)
+    clf = attnkit.load(run)
+    want = clf.predict([REVIEW])[0]
+    tokens, weights = clf.attention(REVIEW)  # per layer (H, T, T)
+    o = Opened(browser, path.as_uri())
+    page = o.page
+    # 1 input: one chip per token, with its id; Hangul with the inline font
+    assert page.locator("#input .chip .t").all_inner_texts() == tokens
+    assert page.locator("#input .chip small").all_inner_texts() == [
+        str(i) for i in t["inputs"][0]["ids"]
+    ]
+    loaded = page.evaluate("[...document.fonts].filter(f => f.family === 'attnkit-ko' "
+                           "&& f.status === 'loaded').length")  # fmt: skip
+    assert loaded == 1
+    # 6 the output: the label and each class's probability
+    assert o.text("#cls-pred") == f"predicted: {want.label} ({pct(want.probability)})"
+    bars = {r.locator(".lab").inner_text(): r.locator(".val").inner_text()
+            for r in page.locator("#cls-bars .bar-row").all()}  # fmt: skip
+    assert bars == {label: pct(p) for label, p in want.probabilities.items()}
+    # 3 one head: the chosen query's row of weights is the model's attention
+    assert page.locator("#pick-head option").count() == weights[0].size(0)
+    assert o.column("#query-table", "weight α")[: len(tokens)] == shown(weights[0][0][0])
+    page.select_option("#pick-head", "1")
+    page.select_option("#pick-query", "3")
+    assert o.column("#query-table", "weight α")[: len(tokens)] == shown(weights[0][1][3])
+    att = t["stacks"][0]["layers"][0]["attention"][0]
+    scores = decode_array(att["scores"])[1, 3]
+    assert o.column("#query-table", "score")[: len(tokens)] == shown(scores)
+    assert "sqrt(d_k)" in o.text("#formula") or "√" in o.text("#formula")
+    assert "dropout: off at inference" in o.text("#dropout-note")
+    # the weighted sum computed from the shown weights and values equals the head's output
+    rows = page.locator("#query-table tbody tr")
+    total = rows.nth(len(tokens)).locator("td").all_inner_texts()[6:]
+    captured = rows.nth(len(tokens) + 1).locator("td").all_inner_texts()[6:]
+    assert total == captured and total
+    assert captured == shown(decode_array(att["head_out"])[1, 3][: len(captured)])
+    # 4 all heads: a thumbnail per layer and head; a click opens it in section 3
+    thumbs = page.locator("#model-view canvas.thumb")
+    assert thumbs.count() == len(weights) * weights[0].size(0)
+    thumbs.nth(0).click()
+    assert page.input_value("#pick-head") == "0"
+    heads = {page.locator("#head-view line").nth(i).get_attribute("data-head")
+             for i in range(page.locator("#head-view line").count())}  # fmt: skip
+    assert heads == {"0", "1"}
+    page.uncheck('#hv-heads input[data-head="0"]')
+    assert {x.get_attribute("data-head") for x in page.locator("#head-view line").all()} == {"1"}
+    # 2 embeddings: the sum row of the chosen position is the trace's, PE row outlined
+    page.locator("#input .chip").nth(2).click()
+    assert page.input_value("#emb-pos") == "2"
+    emb = t["embeddings"][0]
+    sum_row = page.locator("#emb-table tbody tr.chosen td").all_inner_texts()[1:]
+    assert sum_row == shown(decode_array(emb["sum"])[2][: len(sum_row)])
+    assert "sin(pos / 10000^(2i/d_model))" in o.text("#pe-note")
+    # 5 residual stream: after each Add & Norm, the chosen token's norm
+    res = t["stacks"][0]["layers"][0]["residual"]
+    after = o.column("#res-table", "‖stream after Add & Norm‖")
+    assert after == shown([decode_array(s["after"])[0] for s in res["sublayers"]])
+    offline(o, path)
+    shoot(page.locator("#input"), "input", tmp_path)
+    shoot(page.locator("#embed"), "embeddings", tmp_path)
+    page.select_option("#pick-query", "1")
+    shoot(page.locator("#head"), "head", tmp_path)
+    shoot(page.locator("#heads"), "heads", tmp_path)
+    shoot(page.locator("#residual"), "residual", tmp_path)
+    shoot(page.locator("#family"), "classifier", tmp_path)
+    o.close()
+
+
+def test_gpt_page_steps_one_token_at_a_time(browser, served_runs, tmp_path: Path) -> None:
+    run = served_runs["verse"]
+    path = write(run, "First", tmp_path / "lm.html", "--steps", "6", "--temperature", "0")
+    (t,) = traces_of(path)
+    lm = attnkit.load(run)
+    want = lm.generate("First", max_new_tokens=6, temperature=0)[0]
+    o = Opened(browser, path.as_uri())
+    page = o.page
+    chosen = []
+    for k in range(6):
+        assert o.text("#lm-step-label").startswith(f"step {k + 1} of 6")
+        chosen.append(page.text_content("#lm-chosen"))
+        # the head panel follows: its query is the position that predicts this token
+        assert page.input_value("#pick-query") == str(t["view"]["steps"][k]["position"])
+        if k < 5:
+            page.click("#lm-next")
+    assert "".join(chosen) == want.text  # greedy: the Python API's continuation
+    assert page.is_disabled("#lm-next")
+    assert "look-ahead" in o.text("#mask-note")
+    step = t["view"]["steps"][-1]
+    vals = page.locator("#lm-bars .val").all_inner_texts()
+    assert vals == [pct(c["filtered"]) for c in step["top"]]  # as generated (greedy)
+    page.fill("#lm-temp", "1")  # another temperature: softmax over the shown logits
+    logits = np.array([c["logit"] for c in step["top"]])
+    p = np.exp(logits - logits.max())
+    assert page.locator("#lm-bars .val").all_inner_texts() == [pct(x) for x in p / p.sum()]
+    page.fill("#lm-topk", "2")  # top-k 2: exactly the two best keep all the mass
+    p2 = np.exp(logits[:2] - logits[:2].max())
+    assert page.locator("#lm-bars .val").all_inner_texts()[:2] == [pct(x) for x in p2 / p2.sum()]
+    assert set(page.locator("#lm-bars .val").all_inner_texts()[2:]) == {"0.0%"}
+    page.click("#lm-prev")
+    assert o.text("#lm-step-label").startswith("step 5 of 6")
+    offline(o, path)
+    shoot(page.locator("#family"), "gpt", tmp_path)
+    o.close()
+
+
+def test_seq2seq_page_greedy_and_beam(browser, served_runs, tmp_path: Path) -> None:
+    run = served_runs["translator"]
+    text = "ein mann"
+    path = write(run, text, tmp_path / "mt.html", "--beam", "3")
+    mt = attnkit.load(run)
+    a = mt.alignment(text)
+    o = Opened(browser, path.as_uri())
+    page = o.page
+    assert o.text("#s2s-output") == f"output (greedy): {a.text}"
+    assert page.input_value("#pick-attn") == "1"  # the decoder's cross-attention
+    assert page.locator("#pick-attn option").nth(1).inner_text() == "encoder-decoder attention"
+    page.click("#s2s-next")
+    assert page.input_value("#pick-query") == "1"  # step 2 reads the target's row 1
+    assert page.locator("#s2s-bars .bar-row.chosen .lab").inner_text() == a.output[1]
+    # the query table of step 2 is the alignment's row (last layer, mean of heads: per head)
+    (t, beam) = traces_of(path)
+    att = t["stacks"][1]["layers"][-1]["attention"][1]
+    w = decode_array(att["weights"])  # (H, T_out, S)
+    np.testing.assert_allclose(w.mean(0)[: len(a.output)], a.weights.numpy(), atol=1e-6)
+    assert o.column("#query-table", "weight α")[: w.shape[2]] == shown(w[0, 1])
+    shoot(page.locator("#family"), "seq2seq", tmp_path)
+    page.select_option("#pick-trace", "1")
+    assert o.text("#s2s-output") == f"output (beam 3): {mt.translate([text], beam=3)[0]}"
+    offline(o, path)
+    o.close()
+
+
+def test_lstm_seq2seq_shows_its_score_function(browser, served_runs, tmp_path: Path) -> None:
+    run = served_runs["bot"]
+    path = write(run, "안녕 hello", tmp_path / "bot.html", "--beam", "1")
+    (t,) = traces_of(path)
+    o = Opened(browser, path.as_uri())
+    score = t["stacks"][0]["layers"][0]["attention"][0]["score"]
+    assert score["name"] == attnkit.load(run).config.model.attention
+    assert o.text("#formula").startswith(f"{score['name']}: {score['formula']}")
+    assert "s_t" in o.text("#qkv-note") and "h_i" in o.text("#qkv-note")
+    assert "c_t" in o.text("#sum-formula")
+    assert o.page.locator("#res-none").is_visible()  # an LSTM has no Add & Norm
+    offline(o, path)
+    o.close()
+
+
+def test_bert_mlm_fills_in_the_mask(browser, tmp_path: Path) -> None:
+    run = LEGACY / "mlm"
+    text = "the [MASK] was great"
+    path = write(run, text, tmp_path / "mlm.html")
+    want = attnkit.load(run).fill_mask(text, top_k=10)
+    o = Opened(browser, path.as_uri())
+    boxes = o.page.locator("#mlm-masks .mask-box")
+    assert boxes.count() == len(want)
+    for box, fills in zip(boxes.all(), want, strict=True):
+        assert box.locator(".lab").all_inner_texts() == [tok for tok, _ in fills]
+        assert box.locator(".val").all_inner_texts() == [pct(p) for _, p in fills]
+    assert o.page.locator("#input .chip.mask").count() == len(want)
+    offline(o, path)
+    shoot(o.page.locator("#family"), "mlm", tmp_path)
+    o.close()
+
+
+def test_elmo_layer_mix_and_bilm(browser, elmo_runs, tmp_path: Path) -> None:
+    text = "the movie was great"
+    path = write(elmo_runs["elmo"], text, tmp_path / "elmo.html")
+    clf = attnkit.load(elmo_runs["elmo"])
+    weights, gamma = clf.model.mix_weights()
+    want = clf.predict([text])[0]
+    o = Opened(browser, path.as_uri())
+    assert o.text("#cls-pred") == f"predicted: {want.label} ({pct(want.probability)})"
+    assert o.text("#elmo-gamma") == f"γ = {gamma:.4f}"
+    assert o.column("#elmo-table", "softmax(s)_j") == shown(weights, 4)
+    assert o.page.locator("#fam-elmo").is_visible()
+    offline(o, path)
+    shoot(o.page.locator("#family"), "elmo", tmp_path)
+    o.close()
+    path = write(elmo_runs["bilm"], text, tmp_path / "bilm.html")
+    (t,) = traces_of(path)
+    o = Opened(browser, path.as_uri())
+    rows = o.page.locator("#bilm-table tbody tr")
+    assert rows.count() == len(t["inputs"][0]["tokens"])
+
+    def top3(row: dict) -> str:
+        return ", ".join(f"{c['token']} {pct(c['probability'])}" for c in row["top"][:3])
+
+    for side in ("forward", "backward"):
+        want = {r["position"]: top3(r) for r in t["view"][side]}
+        got = o.column(
+            "#bilm-table", f"{side} LM: {'next' if side == 'forward' else 'previous'} token"
+        )
+        assert got == [want.get(i, "") for i in range(rows.count())]
+    assert o.page.locator("#no-attention").is_visible()
+    offline(o, path)
+    o.close()
+
+
+def test_bert_pair_shows_its_segments(browser, tmp_path: Path) -> None:
+    """A BERT sentence-pair classifier (built in memory: only the display is tested here)."""
+    import dataclasses
+
+    import torch
+
+    from attnkit.app.explain import trace
+    from attnkit.app.explain.page import render_page, write_page
+    from attnkit.models.bert import BertConfig
+    from attnkit.tasks.classify import ClassifierPredictor
+
+    base = attnkit.load(LEGACY / "classify-transformer")
+    tk = base.tokenizer
+    cfg = BertConfig(arch="bert-classifier", max_len=32, d_model=16, num_heads=2, d_ff=32,
+                     num_layers=2, num_classes=3, vocab_size=tk.vocab_size, pad_id=tk.pad_id)  # fmt: skip
+    torch.manual_seed(0)
+    data = dataclasses.replace(base.config.data, max_len=32)
+    config = dataclasses.replace(base.config, model=cfg, data=data)
+    pred = ClassifierPredictor(cfg.build().eval(), tk, config, ["a", "b", "c"], pairs=True)
+    t = trace(pred, "the movie was great", pair="boring film")
+    path = write_page(tmp_path / "pair.html", render_page(t))
+    o = Opened(browser, path.as_uri())
+    segments = t["inputs"][0]["segments"]
+    chips = o.page.locator("#input .chip")
+    assert [("seg1" in (c.get_attribute("class") or "")) for c in chips.all()] == [
+        s == 1 for s in segments
+    ]
+    assert "sentence B (segment 1)" in o.text("#input")
+    caption = o.page.locator("#emb-maps figcaption").all_inner_texts()
+    assert "segment embedding rows" in caption and "sum, after LayerNorm" in caption
+    assert "+ segment embedding" in o.text("#emb-formula")
+    want = pred.predict(["the movie was great"], pairs=["boring film"])[0]
+    assert o.text("#cls-pred") == f"predicted: {want.label} ({pct(want.probability)})"
+    assert o.page.locator("#pick-layer option").count() == 2
+    offline(o, path)
+    o.close()
+
+
+def test_a_long_input_is_cut_with_a_visible_note(browser, served_runs, tmp_path: Path) -> None:
+    long = " ".join(["정말 재미있어요"] * 40)
+    path = write(served_runs["sentiment"], long, tmp_path / "long.html", "--max-tokens", "8")
+    o = Opened(browser, path.as_uri())
+    note = o.page.locator("#notes li.cut")
+    assert note.is_visible() and "cut to 8 tokens" in note.inner_text()
+    assert o.page.locator("#input .chip").count() == 8
+    o.close()
+
+
+# --------------------------------------------------------------------------------------
+# the served page: type a new text
+# --------------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def url(served_runs):
+    from attnkit.app.serve import create_app
+
+    names = ("sentiment", "verse")
+    app = create_app([f"{n}={served_runs[n]}" for n in names])
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_served_explorer_takes_a_new_text(browser, url, served_runs) -> None:
+    index = Opened(browser, url)
+    links = index.page.locator("#explain-links a")
+    assert links.all_inner_texts() == ["explain sentiment", "explain verse"]
+    index.page.select_option("#classify-model", "sentiment")
+    index.page.fill("#classify-text", "정말 최고")
+    with index.page.expect_navigation():
+        links.first.click()
+    index.page.wait_for_selector("body[data-ready=true]")
+    assert index.page.locator("#input .chip .t").all_inner_texts()[:2] == ["정말", "최"]
+    index.close()
+    o = Opened(browser, f"{url}/explain/sentiment?text=" + "재미있어요")
+    page = o.page
+    assert not page.is_visible("#fixed-note") and page.is_visible("#ask")
+    new = "지루해요 최악"
+    page.fill("#ask-text", new)
+    page.click("#ask-btn")
+    page.wait_for_selector("body[data-renders='2'][data-ready=true]")
+    want = attnkit.load(served_runs["sentiment"]).predict([new])[0]
+    assert o.text("#cls-pred") == f"predicted: {want.label} ({pct(want.probability)})"
+    assert all(u.startswith(url) for u in o.requests), o.requests  # its own server only
+    page.fill("#ask-text", "x" * 2001)  # over the server's limit: its JSON error, shown
+    page.click("#ask-btn")
+    page.wait_for_selector("#error:not([hidden])")
+    assert "413" in o.text("#error")
+    o.close()
+    o = Opened(browser, f"{url}/explain/verse?text=First&steps=3")
+    assert o.page.is_visible("#ask-steps-label")
+    assert o.text("#lm-step-label").startswith("step 1 of 3")
+    o.close()

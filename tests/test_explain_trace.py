@@ -1,0 +1,489 @@
+"""The explainer's data (issue 34): ``attnkit.nn.capture`` and ``attnkit.app.explain.trace``.
+
+The numbers in a trace are the model's own: each family's trace is compared, to 1e-6, with
+what the predictor reports (probabilities, fill-ins, alignments, generated tokens) and with
+the model's forward pass (attention weights from ``need_weights``); the explicit attention
+computed under capture equals the fused kernel's output; with capture off nothing is
+recorded and the fused kernel runs. Runs: the legacy fixtures (trained tiny runs), the
+session's tiny classify run, and tiny models built in memory with a legacy run's tokenizer
+(GPT, BERT, ELMo, biLM, LSTM with every score function)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attnkit
+from attnkit.app.explain import decode_array, trace
+from attnkit.app.explain.schema import SCHEMA_VERSION, Trace
+from attnkit.core.errors import InputError
+from attnkit.models.bert import BertConfig
+from attnkit.models.elmo import ELMoConfig
+from attnkit.models.elmo_classifier import ELMoClassifierConfig
+from attnkit.models.gpt import GPTConfig
+from attnkit.models.gpt_classifier import GPTClassifierConfig
+from attnkit.nn import capture as capture_module
+from attnkit.nn.attention import SCORE_NAMES, KVCache, MultiHeadAttention
+from attnkit.nn.capture import Recorder, capture
+from attnkit.nn.layers import BlockConfig, Encoder
+from attnkit.tasks.bert_pretrain import BertPretrainPredictor
+from attnkit.tasks.bilm import BiLMPredictor
+from attnkit.tasks.classify import ClassifierPredictor
+from attnkit.tasks.lm import LMPredictor
+from attnkit.tasks.seq2seq import Seq2SeqPredictor
+
+LEGACY = Path(__file__).parent / "fixtures" / "legacy_runs"
+ATOL = 1e-6
+
+
+def arr(a: dict) -> np.ndarray:
+    return decode_array(a).astype(np.float64)
+
+
+def _np(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def close(got, want, atol: float = ATOL) -> None:
+    np.testing.assert_allclose(_np(got), _np(want), atol=atol, rtol=0)
+
+
+def check_schema(t: dict, family: str) -> None:
+    """Top-level keys as the schema's ``Trace``, JSON-serialisable, arrays decodable."""
+    assert set(t) == set(Trace.__annotations__)
+    assert t["schema"] == SCHEMA_VERSION and t["family"] == family
+    assert t["view"]["kind"] == family
+    assert any("dropout is off" in note for note in t["notes"])
+    assert t["dropout"]["active"] is False
+    json.loads(json.dumps(t))
+    for stack in t["stacks"]:
+        for layer in stack["layers"]:
+            for att in layer["attention"]:
+                w = arr(att["weights"])
+                mask = decode_array(att["mask"]["array"]).astype(bool)
+                assert w.shape == arr(att["scores"]).shape
+                assert (w[:, ~mask] == 0).all()  # masked keys get exactly 0
+                rows = w.sum(-1)[:, mask.any(-1)]
+                np.testing.assert_allclose(rows, 1.0, atol=1e-5)
+
+
+# --------------------------------------------------------------------------------------
+# the capture mechanism
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"padding": True}, {"is_causal": True}, {"padding": True, "is_causal": True}]
+)
+def test_captured_explicit_attention_equals_fused(kwargs: dict) -> None:
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 7, 32)
+    call = {"is_causal": kwargs.get("is_causal", False)}
+    if kwargs.get("padding"):
+        pad = torch.ones(2, 7, dtype=torch.bool)
+        pad[1, 4:] = False
+        call["key_padding_mask"] = pad
+    with torch.no_grad():
+        fused, none = mha(x, x, x, **call)
+        _, weights = mha(x, x, x, need_weights=True, **call)
+        with capture(mha) as rec:
+            explicit, kept = mha(x, x, x, **call)
+    assert none is None and kept is None  # need_weights=False still returns no weights
+    close(explicit, fused)
+    (r,) = rec.of("attention")
+    close(r["weights"], weights)
+    close(r["head_out"].transpose(1, 2).reshape(2, 7, 32) @ mha.out_proj.weight.T
+          + mha.out_proj.bias, fused)  # fmt: skip
+    assert r["role"] == ("causal_self" if call["is_causal"] else "self")
+    # scores are before the mask: softmax of the unmasked scores differs where masked
+    assert r["scores"].shape == (2, 4, 7, 7)
+
+
+def test_captured_cross_attention_and_cache_equal_fused() -> None:
+    torch.manual_seed(1)
+    mha = MultiHeadAttention(16, 2, kdim=12, vdim=12).eval()
+    y, memory = torch.randn(1, 3, 16), torch.randn(1, 5, 12)
+    with torch.no_grad():
+        fused, _ = mha(y, memory, memory)
+        with capture(mha) as rec:
+            explicit, _ = mha(y, memory, memory)
+    close(explicit, fused)
+    assert rec.of("attention")[0]["role"] == "cross"
+    self_attn = MultiHeadAttention(16, 2).eval()  # incremental decoding with a KV cache
+    x = torch.randn(1, 4, 16)
+    with torch.no_grad():
+        whole, _ = self_attn(x, x, x, is_causal=True)
+        cache = KVCache()
+        self_attn(x[:, :3], x[:, :3], x[:, :3], is_causal=True, cache=cache)
+        with capture(self_attn) as rec:
+            last, _ = self_attn(x[:, 3:], x[:, 3:], x[:, 3:], is_causal=True, cache=cache)
+    close(last, whole[:, 3:])
+    assert rec.of("attention")[0]["weights"].shape == (1, 2, 1, 4)
+
+
+def test_capture_off_records_nothing_and_runs_the_fused_kernel(monkeypatch) -> None:
+    torch.manual_seed(0)
+    encoder = Encoder(BlockConfig(d_model=16, num_heads=2, d_ff=32, dropout=0.0), 2).eval()
+    fused_calls = []
+    sdpa = F.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        fused_calls.append(1)
+        return sdpa(*args, **kwargs)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("recorded with capture off")
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", counting)
+    monkeypatch.setattr(capture_module, "record", refuse)
+    monkeypatch.setattr(Recorder, "add", refuse)
+    assert capture_module.ACTIVE is False and capture_module.current() is None
+    with torch.no_grad():
+        encoder(torch.randn(1, 5, 16))
+    assert len(fused_calls) == 2  # one per layer: the fused kernel, as before
+
+
+def test_a_capture_in_one_thread_leaves_other_threads_alone() -> None:
+    torch.manual_seed(0)
+    encoder = Encoder(BlockConfig(d_model=16, num_heads=2, d_ff=32, dropout=0.0), 1).eval()
+    x = torch.randn(1, 5, 16)
+    seen: dict[str, object] = {}
+
+    def other() -> None:
+        seen["recorder"] = capture_module.current()
+        with torch.no_grad():
+            seen["out"] = encoder(x)[0]
+
+    with capture(encoder) as rec:
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join()
+        assert capture_module.ACTIVE
+    assert seen["recorder"] is None and rec.records == []  # the thread recorded nothing
+    assert capture_module.ACTIVE is False
+    with capture(encoder) as rec, torch.no_grad():
+        close(encoder(x)[0], seen["out"])
+    kinds = {r.kind for r in rec.records}
+    assert {"attention", "add_norm", "ffn"} <= kinds
+    assert [r.module for r in rec.of("attention")] == ["layers.0.self_attn"]
+
+
+# --------------------------------------------------------------------------------------
+# predictors: legacy runs and tiny models built in memory with a legacy run's tokenizer
+# --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def base() -> ClassifierPredictor:
+    return attnkit.load(LEGACY / "classify-transformer", precision="fp32")
+
+
+def _config(pred, task: str, model_cfg):
+    """``pred``'s run config for ``task`` and ``model_cfg`` (data.max_len: the model's)."""
+    data = dataclasses.replace(pred.config.data, max_len=model_cfg.max_len)
+    return dataclasses.replace(pred.config, task=task, model=model_cfg, data=data)
+
+
+def _sizes(pred, **extra) -> dict:
+    tk = pred.tokenizer
+    return {"vocab_size": tk.vocab_size, "pad_id": tk.pad_id, **extra}
+
+
+def _classifier(base, model_cfg, pairs: bool = False, labels=("neg", "pos")):
+    torch.manual_seed(0)
+    model = model_cfg.build().eval()
+    return ClassifierPredictor(model, base.tokenizer, _config(base, "classify", model_cfg),
+                               list(labels), pairs=pairs)  # fmt: skip
+
+
+def check_classifier(pred, text: str, pair: str | None = None) -> dict:
+    t = trace(pred, text, pair=pair, precision="float32")
+    check_schema(t, "classifier")
+    kwargs = {} if pair is None else {"pairs": [pair]}
+    want = pred.predict([text], **kwargs)[0]
+    close(t["view"]["probabilities"], list(want.probabilities.values()))
+    assert t["view"]["predicted"] == want.label
+    return t
+
+
+def test_transformer_classifier_run(tiny_run_once: Path, tmp_path: Path) -> None:
+    run = shutil.copytree(tiny_run_once, tmp_path / "run")
+    text = "the movie was great 정말 최고"
+    t = trace(run, text, precision="float32")  # a run directory: loaded here
+    pred = attnkit.load(run, precision="fp32")
+    check_schema(t, "classifier")
+    close(t["view"]["probabilities"], list(pred.predict([text])[0].probabilities.values()))
+    tokens, weights = pred.attention(text)
+    assert t["inputs"][0]["tokens"] == tokens and "정말" in tokens  # Korean as strings
+    (stack,) = t["stacks"]
+    assert stack["name"] == "encoder" and len(stack["layers"]) == len(weights)
+    for layer, w in zip(stack["layers"], weights, strict=True):
+        (att,) = layer["attention"]
+        close(arr(att["weights"]), w)
+        assert att["mask"]["kinds"] == ["padding"] and decode_array(att["mask"]["array"]).all()
+        assert att["score"]["name"] == "scaled_dot"
+    # embeddings: token x sqrt(d_model) + the PE rows = what the first layer read
+    (emb,) = t["embeddings"]
+    model = pred.model
+    ids = torch.tensor([t["inputs"][0]["ids"]])
+    close(arr(emb["token"]), model.embed(ids)[0])
+    assert emb["token_scale"] == pytest.approx(model.embed.scale)
+    n = ids.size(1)
+    close(arr(emb["position"]["rows"]), model.pos.pe[:n])
+    close(arr(emb["sum"]), arr(emb["token"]) + arr(emb["position"]["rows"]))
+    # residual stream and pooled vector from the model's own encoder
+    with torch.no_grad():
+        hidden, mask, _ = model.encode(ids)
+    residual = stack["layers"][-1]["residual"]
+    close(arr(residual["output"]), hidden[0].norm(dim=-1), atol=1e-5)
+    close(arr(t["view"]["pooled"]), hidden[0].mean(0))  # mean pooling
+    assert [s["name"] for s in residual["sublayers"]] == ["attention", "ffn"]
+
+
+def test_legacy_classifiers_gru_ngram_cls_pooling() -> None:
+    text = "최악 영화 정말"
+    for name in ("classify-transformer", "classify-gru", "classify-ngram"):
+        pred = attnkit.load(LEGACY / name, precision="fp32")
+        t = check_classifier(pred, text)
+        if name == "classify-transformer":
+            assert t["view"]["pooling"] == "cls" and t["inputs"][0]["tokens"][0] == "[CLS]"
+            assert t["stacks"]
+        else:
+            assert t["stacks"] == []
+        assert (t["view"]["pooled"] is None) == (name == "classify-ngram")
+
+
+def test_bert_pair_classifier(base) -> None:
+    cfg = BertConfig(arch="bert-classifier", max_len=64, d_model=16, num_heads=2, d_ff=32,
+                     num_layers=2, num_classes=3, **_sizes(base))  # fmt: skip
+    pred = _classifier(base, cfg, pairs=True, labels=("a", "b", "c"))
+    t = check_classifier(pred, "the movie was great", pair="boring film story")
+    inp = t["inputs"][0]
+    assert inp["tokens"][0] == "[CLS]" and inp["tokens"].count("[SEP]") == 2
+    assert set(inp["segments"]) == {0, 1}
+    (emb,) = t["embeddings"]
+    assert emb["layer_norm"] and emb["segment"] is not None
+    ids, types = torch.tensor([inp["ids"]]), torch.tensor([inp["segments"]])
+    with torch.no_grad():
+        out = pred.model.bert(ids, None, types, need_weights=True)
+    for layer, w in zip(t["stacks"][0]["layers"], out.attentions, strict=True):
+        close(arr(layer["attention"][0]["weights"]), w[0])
+    close(arr(t["view"]["pooled"]), out.pooler_output[0])
+
+
+def test_frozen_bert_classifier_shows_its_layer_mix(base) -> None:
+    cfg = BertConfig(arch="bert-classifier", max_len=32, d_model=16, num_heads=2, d_ff=32,
+                     num_layers=2, freeze_encoder=True, pooling="mean", **_sizes(base))  # fmt: skip
+    pred = _classifier(base, cfg)
+    with torch.no_grad():
+        pred.model.mix.scalars.copy_(torch.tensor([1.0, 0.0, -1.0]))
+    t = check_classifier(pred, "the movie was great")
+    close(t["view"]["mix"]["weights"], torch.tensor([1.0, 0.0, -1.0]).softmax(0))
+    assert len(t["stacks"][0]["layers"]) == 2
+
+
+def test_gpt_classifier_has_causal_masks(base) -> None:
+    cfg = GPTClassifierConfig(max_len=32, d_model=16, num_heads=2, d_ff=32, num_layers=2,
+                              **_sizes(base))  # fmt: skip
+    t = check_classifier(_classifier(base, cfg), "the movie was great")
+    (stack,) = t["stacks"]
+    assert stack["name"] == "decoder" and stack["norm_first"]
+    att = stack["layers"][0]["attention"][0]
+    assert att["role"] == "causal_self" and "look_ahead" in att["mask"]["kinds"]
+    mask = decode_array(att["mask"]["array"]).astype(bool)
+    assert (mask == np.tril(np.ones_like(mask))).all()
+    assert t["embeddings"][0]["position"]["kind"] == "learned"
+
+
+def test_elmo_classifier_mix(base) -> None:
+    tk = base.tokenizer
+    cfg = ELMoClassifierConfig(max_len=16, bilm_d_model=8, bilm_hidden_size=8, bilm_num_layers=2,
+                               bos_id=tk.bos_id, eos_id=tk.eos_id, token_dim=4,
+                               task_hidden_size=8, **_sizes(base))  # fmt: skip
+    pred = _classifier(base, cfg)
+    with torch.no_grad():
+        pred.model.elmo.mix.scalars.copy_(torch.tensor([0.5, -1.0, 2.0]))
+        pred.model.elmo.mix.gamma.fill_(1.7)
+    text = "the movie was great"
+    t = check_classifier(pred, text)
+    mix = t["view"]["elmo"]
+    weights, gamma = pred.model.mix_weights()
+    close(mix["weights"], weights)
+    assert mix["gamma"] == pytest.approx(gamma)
+    ids = torch.tensor([t["inputs"][0]["ids"]])
+    with torch.no_grad():
+        features = pred.model.features(ids, torch.ones_like(ids, dtype=torch.bool))[0]
+    close(arr(mix["output_norms"]), features.norm(dim=-1), atol=1e-5)
+    assert arr(mix["contributions"]).shape == (3, ids.size(1))
+
+
+def test_gpt_lm_steps(base) -> None:
+    cfg = GPTConfig(max_len=32, d_model=16, num_heads=2, d_ff=32, num_layers=2, **_sizes(base))
+    torch.manual_seed(0)
+    model = cfg.build().eval()
+    pred = LMPredictor(model, base.tokenizer, _config(base, "lm", cfg))
+    prompt = "the movie"
+    t = trace(pred, prompt, steps=3, temperature=0.0, precision="float32")
+    check_schema(t, "lm")
+    view = t["view"]
+    ids = pred._prompt_ids(prompt)
+    generated = [s["chosen"]["id"] for s in view["steps"]]
+    assert view["prompt_length"] == len(ids) and len(generated) == 3
+    assert t["inputs"][0]["ids"] == ids + generated[:-1]
+    with torch.no_grad():
+        for k, step in enumerate(view["steps"]):
+            probs = model(torch.tensor([ids + generated[:k]])).logits[0, -1].softmax(-1)
+            close([c["probability"] for c in step["top"]], probs[[c["id"] for c in step["top"]]])
+            assert step["position"] == len(ids) - 1 + k
+        out = model(torch.tensor([t["inputs"][0]["ids"]]), need_weights=True)
+    for layer, w in zip(t["stacks"][0]["layers"], out.attentions, strict=True):
+        close(arr(layer["attention"][0]["weights"]), w[0])
+    # greedy: the same continuation as the predictor's own generation
+    want = pred.generate(prompt, max_new_tokens=3, temperature=0.0)[0].text
+    tk = pred.tokenizer
+    assert tk.decode(ids + generated)[len(tk.decode(ids)) :] == want
+    sampled = trace(pred, prompt, steps=2, temperature=0.8, top_k=5, seed=3)
+    again = trace(pred, prompt, steps=2, temperature=0.8, top_k=5, seed=3)
+    assert sampled["view"]["generated"] == again["view"]["generated"]
+    for step in sampled["view"]["steps"]:  # top-k: at most 5 tokens could be drawn
+        assert sum(c["filtered"] > 0 for c in step["top"]) <= 5
+        assert step["chosen"]["id"] in [c["id"] for c in step["top"][:5]]
+
+
+def test_transformer_seq2seq_alignment_and_steps() -> None:
+    pred = attnkit.load(LEGACY / "translate-transformer", precision="fp32")
+    text = "red cat sun"
+    t = trace(pred, text, precision="float32")
+    check_schema(t, "seq2seq")
+    view = t["view"]
+    a = pred.alignment(text)
+    assert view["output_tokens"] == a.output
+    close(arr(view["alignment"]), a.weights)
+    assert view["output_text"] == pred.translate(text)[0]
+    enc, dec = t["stacks"]
+    assert (enc["name"], dec["name"]) == ("encoder", "decoder")
+    roles = [att["role"] for att in dec["layers"][0]["attention"]]
+    assert roles == ["causal_self", "cross"]
+    src = torch.tensor([t["inputs"][0]["ids"]])
+    tgt = torch.tensor([t["inputs"][1]["ids"]])
+    with torch.no_grad():
+        memory, enc_w = pred.model.encode(src, need_weights=True)
+        logits, dec_w = pred.model.decode(tgt, memory, src != pred.tokenizer.pad_id,
+                                          need_weights=True)  # fmt: skip
+    close(arr(enc["layers"][0]["attention"][0]["weights"]), enc_w[0][0])
+    close(arr(dec["layers"][0]["attention"][0]["weights"]), dec_w[0][0][0])
+    close(arr(dec["layers"][0]["attention"][1]["weights"]), dec_w[0][1][0])
+    probs = logits[0].softmax(-1)
+    for step in view["steps"]:
+        close([c["probability"] for c in step["top"]],
+              probs[step["step"] - 1, [c["id"] for c in step["top"]]])  # fmt: skip
+    beam = trace(pred, text, beam=2)
+    assert beam["view"]["search"] == "beam"
+    assert beam["view"]["output_text"] == pred.translate(text, beam=2)[0]
+
+
+@pytest.mark.parametrize("score", SCORE_NAMES)
+def test_lstm_seq2seq_every_score_function(score: str) -> None:
+    legacy = attnkit.load(LEGACY / "chat-lstm", precision="fp32")
+    cfg = legacy.config.model.replace(attention=score)
+    torch.manual_seed(0)
+    pred = Seq2SeqPredictor(cfg.build().eval(), legacy.tokenizer,
+                            dataclasses.replace(legacy.config, model=cfg))  # fmt: skip
+    text = "red cat"
+    t = trace(pred, text, precision="float32")
+    check_schema(t, "seq2seq")
+    view = t["view"]
+    assert view["score"]["name"] == score and view["score"]["formula"]
+    a = pred.alignment(text)
+    assert view["output_tokens"] == a.output
+    close(arr(view["alignment"]), a.weights)
+    assert view["output_text"] == pred.translate(text)[0]
+    (stack,) = t["stacks"]
+    (att,) = stack["layers"][0]["attention"]
+    assert stack["kind"] == "lstm" and att["score"]["name"] == score
+    close(arr(att["weights"])[0], a.weights)
+    assert t["embeddings"][0]["input"] == "source"
+
+
+def test_masked_lm_runs(base) -> None:
+    text = "the [MASK] was great"
+    for name in ("mlm", "mlm-electra"):
+        pred = attnkit.load(LEGACY / name, precision="fp32")
+        t = trace(pred, text, precision="float32")
+        check_schema(t, "mlm")
+        want = pred.fill_mask(text, top_k=10)
+        for got, fills in zip(t["view"]["masks"], want, strict=True):
+            assert [c["token"] for c in got["top"]] == [tok for tok, _ in fills]
+            close([c["probability"] for c in got["top"]], [p for _, p in fills])
+        assert t["stacks"][0]["layers"]
+    cfg = BertConfig(arch="bert-pretraining", max_len=32, d_model=16, num_heads=2, d_ff=32,
+                     num_layers=1, **_sizes(base))  # fmt: skip
+    torch.manual_seed(0)
+    pred = BertPretrainPredictor(cfg.build().eval(), base.tokenizer,
+                                 _config(base, "bert-pretrain", cfg))  # fmt: skip
+    t = trace(pred, text, precision="float32")
+    check_schema(t, "mlm")
+    assert t["inputs"][0]["tokens"][0] == "[CLS]" and t["embeddings"][0]["layer_norm"]
+    for got, fills in zip(t["view"]["masks"], pred.fill_mask(text, top_k=10), strict=True):
+        close([c["probability"] for c in got["top"]], [p for _, p in fills])
+    with pytest.raises(InputError, match="no \\[MASK\\]"):
+        trace(pred, "no mask here")
+
+
+def test_bilm(base) -> None:
+    cfg = ELMoConfig(max_len=32, d_model=8, hidden_size=8, num_layers=2, **_sizes(base))
+    torch.manual_seed(0)
+    pred = BiLMPredictor(cfg.build().eval(), base.tokenizer, _config(base, "bilm", cfg))
+    text = "the movie was great"
+    t = trace(pred, text, precision="float32")
+    check_schema(t, "bilm")
+    mix = t["view"]["elmo"]
+    close(mix["weights"], [1 / 3] * 3)
+    close(arr(mix["output_norms"]), pred.embed(text)[0].norm(dim=-1), atol=1e-5)
+    assert len(t["view"]["forward"]) == len(t["inputs"][0]["ids"])
+
+
+# --------------------------------------------------------------------------------------
+# bounds, budget, refusals
+# --------------------------------------------------------------------------------------
+def test_long_input_is_cut_with_a_note(base) -> None:
+    cfg = GPTClassifierConfig(max_len=64, d_model=16, num_heads=2, d_ff=32, num_layers=1,
+                              **_sizes(base))  # fmt: skip
+    pred = _classifier(base, cfg)
+    with pytest.warns(UserWarning, match="longer than max_len=64"):  # the predictor's own
+        t = trace(pred, "the movie was great " * 20, max_tokens=12)
+    assert len(t["inputs"][0]["ids"]) == 12 and t["inputs"][0]["truncated"]
+    assert any("cut to 12 tokens" in note for note in t["notes"])
+    att = t["stacks"][0]["layers"][0]["attention"][0]
+    assert decode_array(att["weights"]).shape == (2, 12, 12)
+
+
+def test_budget_stores_large_matrices_as_float16(base) -> None:
+    full = trace(base, "the movie", precision="float32", qkv="full")
+    small = trace(base, "the movie", budget_bytes=2_000, qkv="full")
+    assert full["encoding"]["float16"] == [] and full["encoding"]["qkv"] == "full"
+    assert "q" in small["encoding"]["float16"] and "scores" in small["encoding"]["float16"]
+    a = full["stacks"][0]["layers"][0]["attention"][0]
+    b = small["stacks"][0]["layers"][0]["attention"][0]
+    assert b["scores"]["dtype"] == "float16" and a["scores"]["dtype"] == "float32"
+    close(arr(b["weights"]), arr(a["weights"]), atol=1e-3)
+    norms_only = trace(base, "the movie", qkv="norms")
+    att = norms_only["stacks"][0]["layers"][0]["attention"][0]
+    assert "q" not in att and "q_norms" in att and norms_only["encoding"]["qkv"] == "norms"
+    assert len(json.dumps(small)) < len(json.dumps(full))
+
+
+def test_refusals(base) -> None:
+    with pytest.raises(InputError, match="ensemble"):
+        trace(attnkit.load([LEGACY / "classify-gru", LEGACY / "classify-ngram"]), "good")
+    with pytest.raises(InputError, match="qkv"):
+        trace(base, "good", qkv="all")
+    with pytest.raises(InputError, match="max_tokens"):
+        trace(base, "good", max_tokens=0)
