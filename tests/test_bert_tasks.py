@@ -270,6 +270,7 @@ def corpus(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["bert-pretraining", "bert-mlm"])
 def test_bert_pretrain_logs_mlm_and_nsp_and_fine_tunes(corpus, tmp_path, arch) -> None:
     recipe = {
@@ -354,6 +355,7 @@ def test_bert_pretrain_continues_from_a_hf_vocabulary(corpus, tmp_path) -> None:
     assert attnkit.load(tmp_path / "run").fill_mask("the [MASK] sat")[0]
 
 
+@pytest.mark.slow
 def test_a_single_text_bert_classifier_explains_by_attention(pair_file, tmp_path) -> None:
     recipe = {
         "task": "classify",

@@ -121,6 +121,7 @@ def test_hangul_is_drawn_by_an_inline_subset(one) -> None:
     assert all(ord(c) in cmap for c in "최악영화정말입력토큰")  # the page's own labels too
 
 
+@pytest.mark.slow
 def test_a_seq2seq_run_shows_greedy_and_beam_side_by_side() -> None:
     mt = attnkit.load(LEGACY / "translate-transformer", precision="fp32")
     got = explain_traces(mt, "ein mann", beam=3)

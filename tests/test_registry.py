@@ -5,8 +5,8 @@ neither api.py nor cli.py knows they exist. The toy model also starts from a pre
 toy run (``model.init_from``): its config and model say how, the task knows nothing of it.
 The toy task declares its data section (``ToyTagData``) and the kind of examples it reads
 (``reads``); a toy dataset (``TOY_CAPS``: one catalogue entry and its reader) is then read
-by it and by every built-in task of that kind, by name. docs/extending.md walks through
-this file."""
+by it and by every built-in task of that kind, by name. docs/extending.md shows the same
+three extensions as code that tests/test_extending_doc.py runs."""
 
 from __future__ import annotations
 
@@ -458,3 +458,14 @@ def test_the_toy_tasks_data_section(toy_recipe: dict) -> None:
         with pytest.raises(ConfigError) as exc:
             RunConfig.from_dict({**toy_recipe, "data": {**toy_recipe["data"], key: 0}})
         assert str(exc.value).startswith(message)
+
+
+def test_a_builtin_task_comes_back_after_the_registry_was_emptied(monkeypatch) -> None:
+    """A built-in module runs once: get_task finds its spec even when the module was
+    imported while a test had swapped the registry for a copy."""
+    import attnkit.tasks.qa  # noqa: F401  (imported, so registered once)
+    from attnkit.tasks import registry
+
+    spec = registry.get_task("qa")
+    monkeypatch.setattr(registry, "_REGISTRY", {})
+    assert registry.get_task("qa") is spec

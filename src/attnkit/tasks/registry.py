@@ -34,6 +34,9 @@ BUILTIN: dict[str, str] = {
 
 ENTRY_POINTS = "attnkit.tasks"
 _REGISTRY: dict[str, TaskSpec] = {}
+# the spec each built-in module registered when it was imported: a module runs once, so a
+# registry emptied afterwards (a test's) gets the spec back from here, not from the module
+_BUILTIN_SPECS: dict[str, TaskSpec] = {}
 
 
 def register_task(spec: TaskSpec, replace: bool = False) -> TaskSpec:
@@ -44,6 +47,8 @@ def register_task(spec: TaskSpec, replace: bool = False) -> TaskSpec:
     if spec.name in _REGISTRY and not replace and _REGISTRY[spec.name] is not spec:
         raise ValueError(f"task {spec.name!r} is already registered")
     _REGISTRY[spec.name] = spec
+    if BUILTIN.get(spec.name) == type(spec).__module__:
+        _BUILTIN_SPECS[spec.name] = spec
     return spec
 
 
@@ -62,6 +67,8 @@ def get_task(name: str) -> TaskSpec:
     built-in one (``BUILTIN``) or a plugin's (entry point group ``attnkit.tasks``)."""
     if name not in _REGISTRY and name in BUILTIN:
         importlib.import_module(BUILTIN[name])
+        if name not in _REGISTRY and name in _BUILTIN_SPECS:  # imported before, registry reset
+            _REGISTRY[name] = _BUILTIN_SPECS[name]
     if name not in _REGISTRY:
         plugin = _plugins().get(name)
         if plugin is not None:
