@@ -2,10 +2,11 @@
 
     python tools/check_layers.py [SRC_DIR]     # run by `make lint`, so by CI
 
-Layers, top to bottom (ARCHITECTURE.md); ``a | b`` are siblings that may not import
+Layers, top to bottom (the layout in README.md); ``a | b`` are siblings that may not import
 each other::
 
-    app        attnkit.app (api, cli, serve, demo, env report) and the package root
+    app        attnkit.app (api, cli, serve, demo, env report), the package root
+               (attnkit/__init__.py: attnkit.load & co.) and attnkit/__main__.py
     tasks      attnkit.tasks (TaskSpec, Predictor, one module/package per task)
     runtime | interop
                attnkit.runtime (Trainer, device, run directory, plots)
@@ -16,10 +17,13 @@ each other::
     core       attnkit.core (errors, config loading, checkpoint io, output guard)
 
 Checked, counting imports inside functions too:
-1. no import points to a higher layer or to a sibling;
+1. every module lives in a layer, and no import points to a higher layer or to a sibling;
 2. there are no import cycles between modules;
-3. an import of attnkit inside a function is allowed only where ``LAZY`` lists it
-   (start-up speed of the CLI and of ``import attnkit``).
+3. an import of attnkit inside a function is allowed only in the modules ``LAZY`` lists
+   (start-up speed of the CLI and of ``import attnkit``);
+4. a module imported by name at run time (``importlib.import_module``, ``__import__``) is
+   allowed only in the modules ``DYNAMIC`` lists.
+Imports under ``if TYPE_CHECKING:`` are for type checkers only and are not counted.
 
 Each violation is one line ``path:line: ...``; the exit status is 1 if there is any.
 """
@@ -34,7 +38,7 @@ from pathlib import Path
 ROOT = "attnkit"
 
 LAYERS: list[list[tuple[str, ...]]] = [  # each layer: its groups; groups in one layer are
-    [("attnkit.app", "attnkit")],  # siblings ("attnkit" = the root: attnkit.load & co.)
+    [("attnkit.app", "=attnkit", "=attnkit.__main__")],  # siblings; "=": that module only
     [("attnkit.tasks",)],
     [("attnkit.runtime",), ("attnkit.interop",)],  # neither imports the other
     [("attnkit.models",)],
@@ -43,17 +47,23 @@ LAYERS: list[list[tuple[str, ...]]] = [  # each layer: its groups; groups in one
     [("attnkit.core",)],
 ]
 
-# Function-level imports of attnkit that are wanted: what `attnkit --help`, `import
-# attnkit` and the server would otherwise load up front (torch, FastAPI, every task).
-# importer (module or package prefix) -> why.
-# A name ending in ".*" covers the package and its modules.
+# The modules whose functions may import attnkit: what `attnkit --help`, `attnkit data
+# list` and `import attnkit` would otherwise load up front (torch, FastAPI, every task).
+# module -> why.
 LAZY: dict[str, str] = {
-    "attnkit": "import attnkit stays light: attnkit.load & co. import the API on first call",
-    "attnkit.app.cli": "start-up speed: `attnkit --help` and `attnkit env` load no torch",
-    "attnkit.app.demo": "start-up speed: `python -m attnkit.app.demo --help` loads no torch",
-    "attnkit.app.env_report": "start-up speed: `attnkit env` loads no torch",
-    "attnkit.app.serve.*": "start-up speed: FastAPI and the models load when serving starts",
-    "attnkit.data": "start-up speed: the data commands load no torch (batching needs it)",
+    "attnkit": "start-up speed: import attnkit stays light; attnkit.load & co. import the API",
+    "attnkit.app.cli": "start-up speed: each verb loads what it needs (--help loads no torch)",
+    "attnkit.app.serve": "start-up speed: the CLI checks serve's limits before FastAPI loads",
+    "attnkit.data": "start-up speed: `attnkit data list` loads no torch (batching needs it)",
+}
+
+# The modules that import modules by a name known only at run time. module -> why.
+DYNAMIC: dict[str, str] = {
+    "attnkit.tasks.registry": "get_task imports a built-in task's module (BUILTIN) on first "
+    "use; that module registers itself by importing the registry",
+    "attnkit.models.pretrained": "the package of a model family named by a pretrained "
+    "source's config",
+    "attnkit.interop.onnx": "onnx / onnxruntime, optional dependencies, named in one message",
 }
 
 
@@ -64,6 +74,7 @@ class Graph:
     files: dict[str, Path] = field(default_factory=dict)  # module -> file
     # importer -> imported -> [(line, at module level?)]
     edges: dict[str, dict[str, list[tuple[int, bool]]]] = field(default_factory=dict)
+    dynamic: dict[str, list[int]] = field(default_factory=dict)  # module -> lines
 
 
 def module_name(src: Path, path: Path) -> str:
@@ -97,44 +108,77 @@ def _targets(graph: Graph, module: str, node: ast.Import | ast.ImportFrom) -> li
     return out
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING`` (not ``not TYPE_CHECKING``)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+class _Imports(ast.NodeVisitor):
+    """The imports of one module: (node, inside a function?) and run-time imports by name."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
+        self.dynamic: list[int] = []  # lines of importlib.import_module / __import__ calls
+        self._depth = 0  # functions entered
+
+    def _function(self, node: ast.AST) -> None:
+        self._depth += 1
+        self.generic_visit(node)
+        self._depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def visit_If(self, node: ast.If) -> None:
+        if _is_type_checking(node.test):  # for type checkers only; its else branch counts
+            for child in node.orelse:
+                self.visit(child)
+        else:
+            self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        self.found.append((node, self._depth > 0))
+
+    visit_ImportFrom = visit_Import
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = ast.unparse(node.func)
+        if name in ("importlib.import_module", "import_module", "__import__"):
+            self.dynamic.append(node.lineno)
+        self.generic_visit(node)
+
+
 def build(src: Path) -> Graph:
     """Parse every module under ``src`` (the folder that holds the ``attnkit`` package)."""
     graph = Graph()
     for path in sorted((src / ROOT).rglob("*.py")):
         graph.files[module_name(src, path)] = path
     for module, path in graph.files.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        top_level = {id(node) for node in tree.body}
-        skip = {  # `if TYPE_CHECKING:` blocks are not imports at run time
-            id(n)
-            for node in tree.body
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-            for n in ast.walk(node)
-        }
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skip:
-                for target in _targets(graph, module, node):
-                    lines = graph.edges.setdefault(module, {}).setdefault(target, [])
-                    lines.append((node.lineno, id(node) in top_level))
+        visitor = _Imports()
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        for node, in_function in visitor.found:
+            for target in _targets(graph, module, node):
+                lines = graph.edges.setdefault(module, {}).setdefault(target, [])
+                lines.append((node.lineno, not in_function))
+        if visitor.dynamic:
+            graph.dynamic[module] = visitor.dynamic
     return graph
 
 
 def layer_of(module: str) -> tuple[int, str]:
-    """(layer index, group's first name) of ``module``: the longest matching name wins."""
+    """(layer index, group's first name) of ``module``: the longest matching name wins;
+    (-1, "") for a module in no layer."""
     best, length = (-1, ""), -1
     for index, groups in enumerate(LAYERS):
         for group in groups:
             for name in group:
-                if (module == name or module.startswith(name + ".")) and len(name) > length:
+                exact = name.startswith("=")
+                name = name.lstrip("=")
+                hit = module == name or (not exact and module.startswith(name + "."))
+                if hit and len(name) > length:
                     best, length = (index, group[0]), len(name)
     return best
-
-
-def _lazy_ok(module: str) -> bool:
-    return any(
-        module == name.removesuffix(".*") or (name.endswith(".*") and module.startswith(name[:-1]))
-        for name in LAZY
-    )
 
 
 def cycles(graph: Graph) -> list[list[str]]:
@@ -185,25 +229,38 @@ def cycles(graph: Graph) -> list[list[str]]:
 def violations(src: Path) -> list[str]:
     """Every breach of the contract in the tree under ``src``, one line each."""
     graph = build(src)
-    out = []
+    out = [
+        f"{path}:1: {module} is in no layer of the contract (tools/check_layers.py LAYERS)"
+        for module, path in sorted(graph.files.items())
+        if layer_of(module)[0] < 0
+    ]
     for module, targets in sorted(graph.edges.items()):
         path = graph.files[module]
         mine, my_layer = layer_of(module)
         for target, places in sorted(targets.items()):
             theirs, their_layer = layer_of(target)
             line = places[0][0]
-            if theirs < mine or (theirs == mine and my_layer != their_layer):
+            if min(mine, theirs) >= 0 and (
+                theirs < mine or (theirs == mine and my_layer != their_layer)
+            ):
                 kind = "a sibling" if theirs == mine else "a higher"
                 out.append(
                     f"{path}:{line}: {module} imports {target}, {kind} layer "
                     f"({my_layer} may import only the layers below it)"
                 )
-            for lineno in sorted({n for n, at_top in places if not at_top}):
-                if not _lazy_ok(module):
-                    out.append(
-                        f"{path}:{lineno}: {module} imports {target} inside a function "
-                        "(not a listed start-up-speed import: import it at the top)"
-                    )
+            if module not in LAZY:
+                out += [
+                    f"{path}:{lineno}: {module} imports {target} inside a function "
+                    "(not a listed start-up-speed import: import it at the top)"
+                    for lineno in sorted({n for n, at_top in places if not at_top})
+                ]
+    for module, lines in sorted(graph.dynamic.items()):
+        if module not in DYNAMIC:
+            out += [
+                f"{graph.files[module]}:{n}: {module} imports a module by name at run time "
+                "(importlib.import_module / __import__; not listed in DYNAMIC)"
+                for n in lines
+            ]
     for component in cycles(graph):
         out.append(f"{graph.files[component[0]]}:1: import cycle: {', '.join(component)}")
     return out

@@ -22,8 +22,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnkit.app.api import load, train
 from attnkit.core.errors import AttnkitError, DataError, MissingFileError
 from attnkit.core.output_guard import check_output
+from attnkit.data.catalogue import get_dataset
+from attnkit.data.fetch import DownloadError, fetch, is_present
+from attnkit.data.paths import resolve_data_dir
 from attnkit.nn.layers import (
     BlockConfig,
     Decoder,
@@ -124,10 +128,6 @@ def _toy(out: Path, steps: int) -> None:
 
 def _ensure_dataset(dataset: str) -> None:
     """Download ``dataset`` unless the data folder has it; offline, a one-line DataError."""
-    from attnkit.data.catalogue import get_dataset
-    from attnkit.data.fetch import DownloadError, fetch, is_present
-    from attnkit.data.paths import resolve_data_dir
-
     info = get_dataset(dataset)
     if all(is_present(f) for f in info.files):
         return
@@ -143,8 +143,6 @@ def _ensure_dataset(dataset: str) -> None:
 
 
 def _sentiment(recipe: str, dataset: str, texts: list[str], out: Path) -> None:
-    from attnkit.app.api import load, train
-
     _ensure_dataset(dataset)
     run = out / Path(recipe).stem
     result = train(recipe, out=run, force=True)

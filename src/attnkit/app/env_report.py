@@ -14,6 +14,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from attnkit.core.version import __version__
+from attnkit.data.catalogue import list_datasets
+from attnkit.data.fetch import check_file
+from attnkit.data.paths import resolve_data_dir
+from attnkit.runtime import device as devices  # (attributes looked up per call)
+
 __all__ = ["PACKAGES", "collect", "cpu_model", "format_report"]
 
 # the distributions whose versions a report shows (besides attnkit and Python)
@@ -43,10 +49,6 @@ def cpu_model() -> str:
 def _datasets(data_dir: str | None) -> dict[str, Any]:
     """The data directory and each catalogued dataset's state, by the quick check of
     ``attnkit data list``: ``present``, ``missing`` or ``bad`` (damaged)."""
-    from attnkit.data.catalogue import list_datasets
-    from attnkit.data.fetch import check_file
-    from attnkit.data.paths import resolve_data_dir
-
     root = resolve_data_dir(data_dir)
     states: dict[str, str] = {}
     for info in list_datasets():
@@ -63,22 +65,11 @@ def collect(data_dir: str | None = None) -> dict[str, Any]:
     package is not installed."""
     import torch
 
-    from attnkit.core.version import __version__
-    from attnkit.runtime.device import (
-        SPEED_FLAGS,
-        _mps_available,
-        cpu_flags,
-        cpu_has_native_bf16,
-        resolve_device,
-        resolve_precision,
-        usable_cores,
-    )
-
-    flags = cpu_flags()
-    device = resolve_device("auto")
-    precision = resolve_precision("auto", device)
+    flags = devices.cpu_flags()
+    device = devices.resolve_device("auto")
+    precision = devices.resolve_precision("auto", device)
     torch_threads = torch.get_num_threads()
-    cores = usable_cores()
+    cores = devices.usable_cores()
     cuda = torch.cuda.is_available()
     gpus = []
     if cuda:
@@ -104,8 +95,8 @@ def collect(data_dir: str | None = None) -> dict[str, Any]:
         },
         "cpu": {
             "model": cpu_model(),
-            "flags": {flag: flag in flags for flag in SPEED_FLAGS},
-            "native_bf16": cpu_has_native_bf16(),
+            "flags": {flag: flag in flags for flag in devices.SPEED_FLAGS},
+            "native_bf16": devices.cpu_has_native_bf16(),
         },
         "threads": {
             "torch": torch_threads,
@@ -122,7 +113,7 @@ def collect(data_dir: str | None = None) -> dict[str, Any]:
             "cuda_available": cuda,
             "cuda_version": torch.version.cuda,
             "devices": gpus,
-            "mps_available": _mps_available(),
+            "mps_available": devices._mps_available(),
         },
         "data": _datasets(data_dir),
     }

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from attnkit.app.api import load
 from attnkit.app.explain.trace import family_of
 from attnkit.core.errors import InputError, RunError
 from attnkit.tasks import get_task
@@ -98,8 +99,6 @@ def load_runs(
     endpoint, or two runs of one name, is a one-line ``RunError``; with ``explain_only``
     (``attnkit explain``) a run without an endpoint is served for its explorer page, and a
     run the explorer has no view for is the error."""
-    from attnkit.app.api import load
-
     if not specs:
         raise RunError("give at least one run directory to serve")
     runs: dict[str, ServedRun] = {}
