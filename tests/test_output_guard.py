@@ -29,7 +29,7 @@ import attnkit.app.api
 from attnkit.app.cli import main
 from attnkit.core.errors import InputError, RunError
 from attnkit.core.output_guard import check_output, is_leftover, staged_folder
-from attnkit.data.pseudo_labels import (
+from attnkit.data.pseudo_label_files import (
     PSEUDO_LABEL_SUFFIXES,
     PseudoLabel,
     _soft_targets,

@@ -14,7 +14,7 @@ import attnkit
 from attnkit.app.cli import main
 from attnkit.core.config import ConfigError
 from attnkit.core.errors import DataError, InputError
-from attnkit.data.pseudo_labels import (
+from attnkit.data.pseudo_label_files import (
     PseudoLabel,
     extra_training_examples,
     same_text,

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnkit.core.errors import ConfigError
-from attnkit.data.documents import review_segments
 from attnkit.data.kinds import Reader
 from attnkit.data.ner_readers import (
     CONLL2003_SPLITS,
@@ -43,6 +42,7 @@ from attnkit.data.readers import (
     read_text_file,
     read_unlabeled,
 )
+from attnkit.data.sentence_split import review_segments
 from attnkit.data.split import split_by_position
 from attnkit.data.user_files import FILE_READERS
 

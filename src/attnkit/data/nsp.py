@@ -8,7 +8,7 @@ relations between sentences (useful for QA and NLI).
 
 What a document and a segment are:
 
-* user text file (``split_documents``, ``attnkit.data.documents``): a document is a block of lines separated from the
+* user text file (``split_documents``, ``attnkit.data.sentence_split``): a document is a block of lines separated from the
   next by a blank line; its segments are its non-empty lines (one sentence per line).
 * one-line reviews, NSMC / IMDB (``review_segments``): a document is one review; its
   segments are its sentences, split after sentence-final punctuation (``. ! ? …``, which
@@ -29,8 +29,8 @@ import random
 from dataclasses import dataclass
 
 from attnkit.core.errors import DataError
-from attnkit.data.documents import review_segments, split_documents
 from attnkit.data.segments import truncate_pair
+from attnkit.data.sentence_split import review_segments, split_documents
 
 __all__ = ["NspExample", "make_nsp_pairs", "review_segments", "split_documents"]
 

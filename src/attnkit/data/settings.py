@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnkit.core.config import at_least, check, positive, short_repr
-from attnkit.data.tokenization import TRUNCATION
 
 __all__ = ["FLAT_DATA_KEYS", "DataConfig", "TokenizerConfig"]
 
@@ -28,7 +27,6 @@ class DataConfig:
     val_fraction: float = 0.05  # held out from train when there is no validation split
     val_split: str = "random"  # random | last: the last val_fraction of each class, in file order
     max_len: int = 128  # tokens per example (longer ones are truncated)
-    truncation: str = "head"  # which part of a longer text is kept: head | tail | head+tail
     limit: int | None = None  # a seeded random subset of N training examples (quick runs)
     data_dir: str | None = None  # where the catalogued datasets are (default: ATTNKIT_DATA)
 
@@ -37,7 +35,6 @@ class DataConfig:
         fields after ``super().validate()``."""
         check(
             (self.max_len > 1, f"data.max_len must be > 1, got {short_repr(self.max_len)}"),
-            (self.truncation in TRUNCATION, f"data.truncation must be {'|'.join(TRUNCATION)}"),
             (
                 0.0 <= self.val_fraction < 1.0,
                 f"data.val_fraction must be in [0, 1), got {short_repr(self.val_fraction)}",

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnkit.data.documents import split_documents
 from attnkit.data.kinds import Reader
 from attnkit.data.ner_readers import TaggedSentence, load_tagged
 from attnkit.data.pairs import PairExample, read_pair_file
@@ -18,6 +17,7 @@ from attnkit.data.parallel import Pair, read_user_pairs
 from attnkit.data.paths import DataError
 from attnkit.data.qa_readers import QAExample, read_squad_file
 from attnkit.data.readers import Examples, load_text_classification, read_text_file, read_texts
+from attnkit.data.sentence_split import split_documents
 
 __all__ = ["FILE_READERS", "split_files"]
 

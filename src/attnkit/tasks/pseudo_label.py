@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 
 from attnkit.core.errors import InputError
-from attnkit.data.pseudo_labels import (
+from attnkit.data.pseudo_label_files import (
     PSEUDO_LABEL_SUFFIXES,
     PseudoLabel,
     extra_training_examples,

@@ -1,4 +1,4 @@
-"""Documents of segments, what BERT's next-sentence prediction pairs (``attnkit.data.nsp``):
+"""Texts cut into segments for BERT's next-sentence prediction (``attnkit.data.nsp``):
 a user text file's blank-line-separated blocks of lines, or one review cut into its
 sentences. Plain text work (no tokenizer), so the catalogue's readers stay light."""
 
