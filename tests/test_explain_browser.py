@@ -5,8 +5,10 @@
 against the Python API (``attnkit.load(...)``'s predictions, the trace's numbers) at the
 page's display precision; no page makes a request beyond its own file (or its own server).
 
-Screenshots for docs/explain.md go to docs/img/explain-*.png when ATTNKIT_SCREENSHOTS=1 or
-when one is missing (so that a test run does not rewrite the tracked images).
+Every panel is screenshot (into tmp_path). Of docs/explain.md's images this test owns only
+``TEST_OWNED`` (seq2seq, BERT MLM, ELMo: from its tiny runs), written to docs/img/explain-*.png
+when ATTNKIT_SCREENSHOTS=1 or when one is missing; the others come from real trained runs and
+are made by ``python tools/explain_screenshots.py``, never by this test.
 
 Skipped, with the reason printed, when Playwright or a Chromium binary is missing."""
 
@@ -18,6 +20,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -63,14 +66,35 @@ IMG = Path(__file__).parent.parent / "docs" / "img"
 REVIEW = "이 영화 정말 재미있어요 최고"
 
 
+TEST_OWNED = frozenset({"seq2seq", "mlm", "elmo"})  # docs/img/explain-NAME.png made here
+
+
 def shoot(locator, name: str, tmp_path: Path) -> None:
-    """Save a screenshot of ``locator`` as docs/img/explain-NAME.png when asked to
-    (ATTNKIT_SCREENSHOTS=1) or when it is missing; else into tmp_path (still drawn)."""
+    """Save a screenshot of ``locator``: as docs/img/explain-NAME.png if NAME is test-owned
+    and asked for (ATTNKIT_SCREENSHOTS=1) or missing; else into tmp_path (still drawn)."""
     target = IMG / f"explain-{name}.png"
-    if not (os.environ.get("ATTNKIT_SCREENSHOTS") == "1" or not target.exists()):
+    wanted = os.environ.get("ATTNKIT_SCREENSHOTS") == "1" or not target.exists()
+    if not (name in TEST_OWNED and wanted):
         target = tmp_path / target.name
     locator.screenshot(path=str(target))
     assert target.stat().st_size > 5_000
+
+
+def test_every_docs_screenshot_has_one_owner(monkeypatch) -> None:
+    """Each explain-*.png of docs/explain.md (and .ko.md) is made by exactly one of this test
+    and tools/explain_screenshots.py, so that neither overwrites the other's."""
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "tools" / "explain_screenshots.py"
+    spec = importlib.util.spec_from_file_location("explain_screenshots", path)
+    tool = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, tool)  # its dataclass looks itself up there
+    spec.loader.exec_module(tool)
+    assert not TEST_OWNED & set(tool.OWNED)
+    for doc in ("explain.md", "explain.ko.md"):
+        text = (IMG.parent / doc).read_text(encoding="utf-8")
+        used = set(re.findall(r"\(img/explain-([a-z0-9-]+)\.png\)", text))
+        assert used == TEST_OWNED | set(tool.OWNED), doc
 
 
 # --------------------------------------------------------------------------------------
