@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnkit.models import ClassifierOutput, from_pretrained
+from attnkit.models import (
+    ClassifierOutput,
+    MaskedLMOutput,
+    SpanOutput,
+    TaggerOutput,
+    from_pretrained,
+)
 from attnkit.models.bert import (
     BertConfig,
     BertForMaskedLM,
@@ -56,12 +62,21 @@ def _batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return ids, mask, types
 
 
+# each head's output type and its fields in the order of transformers' names below
+OUTPUTS = {
+    ClassifierOutput: ("logits",),
+    TaggerOutput: ("logits",),
+    MaskedLMOutput: ("logits", "next_sentence_logits"),  # prediction_, seq_relationship_
+    SpanOutput: ("start_logits", "end_logits"),
+}
+
+
 def _ours(model, batch) -> list[torch.Tensor]:
     with torch.no_grad():
         out = model(*batch)
-    if isinstance(out, ClassifierOutput):  # (the sequence classifier: one output type)
-        return [out.logits]
-    return list(out) if isinstance(out, tuple) else [out]
+    assert type(out) is model.OUTPUT  # each head returns its family's output type
+    values = [getattr(out, name) for name in OUTPUTS[type(out)]]
+    return [v for v in values if v is not None]
 
 
 def _theirs(model, batch) -> list[torch.Tensor]:
@@ -156,14 +171,15 @@ def test_mlm_positions_and_the_tied_decoder() -> None:
     positions = torch.rand(ids.shape, generator=torch.Generator().manual_seed(2)) < 0.3
     positions &= mask.bool()
     with torch.no_grad():
-        full = model(ids, mask, types)
-        chosen = model(ids, mask, types, positions=positions)
+        full = model(ids, mask, types).logits
+        chosen = model(ids, mask, types, positions=positions).logits
     assert full.shape == (3, 10, 99) and chosen.shape == (int(positions.sum()), 99)
     torch.testing.assert_close(chosen, full[positions], atol=1e-6, rtol=0)
     # pretraining: the same masked-LM rows and (B, 2) next-sentence logits
     pre = BertForPreTraining(BertConfig(**SIZES)).eval()
     with torch.no_grad():
-        mlm, nsp = pre(ids, mask, types, positions=positions)
-        full_mlm, _ = pre(ids, mask, types)
+        out = pre(ids, mask, types, positions=positions)
+        mlm, nsp = out.logits, out.next_sentence_logits
+        full_mlm = pre(ids, mask, types).logits
     assert nsp.shape == (3, 2)
     torch.testing.assert_close(mlm, full_mlm[positions], atol=1e-6, rtol=0)

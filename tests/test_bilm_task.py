@@ -202,7 +202,7 @@ def test_init_from_errors(runs, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a finished run"):
         attnkit.train(RunConfig.from_dict(recipe), out=tmp_path / "x", **QUIET)
     recipe["model"]["init_from"] = str(runs["clf"])
-    with pytest.raises(ConfigError, match="is a 'classify' run; arch elmo needs a task bilm"):
+    with pytest.raises(ConfigError, match=r"model \(classifier\); arch elmo needs a task bilm"):
         attnkit.train(RunConfig.from_dict(recipe), out=tmp_path / "y", **QUIET)
     bad = _bilm_recipe(runs["corpus"])
     bad["model"]["arch"] = "lstm"

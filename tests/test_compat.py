@@ -139,3 +139,28 @@ def test_first_format_runs_that_would_resume_on_other_data_are_refused(task, dat
     with pytest.raises(RunError, match="cannot resume on its own data"):
         get_task(task).check_resume(cfg, {"format": 1})
     get_task(task).check_resume(cfg, {"format": 2})  # runs of today resume as they started
+
+
+def test_runs_of_a_newer_format_are_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    """A run written by a newer attnkit (config.json's format above RUN_FORMAT) is refused
+    by every reader, naming both versions, instead of failing on a key this code lacks."""
+    from attnkit.core.errors import RunError
+    from attnkit.core.version import __version__
+    from attnkit.models.saved import RUN_FORMAT
+
+    run = Path(shutil.copytree(FIXTURES / "classify-gru", tmp_path / "x"))
+    raw = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    (run / "config.json").write_text(json.dumps({**raw, "format": RUN_FORMAT + 1}))
+    message = (
+        f"{run} was written by a newer attnkit (run format {RUN_FORMAT + 1}; this is "
+        f"{__version__}, format {RUN_FORMAT}): upgrade attnkit"
+    )
+    for read in (attnkit.load, from_pretrained, read_model_config):
+        with pytest.raises(RunError) as err:
+            read(run)
+        assert str(err.value) == message
+    assert main(["predict", str(run), "good"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"attnkit: error: {message}"]
+    (run / "config.json").write_text(json.dumps({**raw, "format": "2"}))
+    with pytest.raises(RunError, match=r"config.json: format must be a run format 1\.\.2, got '2'"):
+        attnkit.load(run)

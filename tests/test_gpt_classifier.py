@@ -287,7 +287,7 @@ def test_a_bad_init_from_is_one_line(runs, tmp_path: Path) -> None:
         (tmp_path / "nope", "is not a finished run"),
         (
             runs["clf"],
-            "is a 'classify' run of a 'gpt-classifier' model; arch gpt-classifier "
+            r"is a 'classify' run of a 'gpt-classifier' model \(classifier\); arch gpt-classifier "
             "starts from a task lm run with a GPT",
         ),
     ]
@@ -301,7 +301,7 @@ def test_a_bad_init_from_is_one_line(runs, tmp_path: Path) -> None:
         attnkit.train(RunConfig.from_dict(too_long), out=tmp_path / "x", **QUIET)
     with_path = _classifier_recipe(runs["char_lm"], data)
     with_path["tokenizer"] = {"path": str(runs["char_lm"] / "tokenizer.json")}
-    with pytest.raises(ConfigError, match="model.init_from brings its run's tokenizer"):
+    with pytest.raises(ConfigError, match="model.init_from brings its tokenizer"):
         RunConfig.from_dict(with_path)
     assert not (tmp_path / "x").exists()
 

@@ -86,8 +86,8 @@ def test_mlm_model_scores_only_the_chosen_positions_with_tied_output() -> None:
     ids, mask = _batch(b=3, t=10)
     chosen = torch.zeros_like(mask)
     chosen[0, 3] = chosen[2, 1] = True
-    full = model(ids, mask)  # (B, T, V)
-    some = model(ids, mask, chosen)  # (2, V)
+    full = model(ids, mask).logits  # (B, T, V)
+    some = model(ids, mask, chosen).logits  # (2, V)
     assert full.shape == (3, 10, VOCAB) and some.shape == (2, VOCAB)
     torch.testing.assert_close(some, full[chosen])
     # the output projection is the input embedding (one matrix, BERT's weight tying)
@@ -206,7 +206,8 @@ def test_electra_model_keeps_the_encoder_names_and_a_small_generator() -> None:
     )
     assert model.generator.d_model == 16 and len(model.generator.encoder.layers) == 2
     ids, mask = _batch(b=3, t=10)
-    assert model(ids, mask).shape == (3, 10)
+    out = model(ids, mask)  # MaskedLMOutput: the discriminator's scores only
+    assert out.replaced_logits.shape == (3, 10) and out.logits is None
     top = {n.split(".")[0] for n, _ in model.named_parameters()}
     assert top == {"embed", "encoder", "rtd_dense", "rtd_head", "generator"}
     assert ElectraPretrainer(vocab_size=VOCAB, generator_d_model=128, d_model=64, num_heads=4,
@@ -292,7 +293,7 @@ def test_init_from_errors(tmp_path: Path, tiny_data: Path, tiny_config: Path) ->
     with pytest.raises(ConfigError, match="must be a task mlm run"):
         attnkit.train(RunConfig.from_dict(recipe), out=tmp_path / "y", log=lambda *_: None)
     recipe["tokenizer"]["path"] = str(clf_run / "tokenizer.json")
-    with pytest.raises(ConfigError, match="brings its run's tokenizer"):
+    with pytest.raises(ConfigError, match="brings its tokenizer"):
         RunConfig.from_dict(recipe)
     bad = _mlm_recipe(tmp_path / "c.txt")
     bad["model"]["arch"] = "lstm"

@@ -11,8 +11,9 @@ import torch
 
 from attnkit.app.cli import main
 from attnkit.core.config import ConfigError
-from attnkit.models import MODEL_CONFIGS, config_class, from_pretrained
+from attnkit.models import MODEL_CONFIGS, archs_exporting, config_class, from_pretrained
 from attnkit.models.classifier import TransformerClassifier, TransformerClassifierConfig
+from attnkit.models.hf_bert import BERT_ARCHS
 from attnkit.nn.layers import BlockConfig
 from attnkit.tasks.run_config import RunConfig
 
@@ -106,3 +107,13 @@ def test_a_saved_run_is_not_refused_by_task_checks_added_later(tmp_path: Path) -
         RunConfig.from_dict(raw)
     cfg = RunConfig.from_dict(raw, source="run")
     assert cfg.training.teacher_forcing_ratio == 0.5 and cfg.model.describe().startswith("transf")
+
+
+@pytest.mark.slow  # (alone: the process's first meta-device build, ~1.5 s)
+def test_the_archs_with_an_export_are_those_whose_models_declare_it() -> None:
+    """``attnkit export``'s refusal lists these: each registered model's export_formats."""
+    hf = archs_exporting("hf")
+    assert set(BERT_ARCHS) <= set(hf) and "gpt" in hf  # BERT's heads, GPT-2
+    assert not {"transformer", "gru", "ngram", "elmo", "gpt-classifier"} & set(hf)
+    assert {"transformer", "bert-classifier", "gpt-classifier"} <= set(archs_exporting("onnx"))
+    assert "lstm" not in archs_exporting("onnx") and "ngram" in archs_exporting("int8")

@@ -19,6 +19,7 @@ from attnkit.app.cli import main
 from attnkit.core.config import ConfigError
 from attnkit.core.errors import DataError, InputError
 from attnkit.data.tokenization import train_tokenizer
+from attnkit.models import SpanOutput
 from attnkit.tasks import get_task
 from attnkit.tasks.qa import (
     AnswerResult,
@@ -159,7 +160,7 @@ def test_span_loss_and_evaluate_with_perfect_logits(recipe: dict) -> None:
             for row, k in enumerate(self.index.tolist()):
                 f = features[k]
                 start[row, f.start_position] = end[row, f.end_position] = 50.0
-            return start, end
+            return SpanOutput(start, end)
 
     task: QATask = get_task("qa").trainer_task(cfg, data)
     oracle = Oracle()

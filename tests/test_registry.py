@@ -74,8 +74,8 @@ class ToyTaggerConfig(ModelConfig):
         return ToyTagger(self)
 
     def check_source(self, source: PretrainedSource) -> None:
-        """What ``model.init_from`` may name: a finished toy-tag run."""
-        source.require_run("toy-tag", "arch toy-linear starts from a task toy-tag run")
+        """What ``model.init_from`` may name: a finished run of a toy_tagger model."""
+        source.require_model("toy_tagger", "arch toy-linear starts from a task toy-tag run")
 
 
 class ToyTagger(AttnkitModel):

@@ -23,6 +23,7 @@ from attnkit.core.errors import DataError, InputError, RunError
 from attnkit.data.ner_features import IGNORE_INDEX
 from attnkit.data.ner_readers import TaggedSentence, load_tagged
 from attnkit.data.tokenization import Tokenizer, train_tokenizer
+from attnkit.models import TaggerOutput
 from attnkit.tasks.run_config import RunConfig, load_config
 from attnkit.tasks.tag import (
     KNOWN_TAGS,
@@ -261,7 +262,7 @@ def test_labels_sit_on_the_first_piece_through_the_collate() -> None:
     torch.manual_seed(0)
     logits = torch.randn(*ids.shape, 2)
     task = TaggingTask(["O", "B-PER"], tokenizer.pad_id)
-    loss, n_tokens = task.loss(lambda i, m: logits, batch)
+    loss, n_tokens = task.loss(lambda i, m: TaggerOutput(logits), batch)
     real = labels != IGNORE_INDEX
     expected = torch.nn.functional.cross_entropy(logits[real], labels[real])
     assert torch.allclose(loss, expected) and n_tokens == int(mask.sum())
@@ -284,7 +285,7 @@ def test_recipe_errors(data: Path) -> None:
         RunConfig.from_dict({**recipe, "data": {"name": "nsmc"}})
     with pytest.raises(ConfigError, match="data.name file needs data.train"):
         RunConfig.from_dict({**recipe, "data": {"name": "file"}})
-    with pytest.raises(ConfigError, match="init_from brings its run's tokenizer"):
+    with pytest.raises(ConfigError, match="init_from brings its tokenizer"):
         RunConfig.from_dict(
             {**recipe, "model": {"init_from": "x"}, "tokenizer": {"path": "tok.json"}}
         )
@@ -378,8 +379,8 @@ class _LookupTagger(torch.nn.Module):
         with torch.no_grad():
             self.table.weight.copy_(torch.eye(num_labels)[label_of_id])
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return self.table(ids)
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> TaggerOutput:
+        return TaggerOutput(self.table(ids))
 
 
 def test_piece_predictor_maps_piece_labels_to_characters(tmp_path: Path) -> None:

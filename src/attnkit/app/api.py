@@ -33,7 +33,7 @@ from attnkit.core.version import __version__
 from attnkit.interop.hf_dir import save_hf_directory
 from attnkit.interop.onnx import ONNX_FILE, OnnxModel, export_onnx, onnx_signature
 from attnkit.interop.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quantize_int8, save_int8
-from attnkit.models import build_model
+from attnkit.models import archs_exporting, build_model
 from attnkit.models.sizes import check_memory, meta_model
 from attnkit.runtime import distributed
 from attnkit.runtime.device import FP32, Precision, busy_note, default_threads, resolve_precision
@@ -447,8 +447,8 @@ def export(
         return _export_onnx(run, cfg, out)
     if "hf" not in cfg.model.model_class().export_formats:
         raise RunError(
-            f"{run} holds a {cfg.model.arch} model, which has no Hugging Face export (BERT "
-            "runs, model.arch bert-..., and GPT language models have one)"
+            f"{run} holds a {cfg.model.arch} model, which has no Hugging Face export "
+            f"(model.arch {', '.join(archs_exporting('hf'))} have one)"
         )
     model = build_model(cfg.model)
     run.load_weights(model)

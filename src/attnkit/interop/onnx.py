@@ -17,9 +17,11 @@ or ``tokenizers.Tokenizer.from_file("DIR/tokenizer.json")``, which holds the sam
 
 ``attnkit.load(DIR)`` (and ``predict`` / ``evaluate`` / ``serve``) run the export with
 onnxruntime through ``OnnxModel``: an ``nn.Module`` with no parameters whose ``forward`` takes
-and returns what the exported model's did (its family's output type, e.g. a classifier's
-``ClassifierOutput``: ``ModelConfig.output_from``), so the task's predictor works unchanged
-(attention weights, and so ``explain``, are not in the graph).
+and returns what the exported model's did (its family's output type, ``attnkit.models.outputs``:
+a classifier's ``ClassifierOutput``, a tagger's ``TaggerOutput``, QA's ``SpanOutput``; made by
+``ModelConfig.output_from``), so the task's predictor works unchanged (attention weights,
+and so ``explain``, are not in the graph). The graph's outputs are those types' fields of
+the same names.
 
 Needs ``pip install 'attnkit[onnx]'`` (onnx, onnxscript for the exporter, onnxruntime).
 """
@@ -78,12 +80,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def output_tensors(output: Any, names: list[str]) -> tuple[Tensor, ...]:
-    """A model's output as the graph's output tensors ``names``: a tensor, a tuple of them,
-    or its family's output type (its fields of those names, e.g. ``logits``)."""
-    if isinstance(output, Tensor):
-        return (output,)
-    if isinstance(output, tuple):
-        return output
+    """A model's output (its family's output type) as the graph's output tensors: its
+    fields ``names`` (e.g. ``logits``; ``start_logits``, ``end_logits``)."""
     return tuple(getattr(output, name) for name in names)
 
 
@@ -96,11 +94,10 @@ class _Graph(nn.Module):
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None
-    ) -> Tensor | tuple[Tensor, ...]:
+    ) -> tuple[Tensor, ...]:
         mask = attention_mask.bool()  # (B, T), True = real token
         types = {"token_type_ids": token_type_ids} if self.with_types else {}
-        out = output_tensors(self.model(input_ids, mask, **types), self.outputs)
-        return out[0] if len(out) == 1 else out
+        return output_tensors(self.model(input_ids, mask, **types), self.outputs)
 
 
 def _check_batch(inputs: list[str], vocab_size: int, max_len: int) -> dict[str, Tensor]:
@@ -137,9 +134,9 @@ def trace_to_onnx(
     graph: nn.Module, example: dict[str, Tensor], outputs: list[str], path: str | Path, max_len: int
 ) -> float:
     """Write ``graph`` (called with ``example``'s (B, T) tensors, in order, as positional
-    arguments) to ONNX at ``path`` with dynamic batch and length (<= ``max_len``); returns
-    the largest absolute difference between onnxruntime's outputs and ``graph``'s on
-    ``example``."""
+    arguments; it returns a tuple of the ``outputs`` tensors) to ONNX at ``path`` with
+    dynamic batch and length (<= ``max_len``); returns the largest absolute difference
+    between onnxruntime's outputs and ``graph``'s on ``example``."""
     _require("onnxscript")
     inputs = list(example)
     batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=max_len)
@@ -164,7 +161,6 @@ def trace_to_onnx(
             want = graph(*example.values())
     finally:
         quiet.setLevel(level)
-    want = list(want) if isinstance(want, tuple) else [want]
     got = OnnxModel(path, inputs, outputs).run(example)
     return max(float((w - g).abs().max()) for w, g in zip(want, got, strict=True))
 
@@ -172,9 +168,10 @@ def trace_to_onnx(
 class OnnxModel(nn.Module):
     """An exported model run by onnxruntime, called as the model it came from:
     ``forward(input_ids, attention_mask, token_type_ids=None)`` with (B, T) tensors returns
-    what that model returned, as CPU float tensors: ``wrap(output tensors)``, the model
-    config's ``output_from`` (a classifier's ``ClassifierOutput``; a tagger's logits; QA's
-    (start, end)); without ``wrap`` one tensor or a tuple."""
+    what that model returned, as CPU float tensors: ``wrap({output name: tensor})``, the
+    model config's ``output_from`` (its family's output type: a classifier's
+    ``ClassifierOutput``, a tagger's ``TaggerOutput``, QA's ``SpanOutput``); without
+    ``wrap`` the dict itself."""
 
     explains_by_contributions = False  # what the classify predictor asks before explaining
     returns_attention = False
@@ -185,7 +182,7 @@ class OnnxModel(nn.Module):
         inputs: list[str],
         outputs: list[str],
         threads: int = 0,
-        wrap: Callable[[list[Tensor]], Any] | None = None,
+        wrap: Callable[[dict[str, Tensor]], Any] | None = None,
     ) -> None:
         super().__init__()
         ort = _require("onnxruntime")
@@ -243,7 +240,5 @@ class OnnxModel(nn.Module):
         batch = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
             batch["token_type_ids"] = token_type_ids
-        out = self.run(batch)
-        if self.wrap is not None:
-            return self.wrap(out)
-        return out[0] if len(out) == 1 else tuple(out)
+        out = dict(zip(self.outputs, self.run(batch), strict=True))
+        return out if self.wrap is None else self.wrap(out)

@@ -41,10 +41,12 @@ from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.models.gpt_classifier import GPTClassifier, GPTClassifierConfig
 from attnkit.models.masked_lm import MaskedLMConfig
 from attnkit.models.ngram import NgramClassifier, NgramConfig
+from attnkit.models.outputs import MaskedLMOutput, SpanOutput, TaggerOutput
 from attnkit.models.pretrained import PretrainedSource, open_pretrained
 from attnkit.models.registry import (
     MODEL_CONFIGS,
     archs,
+    archs_exporting,
     build_classifier,
     build_model,
     config_class,
@@ -77,6 +79,7 @@ __all__ = [
     "GPTClassifierConfig",
     "GPTConfig",
     "MaskedLMConfig",
+    "MaskedLMOutput",
     "ModelConfig",
     "NgramClassifier",
     "NgramConfig",
@@ -85,10 +88,13 @@ __all__ = [
     "RNNClassifierConfig",
     "Seq2SeqLSTMConfig",
     "Seq2SeqOutput",
+    "SpanOutput",
+    "TaggerOutput",
     "TransformerClassifier",
     "TransformerClassifierConfig",
     "TransformerConfig",
     "archs",
+    "archs_exporting",
     "build_classifier",
     "build_model",
     "config_class",

@@ -49,6 +49,7 @@ from attnkit.core.config import (
 )
 from attnkit.core.errors import AttnkitError
 from attnkit.data.tokenization import Tokenizer
+from attnkit.models.outputs import ClassifierOutput, Seq2SeqOutput
 from attnkit.models.saved import (
     CONFIG_FILE,
     WEIGHTS_FILE,
@@ -163,11 +164,17 @@ class ModelConfig:
             return type(self.build())
 
     @classmethod
+    def is_foreign(cls, raw: Any) -> bool:
+        """True if ``raw`` (a config.json's contents) is another library's config that this
+        family reads (BERT and GPT: Hugging Face's); only the JSON is looked at. The
+        registry asks the classes in ``attnkit.models.registry.FOREIGN_FORMATS``."""
+        return False
+
+    @classmethod
     def read_foreign(cls, directory: Path, raw: Any) -> ModelConfig | None:
         """The config of a directory in another library's format that this family reads
-        (its config.json's contents ``raw``; BERT and GPT read Hugging Face's), its sizes
-        checked against its weights and the memory; None: not such a directory. The
-        registry asks the classes in ``attnkit.models.registry.FOREIGN_FORMATS``."""
+        (its config.json's contents ``raw``, ``is_foreign``), its sizes checked against its
+        weights and the memory; None: not such a directory."""
         return None
 
     # a seq2seq decoder that can be fed its own predictions (training.teacher_forcing_ratio < 1)
@@ -212,16 +219,16 @@ class ModelConfig:
         return {"vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id,
                 "max_len": max_len}  # fmt: skip
 
-    # the dataclass the model's ``forward`` returns (one per family, e.g. ClassifierOutput);
-    # None: a tensor or a tuple of them
+    # the dataclass the model's ``forward`` returns (one per family, attnkit.models.outputs:
+    # ClassifierOutput, TaggerOutput, ...); None: the model's own (e.g. a BiLM's)
     OUTPUT: ClassVar[type | None] = None
 
-    def output_from(self, tensors: list[Tensor]) -> Any:
-        """What this model's ``forward`` returns, made from its output tensors in order (an
-        ONNX export's outputs): ``OUTPUT`` of them, else one tensor or a tuple."""
-        if self.OUTPUT is not None:
-            return self.OUTPUT(*tensors)
-        return tensors[0] if len(tensors) == 1 else tuple(tensors)
+    def output_from(self, tensors: dict[str, Tensor]) -> Any:
+        """What this model's ``forward`` returns, made from its output tensors by name (an
+        ONNX export's outputs, named as the fields of ``OUTPUT``)."""
+        if self.OUTPUT is None:
+            raise TypeError(f"{type(self).__name__} declares no output type (OUTPUT)")
+        return self.OUTPUT(**tensors)
 
     # ------------------------------------------------------------------ pretrained weights
     @property
@@ -310,36 +317,6 @@ class TransformerSizes(ModelConfig):
             norm_first=self.norm_first,
             ffn_dropout=self.ffn_dropout,
         )
-
-
-@dataclass
-class ClassifierOutput:
-    """What every classifier's ``forward`` returns (the ``classifier`` family: transformer,
-    rnn / lstm / gru, ngram, elmo, gpt-classifier and bert-classifier; like Hugging Face's
-    ``SequenceClassifierOutput``).
-
-    logits: (B, num_classes) class scores.
-    attentions: per layer (B, H, T, T) self-attention weights; only with
-        ``need_weights=True`` and a model that attends (``returns_attention``), else None.
-    """
-
-    logits: Tensor
-    attentions: list[Tensor] | None = None
-
-
-@dataclass
-class Seq2SeqOutput:
-    """What every sequence-to-sequence model's ``forward`` returns (like Hugging Face's
-    ``Seq2SeqLMOutput``).
-
-    logits: (B, T, tgt_vocab) next-token scores for each target position.
-    cross_attention: (B, T, S) how much each output position attended to each source token
-        (Transformer: the last decoder layer's cross-attention, mean over heads; LSTM: the
-        attention weights alpha_t); only with ``need_weights=True`` and a model that attends.
-    """
-
-    logits: Tensor
-    cross_attention: Tensor | None = None
 
 
 class AttnkitModel(nn.Module):

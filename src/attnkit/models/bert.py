@@ -24,11 +24,15 @@ The heads, as in Hugging Face, each a ``BertModel`` under ``bert`` plus its head
 
     BertForMaskedLM               last_hidden_state -> dense, act, LayerNorm -> h E^T + b
                                   (E the word embedding, tied)            (B, T, V) | (N, V)
+                                  -> ``MaskedLMOutput`` (logits)
     BertForPreTraining            the same + Linear(d, 2) on pooler_output (B, 2) "is next"
+                                  -> ``MaskedLMOutput`` (logits, next_sentence_logits)
     BertForSequenceClassification Dropout + Linear(d, num_classes) on pooler_output
                                   -> ``ClassifierOutput`` (logits (B, C), attentions)
     BertForTokenClassification    Dropout + Linear(d, num_classes) at every position
-    BertForQuestionAnswering      Linear(d, 2) at every position -> start, end (B, T) each
+                                  -> ``TaggerOutput`` (logits (B, T, C))
+    BertForQuestionAnswering      Linear(d, 2) at every position
+                                  -> ``SpanOutput`` (start_logits, end_logits (B, T) each)
 
 One ``BertConfig`` describes them all; its ``arch`` (bert-mlm, bert-pretraining,
 bert-classifier, bert-tagger, bert-qa) picks the head and ``num_classes`` sizes the
@@ -54,7 +58,7 @@ from torch import Tensor, nn
 
 from attnkit.core.config import ConfigError, check, positive, short_repr
 from attnkit.data.tokenization import Tokenizer
-from attnkit.models.base import AttnkitModel, ClassifierOutput, Log, ModelConfig, param
+from attnkit.models.base import AttnkitModel, Log, ModelConfig, param
 from attnkit.models.hf_bert import (
     BERT_ARCHS,
     bert_config_from_hf,
@@ -63,6 +67,7 @@ from attnkit.models.hf_bert import (
     load_hf_bert,
     save_hf_bert,
 )
+from attnkit.models.outputs import ClassifierOutput, MaskedLMOutput, SpanOutput, TaggerOutput
 from attnkit.models.saved import CONFIG_FILE
 from attnkit.nn.dropout import Dropout
 from attnkit.nn.layers import (
@@ -275,18 +280,23 @@ class BertConfig(ModelConfig):
     def build(self) -> HfBertFiles:
         return self.model_class()(self)
 
-    def output_from(self, tensors: list[Tensor]) -> Any:
-        """bert-classifier: a ``ClassifierOutput``; the other heads: their tensors."""
-        if self.arch == "bert-classifier":
-            return ClassifierOutput(tensors[0])
-        return super().output_from(tensors)
+    def output_from(self, tensors: dict[str, Tensor]) -> Any:
+        """The output type of ``arch``'s head (``OUTPUT`` of its class: bert-classifier a
+        ``ClassifierOutput``, bert-tagger a ``TaggerOutput``, bert-qa a ``SpanOutput``, ...)
+        of the tensors named as its fields."""
+        return self.model_class().OUTPUT(**tensors)
 
     # ------------------------------------------------------------------ files
+    @classmethod
+    def is_foreign(cls, raw: Any) -> bool:
+        """A Hugging Face BERT config.json (``"model_type": "bert"``)."""
+        return is_hf_bert_config(raw)
+
     @classmethod
     def read_foreign(cls, directory: Path, raw: Any) -> BertConfig | None:
         """The config of a Hugging Face BERT directory (its config.json's contents ``raw``),
         its sizes checked against the encoder's weights and the memory; None: not one."""
-        if not is_hf_bert_config(raw):
+        if not cls.is_foreign(raw):
             return None
         config = bert_config_from_hf(raw, cls, where=str(directory / CONFIG_FILE))
         check_hf_bert(directory, config.replace(arch="bert"), BertModel)
@@ -379,6 +389,7 @@ class HfBertFiles(AttnkitModel):
     ARCH: ClassVar[str] = "bert"
     HAS_POOLER: ClassVar[bool] = True
     HEAD_KEYS: ClassVar[dict[str, str]] = {}
+    OUTPUT: ClassVar[type] = BertOutput  # what ``forward`` returns (each head: its family's)
     export_formats = ("int8", "hf")
 
     # ------------------------------------------------------------------ files
@@ -616,6 +627,7 @@ class BertForMaskedLM(_BertWithHead):
     """BERT + the masked-LM head (decoder tied to the word embedding)."""
 
     ARCH: ClassVar[str] = "bert-mlm"
+    OUTPUT: ClassVar[type] = MaskedLMOutput
     HAS_POOLER: ClassVar[bool] = False
     HEAD_KEYS: ClassVar[dict[str, str]] = dict(_LM_KEYS)
 
@@ -630,20 +642,26 @@ class BertForMaskedLM(_BertWithHead):
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         positions: Tensor | None = None,
-    ) -> Tensor:
+    ) -> MaskedLMOutput:
         """input_ids, attention_mask, token_type_ids (B, T) as ``BertModel``'s; positions
-        (B, T) bool: the positions to predict (None: all). Returns logits (B, T, vocab), or
-        (N, vocab) for the N chosen positions in row-major order (only those projected)."""
+        (B, T) bool: the positions to predict (None: all). Returns ``MaskedLMOutput`` with
+        logits (B, T, vocab), or (N, vocab) for the N chosen positions in row-major order
+        (only those projected)."""
         x = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state
         if positions is not None:
             x = x[positions]  # (N, d_model)
-        return self.lm_head(x, self.decoder_weight())
+        return MaskedLMOutput(self.lm_head(x, self.decoder_weight()))
+
+    def masked_lm(self) -> BertForMaskedLM:
+        """The model that fills in [MASK] (itself)."""
+        return self
 
 
 class BertForPreTraining(_BertWithHead):
     """BERT + the masked-LM head + next-sentence prediction on the pooled [CLS] vector."""
 
     ARCH: ClassVar[str] = "bert-pretraining"
+    OUTPUT: ClassVar[type] = MaskedLMOutput
     HEAD_KEYS: ClassVar[dict[str, str]] = {
         **_LM_KEYS,
         "nsp_head.weight": "cls.seq_relationship.weight",
@@ -662,18 +680,25 @@ class BertForPreTraining(_BertWithHead):
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         positions: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """As ``BertForMaskedLM.forward``; returns (masked-LM logits (B, T, vocab) or
-        (N, vocab), next-sentence logits (B, 2): index 0 = "B follows A")."""
+    ) -> MaskedLMOutput:
+        """As ``BertForMaskedLM.forward``; returns ``MaskedLMOutput`` with logits (B, T,
+        vocab) or (N, vocab) and next_sentence_logits (B, 2): index 0 = "B follows A"."""
         out = self.bert(input_ids, attention_mask, token_type_ids)
         x = out.last_hidden_state if positions is None else out.last_hidden_state[positions]
-        return self.lm_head(x, self.decoder_weight()), self.nsp_head(out.pooler_output)
+        return MaskedLMOutput(
+            self.lm_head(x, self.decoder_weight()), self.nsp_head(out.pooler_output)
+        )
+
+    def masked_lm(self) -> BertForPreTraining:
+        """The model that fills in [MASK] (itself; its ``logits``)."""
+        return self
 
 
 class BertForSequenceClassification(_BertWithHead):
     """BERT + Dropout + Linear(d_model, num_classes) on the pooled [CLS] vector."""
 
     ARCH: ClassVar[str] = "bert-classifier"
+    OUTPUT: ClassVar[type] = ClassifierOutput
     returns_attention = True  # (its encoder's: forward(..., need_weights=True))
     HEAD_KEYS: ClassVar[dict[str, str]] = {
         "classifier.weight": "classifier.weight",
@@ -715,6 +740,7 @@ class BertForTokenClassification(BertForSequenceClassification):
     sequence classifier's head, applied to each position instead of the pooled [CLS]."""
 
     ARCH: ClassVar[str] = "bert-tagger"
+    OUTPUT: ClassVar[type] = TaggerOutput
     HAS_POOLER: ClassVar[bool] = False
 
     def forward(
@@ -722,16 +748,17 @@ class BertForTokenClassification(BertForSequenceClassification):
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
-    ) -> Tensor:
-        """Returns logits (B, T, num_classes)."""
+    ) -> TaggerOutput:  # type: ignore[override]  # (the classifier's head, at every position)
+        """Returns ``TaggerOutput`` with logits (B, T, num_classes)."""
         x = self.features(input_ids, attention_mask, token_type_ids).last_hidden_state
-        return self.classifier(self.dropout(x))
+        return TaggerOutput(self.classifier(self.dropout(x)))
 
 
 class BertForQuestionAnswering(_BertWithHead):
     """BERT + Linear(d_model, 2) at every position: span start and end scores."""
 
     ARCH: ClassVar[str] = "bert-qa"
+    OUTPUT: ClassVar[type] = SpanOutput
     HAS_POOLER: ClassVar[bool] = False
     HEAD_KEYS: ClassVar[dict[str, str]] = {
         "qa_outputs.weight": "qa_outputs.weight",
@@ -748,11 +775,11 @@ class BertForQuestionAnswering(_BertWithHead):
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """Returns (start_logits, end_logits), each (B, T)."""
+    ) -> SpanOutput:
+        """Returns ``SpanOutput`` with start_logits and end_logits, each (B, T)."""
         x = self.features(input_ids, attention_mask, token_type_ids).last_hidden_state
         start, end = self.qa_outputs(x).unbind(-1)
-        return start, end
+        return SpanOutput(start, end)
 
 
 # model.arch -> its class (BertConfig.model_class)

@@ -75,8 +75,10 @@ _PRETRAINING_ONLY = {
 
 
 def _check_mlm_source(source: PretrainedSource) -> None:
-    """A classifier's ``model.init_from`` must be a finished task-mlm run."""
-    source.require_run("mlm", "it must be a task mlm run")
+    """A classifier's ``model.init_from`` must be a finished run of a masked-LM pretrained
+    encoder (the ``masked_lm`` family of ``attnkit.models.masked_lm``: task mlm, either
+    objective)."""
+    source.require_model("masked_lm", "it must be a task mlm run (a masked_lm encoder)")
 
 
 def _load_mlm_encoder(model: Any, source: PretrainedSource, log: Log) -> int:

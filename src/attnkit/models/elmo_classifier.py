@@ -165,7 +165,7 @@ class ELMoClassifierConfig(ModelConfig):
                               "biLM and tokenizer), e.g. runs/nsmc-bilm")  # fmt: skip
 
     def check_source(self, source: PretrainedSource) -> None:
-        source.require_run("bilm", "arch elmo needs a task bilm run")
+        source.require_model(ELMoConfig.model_type, "arch elmo needs a task bilm run (a biLM)")
 
     def adopt(
         self, source: PretrainedSource, max_len: int, log: Log

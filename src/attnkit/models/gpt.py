@@ -190,10 +190,15 @@ class GPTConfig(ModelConfig):
         return GPT(self)
 
     @classmethod
+    def is_foreign(cls, raw: Any) -> bool:
+        """A Hugging Face GPT-2 config.json (``"model_type": "gpt2"``)."""
+        return is_hf_gpt2_config(raw)
+
+    @classmethod
     def read_foreign(cls, directory: Path, raw: Any) -> GPTConfig | None:
         """The config of a Hugging Face GPT-2 directory (its config.json's contents ``raw``),
         its sizes checked against its weights and the memory; None: not one."""
-        if not is_hf_gpt2_config(raw):
+        if not cls.is_foreign(raw):
             return None
         config = gpt_config_from_hf(raw, GPTConfig, where=str(directory / CONFIG_FILE))
         check_hf_gpt2(directory, config)

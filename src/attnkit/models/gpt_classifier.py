@@ -143,14 +143,11 @@ class GPTClassifierConfig(GPTConfig):
 
     # ------------------------------------------------------------------ model.init_from
     def check_source(self, source: PretrainedSource) -> None:
-        """A finished task-lm run with a GPT."""
-        source.require_finished_run()
-        if source.task != "lm" or source.arch != "gpt":
-            raise ConfigError(
-                f"model.init_from: {source.path} is a {source.task!r} run of a "
-                f"{source.arch!r} model; arch gpt-classifier starts from a task lm run with a "
-                "GPT (e.g. runs/nsmc-gpt)"
-            )
+        """A finished run of a GPT (task lm)."""
+        source.require_model(
+            GPTConfig.model_type,
+            "arch gpt-classifier starts from a task lm run with a GPT (e.g. runs/nsmc-gpt)",
+        )
 
     def adopt(
         self, source: PretrainedSource, max_len: int, log: Log

@@ -37,11 +37,8 @@ from attnkit.core.config import ConfigError, short_repr
 from attnkit.core.errors import MissingFileError, RunError
 from attnkit.models.saved import CONFIG_FILE, WEIGHTS_FILE, is_training_run
 from attnkit.models.sizes import (
-    check_memory,
-    explain_misfit,
-    misfit_error,
+    check_foreign_weights,
     renamed_fields,
-    weight_shapes,
 )
 
 if TYPE_CHECKING:
@@ -354,47 +351,24 @@ def check_hf_bert(
     ``RunError`` for weights that disagree, a ``ConfigError`` for memory);
     pytorch_model.bin has no header: it is checked once loaded."""
     directory = Path(directory)
-    where = str(directory / CONFIG_FILE)
-    safetensors = directory / SAFETENSORS_FILE
-    if safetensors.is_file():
-        shapes = weight_shapes(safetensors)
+
+    def check_tensors(shapes: dict[str, tuple[int, ...]], changed: BertConfig) -> None:
         stubs = {k: _Shape(v) for k, v in shapes.items()}
+        from_hf_state_dict(stubs, changed, model_class, str(directory))  # type: ignore[arg-type]
 
-        def fits(changed: BertConfig) -> bool:
-            try:
-                from_hf_state_dict(stubs, changed, model_class, str(directory))  # type: ignore[arg-type]
-            except RunError:
-                return False
-            return True
+    def expected_found(shapes: dict[str, tuple[int, ...]], changed: BertConfig) -> Any:
+        names = model_key_map(model_class, changed.num_layers)
+        bare = _prefix(model_class)
+        expected = {
+            names[k].removeprefix(bare): v
+            for k, v in _expected_shapes(changed, model_class).items()
+        }
+        return expected, {n: v for k, v in shapes.items() if (n := _hf_name(k)) is not None}
 
-        if not fits(config):
-            names = model_key_map(model_class, config.num_layers)
-            bare = _prefix(model_class)
-            expected = {
-                names[k].removeprefix(bare): v
-                for k, v in _expected_shapes(config, model_class).items()
-            }
-            found = {n: v for k, v in shapes.items() if (n := _hf_name(k)) is not None}
-            named = explain_misfit(config, fits, expected, found)
-            if named is None:
-                from_hf_state_dict(stubs, config, model_class, str(directory))  # type: ignore[arg-type]
-            else:
-                field, value = named
-                raise misfit_error(
-                    where,
-                    _HF_NAMES.get(field, field),
-                    getattr(config, field),
-                    value,
-                    SAFETENSORS_FILE,
-                    expected,
-                    found,
-                )
-    try:
-        with torch.device("meta"):
-            model = model_class(config)
-    except Exception as exc:  # (sizes validated: should not happen)
-        raise ConfigError(f"{where}: the sizes do not make a model ({exc})") from None
-    check_memory(model, config, where, ConfigError)
+    check_foreign_weights(
+        directory, config, check_tensors, expected_found, _HF_NAMES, model_class,
+        SAFETENSORS_FILE,
+    )  # fmt: skip
 
 
 def read_hf_tensors(directory: str | Path, map_location: str = "cpu") -> dict[str, Tensor]:

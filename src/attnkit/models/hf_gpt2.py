@@ -38,11 +38,8 @@ from attnkit.core.errors import MissingFileError, RunError
 from attnkit.models.hf_bert import read_hf_tensors, write_hf_checkpoint
 from attnkit.models.saved import CONFIG_FILE, WEIGHTS_FILE
 from attnkit.models.sizes import (
-    check_memory,
-    explain_misfit,
-    misfit_error,
+    check_foreign_weights,
     renamed_fields,
-    weight_shapes,
 )
 
 if TYPE_CHECKING:
@@ -305,40 +302,15 @@ def check_hf_gpt2(directory: str | Path, config: GPTConfig) -> None:
     field (a ``RunError`` for weights that disagree, a ``ConfigError`` for memory);
     pytorch_model.bin has no header: it is checked once loaded."""
     directory = Path(directory)
-    where = str(directory / CONFIG_FILE)
-    safetensors = directory / SAFETENSORS_FILE
-    if safetensors.is_file():
-        shapes = weight_shapes(safetensors)
-
-        def fits(changed: GPTConfig) -> bool:
-            try:
-                _check_shapes(_named(shapes, changed), changed, str(directory))
-            except RunError:
-                return False
-            return True
-
-        if not fits(config):
-            expected, found = _expected_shapes(config), _named(shapes, config)
-            named = explain_misfit(config, fits, expected, found)
-            if named is None:
-                _check_shapes(found, config, str(directory))
-            else:
-                field, value = named
-                raise misfit_error(
-                    where,
-                    _HF_NAMES.get(field, field),
-                    getattr(config, field),
-                    value,
-                    SAFETENSORS_FILE,
-                    expected,
-                    found,
-                )
-    try:
-        with torch.device("meta"):
-            model = config.build()
-    except Exception as exc:  # (sizes validated: should not happen)
-        raise ConfigError(f"{where}: the sizes do not make a model ({exc})") from None
-    check_memory(model, config, where, ConfigError)
+    check_foreign_weights(
+        directory,
+        config,
+        lambda shapes, changed: _check_shapes(_named(shapes, changed), changed, str(directory)),
+        lambda shapes, changed: (_expected_shapes(changed), _named(shapes, changed)),
+        _HF_NAMES,
+        lambda changed: changed.build(),
+        SAFETENSORS_FILE,
+    )
 
 
 def from_hf_state_dict(

@@ -13,6 +13,10 @@ match ``TransformerClassifier``'s, so a classifier starts from these weights wit
 
 ``ElectraPretrainer`` (``model.objective: electra``) trains the same encoder by ELECTRA's
 replaced-token detection instead, with a small ``TransformerMLM`` as its generator.
+
+Both return a ``MaskedLMOutput``: ``logits`` (the masked LM) or ``replaced_logits``
+(ELECTRA's discriminator); the config's ``detects_replaced_tokens`` says which the model
+trains.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from torch import Tensor, nn
 from attnkit.core.config import check, positive, short_repr
 from attnkit.models.base import ModelConfig, param
 from attnkit.models.classifier import TransformerEncoderConfig, TransformerEncoderModel
+from attnkit.models.outputs import MaskedLMOutput
 
 __all__ = ["ElectraPretrainer", "MaskedLMConfig", "TransformerMLM"]
 
@@ -48,6 +53,8 @@ class MaskedLMConfig(TransformerEncoderConfig):
     generator_d_model: int | None = param(None, "electra: the generator's width (d_model // 4)")
     rtd_weight: float = param(50.0, "electra: weight of the discriminator's loss (lambda)")
 
+    OUTPUT: ClassVar[type | None] = MaskedLMOutput
+
     def validate(self) -> None:
         super().validate()
         g = self.generator_d_model
@@ -67,17 +74,23 @@ class MaskedLMConfig(TransformerEncoderConfig):
             ),
         )
 
+    @property
+    def detects_replaced_tokens(self) -> bool:
+        """True for ELECTRA: the model's ``forward`` gives ``replaced_logits`` (B, T) and its
+        ``generator`` the masked-LM ``logits``; False: ``forward`` gives the ``logits``."""
+        return self.objective == "electra"
+
     def describe(self) -> str:
         head = (
             "ELECTRA generator + replaced-token detection head"
-            if self.objective == "electra"
+            if self.detects_replaced_tokens
             else "masked-LM head"
         )
         return f"transformer encoder + {head}"
 
     def build(self) -> TransformerMLM | ElectraPretrainer:
         """A masked LM, or ELECTRA's discriminator with its generator."""
-        if self.objective == "electra":
+        if self.detects_replaced_tokens:
             return ElectraPretrainer(self)
         return TransformerMLM(self)
 
@@ -101,15 +114,16 @@ class TransformerMLM(TransformerEncoderModel):
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         positions: Tensor | None = None,
-    ) -> Tensor:
+    ) -> MaskedLMOutput:
         """input_ids (B, T); attention_mask (B, T), True = real token; positions (B, T) bool,
-        the positions to predict (None: all). Returns logits (N, vocab) for the N selected
-        positions in row-major order, or (B, T, vocab) when ``positions`` is None."""
+        the positions to predict (None: all). Returns ``MaskedLMOutput`` with logits
+        (N, vocab) for the N selected positions in row-major order, or (B, T, vocab) when
+        ``positions`` is None."""
         x, _, _ = self.encode(input_ids, attention_mask)  # (B, T, d_model)
         if positions is not None:
             x = x[positions]  # (N, d_model)
         h = self.mlm_norm(F.gelu(self.mlm_dense(x)))
-        return F.linear(h, self.embed.weight, self.mlm_bias)  # (..., vocab)
+        return MaskedLMOutput(F.linear(h, self.embed.weight, self.mlm_bias))  # (..., vocab)
 
     def masked_lm(self) -> TransformerMLM:
         """The model that fills in [MASK] (itself)."""
@@ -152,8 +166,10 @@ class ElectraPretrainer(TransformerEncoderModel):
         """The model that fills in [MASK]: the generator (a small masked LM)."""
         return self.generator
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> MaskedLMOutput:
         """input_ids (B, T) (original text with some tokens replaced); attention_mask (B, T),
-        True = real token. Returns logits (B, T): > 0 means "this token was replaced"."""
+        True = real token. Returns ``MaskedLMOutput`` with replaced_logits (B, T): > 0 means
+        "this token was replaced"."""
         x, _, _ = self.encode(input_ids, attention_mask)  # (B, T, d_model)
-        return self.rtd_head(F.gelu(self.rtd_dense(x))).squeeze(-1)  # (B, T)
+        scores = self.rtd_head(F.gelu(self.rtd_dense(x))).squeeze(-1)  # (B, T)
+        return MaskedLMOutput(replaced_logits=scores)

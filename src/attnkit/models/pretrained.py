@@ -32,9 +32,7 @@ from attnkit.core.config import ConfigError
 from attnkit.core.errors import RunError
 from attnkit.data.tokenization import Tokenizer
 from attnkit.models.base import Log, ModelConfig
-from attnkit.models.hf_bert import is_hf_bert_config
-from attnkit.models.hf_gpt2 import is_hf_gpt2_config
-from attnkit.models.registry import from_pretrained, read_model_config
+from attnkit.models.registry import FOREIGN_FORMATS, from_pretrained, read_model_config
 from attnkit.models.saved import (
     CONFIG_FILE,
     TOKENIZER_FILE,
@@ -127,12 +125,16 @@ class PretrainedSource:
                 "model.safetensors are needed)"
             )
 
-    def require_run(self, task: str, needs: str) -> None:
-        """A one-line ``ConfigError`` unless this is a finished run of ``task``; ``needs``
-        ends the message for another task's run (``arch elmo needs a task bilm run``)."""
+    def require_model(self, model_type: str, needs: str) -> None:
+        """A one-line ``ConfigError`` unless this is a finished run whose model is of the
+        family ``model_type`` (what its weights are, whichever task trained them); ``needs``
+        ends the message for another model (``arch elmo needs a biLM: a task bilm run``)."""
         self.require_finished_run()
-        if self.task != task:
-            raise ConfigError(f"model.init_from: {self.path} is a {self.task!r} run; {needs}")
+        if self.model_type != model_type:
+            raise ConfigError(
+                f"model.init_from: {self.path} is a {self.task!r} run of a {self.arch!r} "
+                f"model ({self.model_type}); {needs}"
+            )
 
     # ------------------------------------------------------------------ reading it
     @cached_property
@@ -218,7 +220,7 @@ def open_pretrained(init_from: str | Path) -> PretrainedSource:
     raw = read_json(config_path)
     if not isinstance(raw, dict):
         return PretrainedSource(init_from, path, None, {})
-    if is_hf_bert_config(raw) or is_hf_gpt2_config(raw):
+    if any(foreign.is_foreign(raw) for foreign in FOREIGN_FORMATS):  # BERT, GPT-2
         return PretrainedSource(init_from, path, "hf", raw)
     weights = (path / WEIGHTS_FILE).is_file()
     if "task" in raw:

@@ -12,6 +12,7 @@ outside the package).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "FOREIGN_FORMATS",
     "MODEL_CONFIGS",
     "archs",
+    "archs_exporting",
     "build_classifier",
     "build_model",
     "config_class",
@@ -80,6 +82,31 @@ def register_model(family: str, arch: str, config: type[ModelConfig]) -> None:
 def archs(family: str) -> list[str]:
     """The ``model.arch`` names of a family."""
     return list(MODEL_CONFIGS.get(family, {}))
+
+
+def archs_exporting(fmt: str) -> list[str]:
+    """The ``model.arch`` names, of every registered family, whose model ``attnkit export``
+    can write as ``fmt`` (``hf``, ``onnx``, ``int8``: its class's ``export_formats``), in
+    registry order."""
+    out: list[str] = []
+    for by_arch in MODEL_CONFIGS.values():
+        for arch, cls in by_arch.items():
+            if arch not in out and fmt in _export_formats(cls, arch):
+                out.append(arch)
+    return out
+
+
+@functools.cache
+def _export_formats(cls: type[ModelConfig], arch: str) -> tuple[str, ...]:
+    """``export_formats`` of the class ``arch``'s config builds (found on the meta device,
+    with a vocabulary: a recipe's comes from the data); () for one whose defaults do not
+    make a model."""
+    try:
+        config = cls(arch=arch)
+        config = config.replace(vocab_size=max(config.vocab_size, 8))
+        return tuple(getattr(config.model_class(), "export_formats", ()))
+    except Exception:  # noqa: BLE001 - e.g. a registered toy config that needs more
+        return ()
 
 
 def config_class(family: str, arch: str) -> type[ModelConfig]:

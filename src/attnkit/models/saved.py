@@ -13,7 +13,9 @@ below the run directory that writes them.
 
 Run directories written before the redesign (no ``"format"`` key in config.json) are read as
 they are: ``read_run_json`` completes their ``model`` section with the sizes the code of that
-time took from elsewhere (vocabulary, padding id, ``data.max_len``, number of labels).
+time took from elsewhere (vocabulary, padding id, ``data.max_len``, number of labels). A run
+of a newer format than ``RUN_FORMAT`` (written by a newer attnkit) is refused in one line
+that names both versions.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from attnkit.core.config import short_repr
 from attnkit.core.errors import RunError
+from attnkit.core.version import __version__
 
 __all__ = [
     "CONFIG_FILE",
     "INT8_WEIGHTS",
     "ONNX_FILE",
+    "RUN_FORMAT",
     "RUN_SECTIONS",
     "TOKENIZER_FILE",
     "WEIGHTS_FILE",
@@ -42,6 +47,8 @@ TOKENIZER_FILE = "tokenizer.json"
 INT8_WEIGHTS = "model.int8.safetensors"  # ``attnkit export --format attnkit --quantize int8``
 ONNX_FILE = "model.onnx"  # ``attnkit export --format onnx``
 RUN_SECTIONS = ("task", "data", "tokenizer", "model", "training")  # a run's config.json
+# the layout of a run's config.json this code writes and reads ("format"; 1: none, the first)
+RUN_FORMAT = 2  # 2: the model section holds every size
 # the model family each task of the first format trained (used to read those runs)
 _LEGACY_FAMILY = {
     "classify": "classifier",
@@ -92,8 +99,24 @@ def read_run_json(directory: str | Path) -> dict[str, Any]:
     if missing:
         raise RunError(f"{path} lacks {', '.join(missing)}: not an attnkit run")
     if "format" not in raw:
-        raw = _upgrade_first_format(raw, directory)
+        return _upgrade_first_format(raw, directory)
+    check_run_format(raw["format"], directory)
     return raw
+
+
+def check_run_format(found: Any, directory: str | Path) -> None:
+    """A one-line ``RunError`` unless ``found`` (config.json's ``format``) is a run format
+    this code reads (1 .. ``RUN_FORMAT``): a newer one asks for a newer attnkit."""
+    if isinstance(found, bool) or not isinstance(found, int) or found < 1:
+        raise RunError(
+            f"{Path(directory) / CONFIG_FILE}: format must be a run format 1..{RUN_FORMAT}, "
+            f"got {short_repr(found)}"
+        )
+    if found > RUN_FORMAT:
+        raise RunError(
+            f"{directory} was written by a newer attnkit (run format {found}; this is "
+            f"{__version__}, format {RUN_FORMAT}): upgrade attnkit"
+        )
 
 
 def _upgrade_first_format(raw: dict[str, Any], directory: Path) -> dict[str, Any]:

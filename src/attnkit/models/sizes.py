@@ -45,6 +45,7 @@ __all__ = [
     "MAX_WIDTH",
     "SIZE_LIMITS",
     "available_memory",
+    "check_foreign_weights",
     "check_memory",
     "check_model",
     "check_size_fields",
@@ -344,6 +345,63 @@ def misfit_evidence(expected: dict[str, tuple[int, ...]], found: dict[str, tuple
         if ours.get(prefix, 0) != theirs.get(prefix, 0):
             return f"it holds {theirs.get(prefix, 0)} {prefix}N"
     return "its tensors differ"
+
+
+Shapes = dict[str, tuple[int, ...]]
+
+
+def check_foreign_weights(
+    directory: Path,
+    config: Any,
+    check_tensors: Callable[[Shapes, Any], None],
+    expected_found: Callable[[Shapes, Any], tuple[Shapes, Shapes]],
+    field_names: dict[str, str],
+    build: Callable[[Any], nn.Module],
+    weights_file: str = "model.safetensors",
+) -> None:
+    """Before loading anything from a directory in another library's format (Hugging Face
+    BERT, GPT-2): a model of ``config`` (read from its config.json, sizes bounded) must have
+    the tensors of its ``weights_file`` (their shapes read from the header) and fit in the
+    memory available. One line naming config.json and, where one size explains every
+    tensor (``explain_misfit``), the field as the file names it (``field_names``: attnkit
+    field -> config.json key): a ``RunError`` for weights that disagree, a ``ConfigError``
+    for memory. Without ``weights_file`` (a pytorch_model.bin has no header) the weights are
+    checked once loaded.
+
+    check_tensors(shapes, config): a ``RunError`` unless a model of ``config`` has exactly
+        the file's tensors (``shapes``, under the file's names);
+    expected_found(shapes, config): (the shapes a model of ``config`` has, the file's), under
+        the same names, for the message;
+    build(config): the model (called on the ``meta`` device).
+    """
+    where = str(directory / "config.json")
+    path = directory / weights_file
+    if path.is_file():
+        shapes = weight_shapes(path)
+
+        def fits(changed: Any) -> bool:
+            try:
+                check_tensors(shapes, changed)
+            except RunError:
+                return False
+            return True
+
+        if not fits(config):
+            expected, found = expected_found(shapes, config)
+            named = explain_misfit(config, fits, expected, found)
+            if named is None:
+                check_tensors(shapes, config)  # (raises: the tensor that does not fit)
+            else:
+                field, value = named
+                current = getattr(config, field)
+                name = field_names.get(field, field)
+                raise misfit_error(where, name, current, value, weights_file, expected, found)
+    try:
+        with torch.device("meta"):
+            model = build(config)
+    except Exception as exc:  # (sizes validated: should not happen)
+        raise ConfigError(f"{where}: the sizes do not make a model ({exc})") from None
+    check_memory(model, config, where, ConfigError)
 
 
 def _meta_shapes(config: Any) -> dict[str, tuple[int, ...]]:

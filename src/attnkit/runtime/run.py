@@ -40,7 +40,13 @@ from attnkit.core.checkpoint import (
 )
 from attnkit.core.errors import RunError
 from attnkit.data.tokenization import Tokenizer
-from attnkit.models.saved import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, read_run_json
+from attnkit.models.saved import (
+    CONFIG_FILE,
+    RUN_FORMAT,
+    TOKENIZER_FILE,
+    WEIGHTS_FILE,
+    read_run_json,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -48,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FORMAT", "RunDir", "RunLock", "read_jsonl"]
 
-FORMAT = 2  # config.json layout version; 1 = before the model section held every size
+FORMAT = RUN_FORMAT  # config.json layout version; 1 = before the model section held every size
 
 
 class RunDir:

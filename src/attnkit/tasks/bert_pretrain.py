@@ -193,10 +193,11 @@ class BertPretrainingTask:
 
     @staticmethod
     def _forward(model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor | None]:
-        """(masked-LM logits (N, vocab) at the chosen positions, NSP logits (B, 2) or None)."""
+        """(masked-LM logits (N, vocab) at the chosen positions, NSP logits (B, 2) or None:
+        the model's ``MaskedLMOutput``; bert-mlm has no next-sentence head)."""
         chosen = batch["labels"] != IGNORE_INDEX
         out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], chosen)
-        return out if isinstance(out, tuple) else (out, None)
+        return out.logits, out.next_sentence_logits
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
         mlm_logits, nsp_logits = self._forward(model, batch)
@@ -236,22 +237,6 @@ class BertPretrainingTask:
         return out
 
 
-class _MaskedLMView(nn.Module):
-    """A BERT pretraining model as ``FillMaskPredictor`` calls a masked LM:
-    (input_ids, attention_mask, positions) -> logits (N, vocab)."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids: Tensor, mask: Tensor | None, positions: Tensor) -> Tensor:
-        out = self.model(ids, mask, None, positions)
-        return out[0] if isinstance(out, tuple) else out
-
-    def masked_lm(self) -> nn.Module:
-        return self
-
-
 @dataclass
 class NextSentence:
     """How likely ``text_b`` is to follow ``text`` (the NSP head's softmax)."""
@@ -278,7 +263,7 @@ class BertPretrainPredictor(FillMaskPredictor):
     def __init__(
         self, model: nn.Module, tokenizer: Tokenizer, config: RunConfig, run_dir=None
     ) -> None:
-        super().__init__(_MaskedLMView(model), tokenizer, config, run_dir)
+        super().__init__(model, tokenizer, config, run_dir)  # (segment ids: all 0)
         self.bert = model.eval()
 
     @torch.no_grad()
@@ -294,8 +279,9 @@ class BertPretrainPredictor(FillMaskPredictor):
         ids, types, _ = pair_ids(self.tokenizer, a, b, self.config.data.max_len)
         x = torch.tensor([ids], device=self.device)
         t = torch.tensor([types], device=self.device)
-        _, nsp = self.bert(x, None, t, torch.zeros_like(x, dtype=torch.bool))
-        return NextSentence(text, text_b, float(nsp.float().softmax(-1)[0, 0]))
+        out = self.bert(x, None, t, positions=torch.zeros_like(x, dtype=torch.bool))
+        nsp = out.next_sentence_logits.float()  # (1, 2)
+        return NextSentence(text, text_b, float(nsp.softmax(-1)[0, 0]))
 
 
 class BertPretrainSpec(TaskSpec):
@@ -312,11 +298,6 @@ class BertPretrainSpec(TaskSpec):
         require(
             d.max_len >= 8, f"data.max_len must be >= 8 for [CLS] A [SEP] B [SEP], got {d.max_len}"
         )
-        if cfg.model.pretrained is not None:
-            require(
-                cfg.tokenizer.path is None,
-                "model.init_from brings its tokenizer; remove tokenizer.path",
-            )
 
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)

@@ -19,17 +19,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.core.config import require, short_repr
+from attnkit.core.config import check, require, short_repr
 from attnkit.core.errors import InputError, check_finite, json_line
 from attnkit.data.batching import pad_batch
 from attnkit.data.catalogue import find_kind, find_reader, has_split, read
 from attnkit.data.paths import DataError
-from attnkit.data.pseudo_labels import extra_training_examples
+from attnkit.data.pseudo_label_files import extra_training_examples
 from attnkit.data.readers import Example, Examples
 from attnkit.data.segments import encode_pairs
 from attnkit.data.settings import DataConfig
 from attnkit.data.split import split_examples
-from attnkit.data.tokenization import Tokenizer
+from attnkit.data.tokenization import TRUNCATION, Tokenizer
 from attnkit.models import ClassifierOutput
 from attnkit.runtime import viz
 from attnkit.runtime.device import Precision, inference, model_device
@@ -79,6 +79,11 @@ class ClassifyData(DataConfig):
     label_column: str = "label"
     extra_train: str | None = None  # more labelled texts (e.g. pseudo-labels) for training
     # only, added after the validation split; texts of the dataset's splits dropped
+    truncation: str = "head"  # which part of a longer text is kept: head | tail | head+tail
+
+    def validate(self) -> None:
+        super().validate()
+        check((self.truncation in TRUNCATION, f"data.truncation must be {'|'.join(TRUNCATION)}"))
 
 
 def _sort_labels(values: Iterable[Any]) -> list[str]:
@@ -698,11 +703,6 @@ class ClassifySpec(TaskSpec):
                 f"data.max_len must be >= {least} for a BERT's [CLS] A [SEP]"
                 + (" B [SEP]" if least == 5 else "")
                 + f", got {cfg.data.max_len}",
-            )
-        if cfg.model.pretrained is not None:
-            require(
-                cfg.tokenizer.path is None,
-                "model.init_from brings its run's tokenizer; remove tokenizer.path",
             )
         cfg.model.validate_recipe()  # e.g. arch elmo: model.init_from is required
 

@@ -135,8 +135,9 @@ def item_length(item: Item) -> int:
 
 
 def build_task(cfg: RunConfig, tokenizer: Tokenizer) -> MaskedLMTask:
-    """The Trainer task of ``cfg.model.objective``."""
-    if cfg.model.objective == "electra":
+    """The Trainer task of the model's objective (ELECTRA's when the model detects replaced
+    tokens, else the masked LM's)."""
+    if cfg.model.detects_replaced_tokens:
         return ElectraTask(tokenizer, cfg.data.mask_prob, cfg.model.rtd_weight, cfg.training.seed)
     return MaskedLMTask(tokenizer, cfg.data.mask_prob)
 
@@ -167,7 +168,7 @@ class MaskedLMTask:
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
         chosen = batch["labels"] != IGNORE_INDEX  # (B, T)
-        logits = model(batch["input_ids"], batch["attention_mask"], chosen)  # (N, vocab)
+        logits = model(batch["input_ids"], batch["attention_mask"], chosen).logits  # (N, vocab)
         loss = F.cross_entropy(logits.float(), batch["labels"][chosen])
         return loss, int(batch["attention_mask"].sum())
 
@@ -176,7 +177,7 @@ class MaskedLMTask:
         total, correct, n = 0.0, 0, 0
         for batch in batches:
             chosen = batch["labels"] != IGNORE_INDEX
-            logits = model(batch["input_ids"], batch["attention_mask"], chosen).float()
+            logits = model(batch["input_ids"], batch["attention_mask"], chosen).logits.float()
             target = batch["labels"][chosen]
             total += F.cross_entropy(logits, target, reduction="sum").item()
             correct += int((logits.argmax(-1) == target).sum())
@@ -233,14 +234,14 @@ class ElectraTask(MaskedLMTask):
         ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
         chosen = labels != IGNORE_INDEX  # (B, T)
         target = labels[chosen]  # (N,)
-        gen_logits = model.generator(ids, mask, chosen).float()  # (N, vocab)
+        gen_logits = model.generator(ids, mask, chosen).logits.float()  # (N, vocab)
         sampled = sample_tokens(gen_logits.detach(), generator)  # (N,)
         original = torch.where(chosen, labels, ids)  # (B, T) the uncorrupted text
         replaced = original.clone()
         replaced[chosen] = sampled
         real = mask.bool()
         is_replaced = (replaced != original)[real]  # (R,) over the real tokens
-        rtd_logits = model(replaced, mask).float()[real]  # (R,)
+        rtd_logits = model(replaced, mask).replaced_logits.float()[real]  # (R,)
         out = {
             "mlm_loss": F.cross_entropy(gen_logits, target),
             "rtd_loss": F.binary_cross_entropy_with_logits(rtd_logits, is_replaced.float()),
@@ -298,7 +299,8 @@ class FillMaskPredictor(Predictor):
     def __init__(
         self, model: nn.Module, tokenizer: Tokenizer, config: RunConfig, run_dir=None
     ) -> None:
-        # an ELECTRA run fills in with its generator (a small masked LM)
+        # an ELECTRA run fills in with its generator (a small masked LM); the model's
+        # forward(input_ids, attention_mask, ..., positions=) gives a MaskedLMOutput
         self.model = model.masked_lm().eval()
         self.device = model_device(self.model)
         self.tokenizer = tokenizer
@@ -320,7 +322,7 @@ class FillMaskPredictor(Predictor):
         where = x == self.tokenizer.mask_id
         if not where.any():
             raise InputError("the text has no [MASK] token to fill in")
-        logits = self.model(x, None, where).float()  # (masks, vocab)
+        logits = self.model(x, None, positions=where).logits.float()  # (masks, vocab)
         check_finite(logits)  # NaN weights: an error, not NaN probabilities
         probs = logits.softmax(-1)
         top = probs.topk(min(top_k, probs.size(-1)), dim=-1)

@@ -273,7 +273,9 @@ def _span_loss(
 
 
 def _forward(model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-    return model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    """(start logits, end logits), (B, T) each: the model's ``SpanOutput``."""
+    out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    return out.start_logits, out.end_logits
 
 
 class QATask:
@@ -607,11 +609,6 @@ class QASpec(TaskSpec):
             f"data.max_len={d.max_len} must exceed data.max_question_len={max_question_len} "
             "+ 3 special tokens, so that every window holds context",
         )
-        if cfg.model.pretrained is not None:
-            require(
-                cfg.tokenizer.path is None,
-                "model.init_from brings its tokenizer; remove tokenizer.path",
-            )
 
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)

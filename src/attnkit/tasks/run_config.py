@@ -115,7 +115,15 @@ class RunConfig:
         if source == "recipe":  # a saved run passed these when it started; code may be stricter now
             spec.check_data(cfg)
             spec.validate(cfg)
+            _check_init_from(cfg)
         return cfg
+
+
+def _check_init_from(cfg: RunConfig) -> None:
+    """A model started from ``model.init_from`` reads text with its source's tokenizer
+    (``ModelConfig.adopt``), whatever the task: a recipe's ``tokenizer.path`` is refused."""
+    if cfg.model.pretrained is not None and cfg.tokenizer.path is not None:
+        raise ConfigError("model.init_from brings its tokenizer; remove tokenizer.path")
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:

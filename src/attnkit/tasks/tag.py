@@ -257,8 +257,8 @@ def prepare_data(
 # Training
 # --------------------------------------------------------------------------------------
 def _logits(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
-    """(B, T, num_labels) label scores at every position."""
-    return model(batch["input_ids"], batch["attention_mask"])
+    """(B, T, num_labels) label scores at every position (the model's ``TaggerOutput``)."""
+    return model(batch["input_ids"], batch["attention_mask"]).logits
 
 
 def word_accuracy(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str]]) -> float:
@@ -595,15 +595,6 @@ class TagSpec(TaskSpec):
             f"task tag on data.name {cfg.data.name} takes data.label_unit "
             f"{' or '.join(units)}, got {cfg.data.label_unit!r}",
         )
-        require(
-            cfg.data.truncation == "head",
-            "task tag keeps the first words of a long sentence: data.truncation must be head",
-        )
-        if cfg.model.pretrained is not None:
-            require(
-                cfg.tokenizer.path is None,
-                "model.init_from brings its run's tokenizer; remove tokenizer.path",
-            )
 
     def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
