@@ -96,6 +96,7 @@ def measure(
         "json_s": round(t_json, 4),
         "payload_bytes": len(payload.encode("utf-8")),
         "float16": result["encoding"]["float16"],
+        "coarsened": result["encoding"]["coarsened"],
         "qkv": result["encoding"]["qkv"],
     }
     if render is not None:

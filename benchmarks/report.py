@@ -944,32 +944,35 @@ def _threads(rows: list[dict]) -> list[str]:
 
 EXPLAIN = [
     Col("model", "model"),
+    num("heads", "heads"),
     num("trace s", "trace_s", ".3f"),
     num("render s", "render_s", ".3f"),
     num("capture + render s", "capture_and_render_s", ".3f"),
     num("HTML MB", "html_mb", ".2f"),
     Col("float16 arrays", "float16"),
 ]
+EXPLAIN_MODELS = (("classifier", "Transformer classifier"), ("lm", "GPT (task lm)"))
 
 
 def _explain(rows: list[dict]) -> list[str]:
-    """The explorer page's cost (benchmarks/explain_render.py)."""
+    """The explorer page's cost (benchmarks/explain_render.py), per number of heads."""
     lines = []
     for run in (r for r in rows if r.get("kind") == "explain"):
         cells = [
-            {**run[name], "model": label, "html_mb": run[name]["html_bytes"] / 1e6,
-             "float16": ", ".join(run[name].get("float16") or []) or "none"}
-            for name, label in (("classifier", "Transformer classifier"), ("lm", "GPT (task lm)"))
-            if name in run
+            {**size[name], "model": label, "heads": size["heads"],
+             "html_mb": size[name]["html_bytes"] / 1e6,
+             "float16": ", ".join(size[name].get("float16") or []) or "none"}
+            for size in run["runs"] for name, label in EXPLAIN_MODELS if name in size
         ]  # fmt: skip
         targets = run["targets"]
         lines += [
             "## Explainer: capturing a forward pass and rendering its page",
             "",
-            f"`attnkit explain --html` for one 128-token text through {run['model']}: trace = "
-            "capture + building + base64 (`attnkit.app.explain.trace`), render = the "
-            "self-contained HTML (script, style, Korean font subset made anew, data); "
-            f"median of {run['repeats']} after a warm-up. Targets: under "
+            "`attnkit explain --html` for one 128-token text through a 6-layer model "
+            "(d_model 256, d_ff 1024, random init: time and size do not depend on the "
+            "weights): trace = capture + building + base64 (`attnkit.app.explain.trace`), "
+            "render = the self-contained HTML (script, style, Korean font subset made anew, "
+            f"data); median of {run['repeats']} after a warm-up. Targets: under "
             f"{targets['capture_and_render_s']:g} s and {targets['html_bytes'] / 1e6:g} MB. "
             f"{run['machine']}; {run['date']}. Command: `{run['command']}`",
             "",

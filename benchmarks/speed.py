@@ -898,8 +898,8 @@ class _Hidden(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        return self.model(input_ids, attention_mask.bool()).last_hidden_state
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor]:
+        return (self.model(input_ids, attention_mask.bool()).last_hidden_state,)
 
 
 def onnx_encoder(enc: Encoderish, b: EncoderBatch, folder: Path) -> Encoderish | None:

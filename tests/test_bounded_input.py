@@ -224,12 +224,13 @@ def test_tag_and_qa_cut_before_tokenization(tokenizers_by_kind) -> None:
 def test_tag_predictor_cuts_the_text_it_splits(tmp_path: Path) -> None:
     import torch
 
+    from attnkit.models import TaggerOutput
     from attnkit.tasks.run_config import RunConfig
     from attnkit.tasks.tag import TagPredictor
 
     class Outside(torch.nn.Module):
         def forward(self, ids, mask):
-            return torch.zeros(*ids.shape, 3)
+            return TaggerOutput(torch.zeros(*ids.shape, 3))
 
     tk = train_tokenizer([" ".join(WORDS * 20)], kind="wordpiece", vocab_size=200)
     spy = spy_on(tk)

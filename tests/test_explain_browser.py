@@ -6,9 +6,9 @@ against the Python API (``attnkit.load(...)``'s predictions, the trace's numbers
 page's display precision; no page makes a request beyond its own file (or its own server).
 
 Every panel is screenshot (into tmp_path). Of docs/explain.md's images this test owns only
-``TEST_OWNED`` (seq2seq, BERT MLM, ELMo: from its tiny runs), written to docs/img/explain-*.png
-when ATTNKIT_SCREENSHOTS=1 or when one is missing; the others come from real trained runs and
-are made by ``python tools/explain_screenshots.py``, never by this test.
+``TEST_OWNED`` (ELMo: from its tiny runs), written to docs/img/explain-*.png when
+ATTNKIT_SCREENSHOTS=1 or when one is missing; the others come from real trained runs and are
+made by ``python tools/explain_screenshots.py``, never by this test.
 
 Skipped, with the reason printed, when Playwright or a Chromium binary is missing."""
 
@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from urllib.request import Request, urlopen
 
 import numpy as np
 import pytest
@@ -66,7 +67,7 @@ IMG = Path(__file__).parent.parent / "docs" / "img"
 REVIEW = "이 영화 정말 재미있어요 최고"
 
 
-TEST_OWNED = frozenset({"seq2seq", "mlm", "elmo"})  # docs/img/explain-NAME.png made here
+TEST_OWNED = frozenset({"elmo"})  # docs/img/explain-NAME.png made here
 
 
 def shoot(locator, name: str, tmp_path: Path) -> None:
@@ -189,6 +190,54 @@ def pct(p: float) -> str:
     return f"{100 * p:.1f}%"
 
 
+def assert_shown(cells: list[str], values, digits: int = 3) -> None:
+    """Each displayed number is its value at ``digits`` decimals (give or take the last
+    digit: the page's value and the Python API's may differ by float noise at a boundary)."""
+    want = shown(values, digits)
+    assert len(cells) == len(want), (cells, want)
+    tolerance = 0.5 * 10**-digits + 1e-6
+    for cell, value in zip(cells, values, strict=True):
+        assert abs(float(cell) - float(value)) <= tolerance, (cells, want)
+
+
+class Heatmap:
+    """A heatmap canvas of an open page, cell by cell: hover one for its tooltip, click one.
+    Its cells are square; their size is found by walking left from the bottom-right cell
+    until the tooltip changes, then every cell's tooltip names its own row and column."""
+
+    def __init__(self, page, selector: str, rows: int, cols: int) -> None:
+        self.page = page
+        canvas = page.locator(selector)
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        width, height = canvas.evaluate("c => [c.width, c.height]")
+        assert (box["width"], box["height"]) == (width, height)  # drawn 1:1, not scaled
+        self.x0, self.y0 = box["x"], box["y"]
+        corner = self._tip(width - 4, height - 4)
+        assert corner, f"no tooltip over {selector}"
+        step = next(d for d in range(1, width) if self._tip(width - 4 - d, height - 4) != corner)
+        self.cell = step + 1  # the corner point lies 2 pixels inside the last cell
+        self.left = width - 2 - cols * self.cell
+        self.top = height - 2 - rows * self.cell
+        assert self.left >= 0 and self.top >= 0, (self.cell, width, height)
+
+    def _tip(self, x: float, y: float) -> str:
+        self.page.mouse.move(self.x0 + x + 0.5, self.y0 + y + 0.5)
+        return self.page.inner_text("#tip") if self.page.is_visible("#tip") else ""
+
+    def _center(self, i: int, j: int) -> tuple[float, float]:
+        half = self.cell // 2
+        return self.left + j * self.cell + half, self.top + i * self.cell + half
+
+    def tip(self, i: int, j: int) -> str:
+        """The tooltip of cell (row i, column j)."""
+        return self._tip(*self._center(i, j))
+
+    def click(self, i: int, j: int) -> None:
+        x, y = self._center(i, j)
+        self.page.mouse.click(self.x0 + x + 0.5, self.y0 + y + 0.5)
+
+
 # --------------------------------------------------------------------------------------
 # each family's page
 # --------------------------------------------------------------------------------------
@@ -285,10 +334,10 @@ def test_gpt_page_steps_one_token_at_a_time(browser, served_runs, tmp_path: Path
     step = t["view"]["steps"][-1]
     vals = page.locator("#lm-bars .val").all_inner_texts()
     assert vals == [pct(c["filtered"]) for c in step["top"]]  # as generated (greedy)
-    page.fill("#lm-temp", "1")  # another temperature: softmax over the shown logits
+    page.fill("#lm-temp", "1")  # temperature 1, top-k off: the model's own softmax
+    want_p = [pct(c["probability"]) for c in step["top"]]
+    assert page.locator("#lm-bars .val").all_inner_texts() == want_p
     logits = np.array([c["logit"] for c in step["top"]])
-    p = np.exp(logits - logits.max())
-    assert page.locator("#lm-bars .val").all_inner_texts() == [pct(x) for x in p / p.sum()]
     page.fill("#lm-topk", "2")  # top-k 2: exactly the two best keep all the mass
     p2 = np.exp(logits[:2] - logits[:2].max())
     assert page.locator("#lm-bars .val").all_inner_texts()[:2] == [pct(x) for x in p2 / p2.sum()]
@@ -342,6 +391,38 @@ def test_lstm_seq2seq_shows_its_score_function(browser, served_runs, tmp_path: P
     o.close()
 
 
+def test_lstm_seq2seq_alignment_is_the_apis(browser, served_runs, tmp_path: Path) -> None:
+    """Every weight of the LSTM's alignment map (its cells' tooltips) and of each decoding
+    step's query table is ``alignment()``'s, at the page's display precision."""
+    run = served_runs["bot"]
+    text = "안녕 hello"
+    a = attnkit.load(run).alignment(text)
+    path = write(run, text, tmp_path / "bot.html", "--beam", "1")
+    o = Opened(browser, path.as_uri())
+    page = o.page
+    assert o.text("#s2s-output") == f"output (greedy): {a.text}"
+    rows, cols = a.weights.shape
+    assert (rows, cols) == (len(a.output), len(a.source))
+    grid = Heatmap(page, "#s2s-align", rows, cols)
+    for i in range(rows):
+        tips = [grid.tip(i, j) for j in range(cols)]
+        assert [tip.rsplit(": ", 1)[0] for tip in tips] == [
+            f"{a.output[i]} ← {src}" for src in a.source
+        ]
+        assert_shown([tip.rsplit(": ", 1)[1] for tip in tips], a.weights[i])
+    for step in range(1, rows + 1):  # the head panel follows the step: query = its row
+        assert o.text("#s2s-step-label").startswith(f"step {step} of ")
+        assert page.input_value("#pick-query") == str(step - 1)
+        assert_shown(o.column("#query-table", "weight α")[:cols], a.weights[step - 1])
+        if step < rows:
+            page.click("#s2s-next")
+    assert page.is_disabled("#s2s-next")
+    grid.click(0, 0)  # a click on a row of the map goes back to that step
+    assert o.text("#s2s-step-label").startswith("step 1 of ")
+    offline(o, path)
+    o.close()
+
+
 def test_bert_mlm_fills_in_the_mask(browser, tmp_path: Path) -> None:
     run = LEGACY / "mlm"
     text = "the [MASK] was great"
@@ -354,6 +435,17 @@ def test_bert_mlm_fills_in_the_mask(browser, tmp_path: Path) -> None:
         assert box.locator(".lab").all_inner_texts() == [tok for tok, _ in fills]
         assert box.locator(".val").all_inner_texts() == [pct(p) for _, p in fills]
     assert o.page.locator("#input .chip.mask").count() == len(want)
+    # pick head 2 and the [MASK] as the query: the row of weights the model had there
+    (t,) = traces_of(path)
+    tokens = t["inputs"][0]["tokens"]
+    where = tokens.index("[MASK]")
+    w = decode_array(t["stacks"][0]["layers"][0]["attention"][0]["weights"])  # (H, T, T)
+    o.page.locator("#input .chip.mask").first.click()
+    assert o.page.input_value("#pick-query") == str(where)
+    o.page.select_option("#pick-head", "1")
+    assert o.column("#query-table", "weight α")[: len(tokens)] == shown(w[1, where])
+    o.page.select_option("#pick-head", "0")
+    assert o.column("#query-table", "weight α")[: len(tokens)] == shown(w[0, where])
     offline(o, path)
     shoot(o.page.locator("#family"), "mlm", tmp_path)
     o.close()
@@ -370,6 +462,20 @@ def test_elmo_layer_mix_and_bilm(browser, elmo_runs, tmp_path: Path) -> None:
     assert o.text("#elmo-gamma") == f"γ = {gamma:.4f}"
     assert o.column("#elmo-table", "softmax(s)_j") == shown(weights, 4)
     assert o.page.locator("#fam-elmo").is_visible()
+    # step through the tokens on the layer-mix map: the table follows the clicked column
+    (t,) = traces_of(path)
+    tokens = t["inputs"][0]["tokens"]
+    mix = t["view"]["elmo"]
+    norms, parts = decode_array(mix["layer_norms"]), decode_array(mix["contributions"])  # (L, T)
+    names = o.column("#elmo-table", "layer j")
+    grid = Heatmap(o.page, "#elmo-map", len(names), len(tokens))
+    for i in range(len(tokens)):
+        grid.click(0, i)
+        assert o.column("#elmo-table", f'‖h_j‖ "{tokens[i]}"') == shown(norms[:, i])
+        assert o.column("#elmo-table", f'‖γ softmax(s)_j h_j‖ "{tokens[i]}"') == shown(parts[:, i])
+        (last,) = shown([parts[-1, i]])
+        assert grid.tip(len(names) - 1, i) == f"{names[-1]} · {tokens[i]}: {last}"
+    assert o.page.locator("#no-attention").is_visible()  # no head to pick: a biLSTM
     offline(o, path)
     shoot(o.page.locator("#family"), "elmo", tmp_path)
     o.close()
@@ -498,4 +604,40 @@ def test_served_explorer_takes_a_new_text(browser, url, served_runs) -> None:
     o = Opened(browser, f"{url}/explain/verse?text=First&steps=3")
     assert o.page.is_visible("#ask-steps-label")
     assert o.text("#lm-step-label").startswith("step 1 of 3")
+    o.close()
+
+
+def test_served_gpt_page_generates_from_a_new_prompt(browser, url, served_runs) -> None:
+    """Typed on the served GPT page, a new prompt is sent to the server, which generates
+    again (temperature 1, seed 0): the page steps through what ``generate`` gives."""
+    o = Opened(browser, f"{url}/explain/verse?text=First&steps=3")
+    page = o.page
+    prompt, steps = "Before we", 5
+    page.fill("#ask-text", prompt)
+    page.fill("#ask-steps", str(steps))
+    page.click("#ask-btn")
+    page.wait_for_selector("body[data-renders='2'][data-ready=true]")
+    assert f"{url}/v1/explain" in o.requests  # a new trace, from the server
+    assert all(u.startswith(url) for u in o.requests), o.requests  # its own server only
+    lm = attnkit.load(served_runs["verse"])
+    want = lm.generate(prompt, max_new_tokens=steps, temperature=1.0, top_k=0, seed=0)[0]
+    assert "".join(page.locator("#lm-text .prompt").all_text_contents()) == prompt
+    chosen = []
+    for k in range(steps):
+        assert o.text("#lm-step-label").startswith(f"step {k + 1} of {steps}")
+        chosen.append(page.text_content("#lm-chosen"))
+        if k < steps - 1:
+            page.click("#lm-next")
+    assert "".join(chosen) == want.text
+    # the last step's bars are the server's trace (what the page asked for) at temperature 1
+    request = {"model": "verse", "text": prompt, "max_new_tokens": steps}
+    with urlopen(Request(f"{url}/v1/explain", data=json.dumps(request).encode(),
+                         headers={"Content-Type": "application/json"})) as answer:  # fmt: skip
+        (t,) = [x["trace"] for x in json.load(answer)["traces"]]
+    step = t["view"]["steps"][-1]
+    assert "".join(s["chosen"]["token"] for s in t["view"]["steps"]) == want.text
+    assert page.input_value("#lm-temp") == "1"
+    assert page.locator("#lm-bars .val").all_inner_texts() == [
+        pct(c["filtered"]) for c in step["top"]
+    ]  # the distribution the token was drawn from ([PAD] ... left out)
     o.close()

@@ -136,6 +136,36 @@ def test_without_html_it_serves_the_explorer(monkeypatch, capsys) -> None:
     assert refused.status_code == 422 and "explorer page only" in refused.json()["error"]["message"]
 
 
+def test_served_text_refused_before_the_server_starts(monkeypatch, capsys) -> None:
+    """Without --html the first page's traces are built before the server starts: a text
+    the run refuses is the same one-line error and exit code 2 as with --html."""
+    import attnkit.app.serve.server as server
+
+    started = []
+    monkeypatch.setattr(server, "make_server", lambda app, limits: started.append(app))
+    monkeypatch.setattr(server, "bind", lambda host, port: [])
+    assert main(["explain", f"m={LEGACY / 'mlm'}", "no mask here", "--port", "8123"]) == 2
+    line = error_line(capsys)
+    assert line.startswith("attnkit: error: ") and "[MASK]" in line, line
+    assert started == []
+
+
+def test_explorer_page_of_a_refused_text_shows_why() -> None:
+    """A text the run refuses gets the explorer page (422) with the message and the form
+    holding the text, not a JSON error; the page's own parameters stay JSON errors."""
+    app = create_app([f"m={LEGACY / 'mlm'}"], explain={"text": "the [MASK] was"})
+    client = TestClient(app)
+    got = client.get("/explain/m", params={"text": "no mask 한글"})
+    assert got.status_code == 422 and got.headers["content-type"].startswith("text/html")
+    assert "connect-src 'self'" in got.headers["content-security-policy"]
+    data = json.loads(re.search(r'id="trace-data">(.*?)</script>', got.text, re.S).group(1))
+    assert data["traces"] == []
+    api = data["api"]
+    assert "[MASK]" in api["error"] and api["text"] == "no mask 한글" and api["family"] == "mlm"
+    assert "url(data:font/woff" in got.text  # the Hangul of the text typed: the inline subset
+    assert client.get("/explain/m", params={"text": "the [MASK] was"}).status_code == 200
+
+
 @pytest.fixture(scope="module")
 def client() -> TestClient:
     app = create_app(

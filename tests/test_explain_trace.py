@@ -14,6 +14,7 @@ import dataclasses
 import json
 import shutil
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +23,12 @@ import torch
 import torch.nn.functional as F
 
 import attnkit
-from attnkit.app.explain import decode_array, trace
+from attnkit.app.explain import decode_array, families, trace
+from attnkit.app.explain.page import render_page
 from attnkit.app.explain.schema import SCHEMA_VERSION, Trace
 from attnkit.core.errors import InputError
 from attnkit.models.bert import BertConfig
+from attnkit.models.classifier import TransformerClassifierConfig
 from attnkit.models.elmo import ELMoConfig
 from attnkit.models.elmo_classifier import ELMoClassifierConfig
 from attnkit.models.gpt import GPTConfig
@@ -38,7 +41,9 @@ from attnkit.tasks.bert_pretrain import BertPretrainPredictor
 from attnkit.tasks.bilm import BiLMPredictor
 from attnkit.tasks.classify import ClassifierPredictor
 from attnkit.tasks.lm import LMPredictor
+from attnkit.tasks.qa import QAPredictor
 from attnkit.tasks.seq2seq import Seq2SeqPredictor
+from attnkit.tasks.tag import TagPredictor
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy_runs"
 ATOL = 1e-6
@@ -69,12 +74,48 @@ def check_schema(t: dict, family: str) -> None:
     for stack in t["stacks"]:
         for layer in stack["layers"]:
             for att in layer["attention"]:
-                w = arr(att["weights"])
-                mask = decode_array(att["mask"]["array"]).astype(bool)
-                assert w.shape == arr(att["scores"]).shape
-                assert (w[:, ~mask] == 0).all()  # masked keys get exactly 0
-                rows = w.sum(-1)[:, mask.any(-1)]
-                np.testing.assert_allclose(rows, 1.0, atol=1e-5)
+                check_attention(att, stack["kind"])
+
+
+def _tolerance(*arrays: dict) -> float:
+    """What the stored precision allows: float32 1e-5, float16 (or uint8 steps of 1/255,
+    which come only with float16 elsewhere) 3e-3."""
+    return 1e-5 if {a["dtype"] for a in arrays} == {"float32"} else 3e-3
+
+
+def check_attention(att: dict, kind: str) -> None:
+    """The captured steps agree with each other: weights = softmax of the scores with the
+    masked keys left out (so the scores really are before the mask: masked entries hold
+    what Q K^T gave, not -inf), and, where the full Q and K are kept, scores = Q K^T x
+    scale (Transformer) or = s_t . h_i (LSTM, dot score)."""
+    w = arr(att["weights"])
+    mask = decode_array(att["mask"]["array"]).astype(bool)
+    assert (w[:, ~mask] == 0).all()  # masked keys get exactly 0
+    rows = w.sum(-1)[:, mask.any(-1)]
+    dtype = att["weights"]["dtype"]
+    row_tol = {"float32": 1e-5, "float16": 1e-3}.get(dtype, 0.5 / 255 * w.shape[-1])
+    np.testing.assert_allclose(rows, 1.0, atol=row_tol)
+    if att["scores"] is None:  # coarsened: only the first layer of a stack keeps them
+        return
+    s = arr(att["scores"])
+    assert w.shape == s.shape and np.isfinite(s).all()  # before the mask: no -inf in it
+    z = np.where(mask, s, -np.inf)
+    z = z - z.max(-1, keepdims=True)
+    e = np.where(mask, np.exp(z), 0.0)
+    soft = e / e.sum(-1, keepdims=True)
+    np.testing.assert_allclose(w, soft, atol=_tolerance(att["scores"], att["weights"]), rtol=0)
+    if "q" not in att:
+        return
+    q, k = arr(att["q"]), arr(att["k"])
+    tol = _tolerance(att["scores"], att["q"], att["k"])
+    name = att["score"]["name"]
+    if kind == "transformer":
+        want = q @ k.swapaxes(-1, -2) * att["score"]["scale"]
+    elif name == "dot":  # LSTM: e_t,i = s_t . h_i
+        want = q @ k.swapaxes(-1, -2)
+    else:  # the other score functions are not a product of what is stored
+        return
+    np.testing.assert_allclose(s, want, atol=tol, rtol=tol)
 
 
 # --------------------------------------------------------------------------------------
@@ -357,6 +398,49 @@ def test_gpt_lm_steps(base) -> None:
         assert step["chosen"]["id"] in [c["id"] for c in step["top"][:5]]
 
 
+def test_gpt_lm_steps_store_the_distribution(base, monkeypatch) -> None:
+    """Every logit of a small vocabulary (the page's temperature / top-k controls are then
+    exact), else the best 64 (here: a lower bound, to take that path) with their mass."""
+    cfg = GPTConfig(max_len=32, d_model=16, num_heads=2, d_ff=32, num_layers=1, **_sizes(base))
+    torch.manual_seed(0)
+    model = cfg.build().eval()
+    pred = LMPredictor(model, base.tokenizer, _config(base, "lm", cfg))
+    t = trace(pred, "the movie", steps=2, temperature=0.0, precision="float32")
+    ids = t["inputs"][0]["ids"]
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0]
+    assert t["view"]["banned"] == pred.banned.tolist() and pred.banned.numel()
+    for step in t["view"]["steps"]:
+        d = step["distribution"]
+        assert d["complete"] and d["ids"] is None and d["mass"] == 1.0
+        close(arr(d["logits"]), logits[step["position"]])  # all of them: the page is exact
+    monkeypatch.setattr(families, "FULL_VOCAB", 16)
+    monkeypatch.setattr(families, "STORED_TOP", 20)
+    t = trace(pred, "the movie", steps=1, temperature=0.0, top=5, precision="float32")
+    (step,) = t["view"]["steps"]
+    d = step["distribution"]
+    row = logits[step["position"]]
+    assert not d["complete"] and d["ids"] == row.topk(20).indices.tolist()
+    close(arr(d["logits"]), row[d["ids"]])
+    close(d["mass"], row.softmax(-1)[d["ids"]].sum())
+    assert {c["id"] for c in step["top"]} <= set(d["ids"])
+
+
+def test_seq2seq_source_cut_to_the_runs_max_len_is_marked() -> None:
+    legacy = attnkit.load(LEGACY / "translate-transformer", precision="fp32")
+    cfg = dataclasses.replace(legacy.config,
+                              data=dataclasses.replace(legacy.config.data, max_len=4))  # fmt: skip
+    pred = Seq2SeqPredictor(legacy.model, legacy.tokenizer, cfg)
+    with pytest.warns(UserWarning, match="longer than max_len=4"):  # the predictor's own
+        t = trace(pred, "red cat sun red cat sun")
+    source = t["inputs"][0]
+    assert source["truncated"] and source["bound"] == 4 and len(source["ids"]) == 4
+    assert any("cut to the run's data.max_len = 4" in note for note in t["notes"])
+    short = trace(pred, "red cat")
+    assert not short["inputs"][0]["truncated"]
+    assert not any("cut" in note for note in short["notes"])
+
+
 def test_transformer_seq2seq_alignment_and_steps() -> None:
     pred = attnkit.load(LEGACY / "translate-transformer", precision="fp32")
     text = "red cat sun"
@@ -450,6 +534,72 @@ def test_bilm(base) -> None:
     assert len(t["view"]["forward"]) == len(t["inputs"][0]["ids"])
 
 
+TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+
+
+@pytest.mark.parametrize("unit", ["word", "char", "piece"])
+def test_tagger_labels_every_word_as_the_predictor(base, unit: str) -> None:
+    cfg = BertConfig(arch="bert-tagger", max_len=24, d_model=16, num_heads=2, d_ff=32,
+                     num_layers=2, num_classes=len(TAGS), **_sizes(base))  # fmt: skip
+    torch.manual_seed(0)
+    model = cfg.build().eval()
+    pred = TagPredictor(model, base.tokenizer, _config(base, "tag", cfg), TAGS, word_unit=unit)
+    for text in ("the movie was great 정말 최고, paris", "the movie was great " * 8):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the long one: the predictor warns, the page notes
+            t = trace(pred, text, precision="float32")
+            want = pred.tag(text)[0]
+        check_schema(t, "tag")
+        view = t["view"]
+        assert [w["word"] for w in view["words"]] == want.words
+        assert [w["label"] for w in view["words"]] == want.labels
+        got = [(e["type"], e["text"], e["start"], e["end"]) for e in view["entities"]]
+        assert got == [(e.type, e.text, e.start, e.end) for e in want.entities]
+        assert t["inputs"][0]["truncated"] == want.truncated
+        assert any("labelled O" in note for note in t["notes"]) == want.truncated
+        ids = torch.tensor([t["inputs"][0]["ids"]])
+        with torch.no_grad():
+            logits = model(ids).logits[0]
+        close(arr(view["probabilities"]), logits.softmax(-1))
+        assert view["predicted"] == [TAGS[k] for k in logits.argmax(-1).tolist()]
+        with torch.no_grad():
+            out = model.bert(ids, None, None, need_weights=True)
+        for layer, w in zip(t["stacks"][0]["layers"], out.attentions, strict=True):
+            close(arr(layer["attention"][0]["weights"]), w[0])
+
+
+def test_qa_answer_span_as_the_predictor(base) -> None:
+    cfg = BertConfig(arch="bert-qa", max_len=32, d_model=16, num_heads=2, d_ff=32, num_layers=2,
+                     **_sizes(base))  # fmt: skip
+    torch.manual_seed(0)
+    model = cfg.build().eval()
+    pred = QAPredictor(model, base.tokenizer, _config(base, "qa", cfg), scorer="squad")
+    question = "who was great"
+    for context, windows in (("the movie 정말 최고", 1),
+                             ("the story was boring but the actor 배우 was great " * 4, 9)):  # fmt: skip
+        t = trace(pred, question, pair=context, precision="float32")
+        check_schema(t, "qa")
+        view, want = t["view"], pred.answer(question, context)
+        answer = view["answer"]
+        assert (answer["text"], answer["start"], answer["end"]) == (want.text, want.start,
+                                                                     want.end)  # fmt: skip
+        close(answer["score"], want.score, atol=1e-5)
+        assert view["windows"] == windows and view["candidates"][0]["score"] == answer["score"]
+        assert any(f"{windows} windows" in note for note in t["notes"]) == (windows > 1)
+        inp = t["inputs"][0]
+        assert set(inp["segments"]) == {0, 1} and inp["tokens"][0] == "[CLS]"
+        ids, types = torch.tensor([inp["ids"]]), torch.tensor([inp["segments"]])
+        with torch.no_grad():
+            out = model(ids, None, types)
+        close(arr(view["start_probabilities"]), out.start_logits[0].softmax(-1))
+        close(arr(view["end_logits"]), out.end_logits[0])
+        s, e = answer["start_token"], answer["end_token"]
+        close(out.start_logits[0, s] + out.end_logits[0, e], answer["score"], atol=1e-5)
+        assert t["embeddings"][0]["segment"] is not None
+    with pytest.raises(InputError, match="context"):
+        trace(pred, question)
+
+
 # --------------------------------------------------------------------------------------
 # bounds, budget, refusals
 # --------------------------------------------------------------------------------------
@@ -465,6 +615,17 @@ def test_long_input_is_cut_with_a_note(base) -> None:
     assert decode_array(att["weights"]).shape == (2, 12, 12)
 
 
+def test_input_cut_by_the_runs_max_len_names_that_bound(base) -> None:
+    cfg = GPTClassifierConfig(max_len=16, d_model=16, num_heads=2, d_ff=32, num_layers=1,
+                              **_sizes(base))  # fmt: skip
+    pred = _classifier(base, cfg)
+    with pytest.warns(UserWarning, match="longer than max_len=16"):
+        t = trace(pred, "the movie was great " * 10)  # max_tokens 128: the run's bound cuts
+    inp = t["inputs"][0]
+    assert inp["truncated"] and inp["bound"] == 16 and len(inp["ids"]) == 16
+    assert any("data.max_len = 16" in note for note in t["notes"])
+
+
 def test_budget_stores_large_matrices_as_float16(base) -> None:
     full = trace(base, "the movie", precision="float32", qkv="full")
     small = trace(base, "the movie", budget_bytes=2_000, qkv="full")
@@ -478,6 +639,40 @@ def test_budget_stores_large_matrices_as_float16(base) -> None:
     att = norms_only["stacks"][0]["layers"][0]["attention"][0]
     assert "q" not in att and "q_norms" in att and norms_only["encoding"]["qkv"] == "norms"
     assert len(json.dumps(small)) < len(json.dumps(full))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("heads", [8, 16])
+def test_many_heads_stay_under_the_page_ceiling(base, heads: int) -> None:
+    """6 layers reading 128 tokens: the arrays grow as layers x heads x T^2; past float16 the
+    trace keeps the scores of the first layer only and stores the later layers' weights as
+    uint8, saying so, and the page stays under 5 MB (a tiny d_model: the size is the
+    heads')."""
+    cfg = TransformerClassifierConfig(max_len=128, d_model=2 * heads, num_heads=heads, d_ff=32,
+                                      num_layers=6, **_sizes(base))  # fmt: skip
+    pred = _classifier(base, cfg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # longer than max_len: the predictor's warning
+        t = trace(pred, "the movie was great and the story 정말 재미있어요 " * 30)
+    page = render_page(t)
+    assert len(page.encode("utf-8")) < 5_000_000
+    assert t["encoding"]["bytes"] <= t["encoding"]["budget_bytes"]
+    want = ["scores"] if heads == 8 else ["scores", "weights"]
+    assert t["encoding"]["coarsened"] == want
+    assert sum("size budget" in note for note in t["notes"]) == len(want)
+    check_schema(t, "classifier")  # softmax(scores) = weights where the scores are kept
+    layers = t["stacks"][0]["layers"]
+    first = layers[0]["attention"][0]
+    assert first["scores"]["shape"] == [heads, 128, 128] and "scale" not in first["weights"]
+    for layer in layers[1:]:
+        att = layer["attention"][0]
+        assert att["scores"] is None
+        assert ("scale" in att["weights"]) == (heads == 16)
+    with torch.no_grad():  # the coarsened weights are still the model's, to 1/255
+        ids = torch.tensor([t["inputs"][0]["ids"]])
+        out = pred.model(ids, torch.ones_like(ids, dtype=torch.bool), need_weights=True)
+    for layer, w in zip(layers, out.attentions, strict=True):
+        close(arr(layer["attention"][0]["weights"]), w[0], atol=0.5 / 255 + 1e-3)
 
 
 def test_refusals(base) -> None:

@@ -1079,10 +1079,13 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
         "new texts there), or with --html write it as one self-contained HTML file that works "
         "offline. Every number shown is the run's own, captured during its forward pass.",
     )
-    ex.add_argument("run", help="run directory (classify, lm, translate, chat, mlm, bilm)")
-    ex.add_argument("text", help="the text (lm: the prompt; mlm: with [MASK] where to fill in)")
+    ex.add_argument("run", help="run directory (classify, lm, translate, chat, mlm, bilm, tag, "
+                    "qa)")  # fmt: skip
+    ex.add_argument("text", help="the text (lm: the prompt; mlm: with [MASK] where to fill in; "
+                    "qa: the question)")  # fmt: skip
     ex.add_argument("--html", metavar="FILE", help="write the page to FILE instead of serving it")
-    ex.add_argument("--pair", metavar="TEXT", help="the second sentence of a sentence-pair run")
+    ex.add_argument("--pair", metavar="TEXT", help="the second sentence of a sentence-pair run; "
+                    "a qa run's context")  # fmt: skip
     ex.add_argument("--steps", type=int, default=8, metavar="N",
                     help="lm runs: tokens to generate, one step each (default 8)")  # fmt: skip
     ex.add_argument("--beam", type=_positive_int, default=4,

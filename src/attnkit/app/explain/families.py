@@ -6,6 +6,7 @@ assembles and encodes it."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,15 +26,26 @@ from attnkit.app.explain.parts import (
 )
 from attnkit.core.errors import InputError
 from attnkit.data.batching import pad_batch
+from attnkit.data.ner_features import (
+    continuation_ids,
+    encode_pieces,
+    encode_tagged,
+    unit_predictions,
+    word_predictions,
+)
+from attnkit.data.qa_features import decode_span, make_features
+from attnkit.data.tokenization import cut_text
 from attnkit.models.elmo_classifier import add_boundaries
 from attnkit.nn.capture import Recorder, capture
 from attnkit.nn.generation import top_k_top_p_filter
 from attnkit.nn.layers import SinusoidalPositionalEncoding
 from attnkit.tasks.classify import classifier_output
 from attnkit.tasks.classify import encode_texts as classify_encode
+from attnkit.tasks.metrics import get_entities
 from attnkit.tasks.seq2seq import decode
+from attnkit.tasks.tag import split_words
 
-__all__ = ["Options", "Part", "classifier", "lm", "mlm", "bilm", "seq2seq"]
+__all__ = ["Options", "Part", "bilm", "classifier", "lm", "mlm", "qa", "seq2seq", "tag"]
 
 
 @dataclass
@@ -138,14 +150,14 @@ def classifier(predictor: Any, text: str, opts: Options) -> Part:
     pairs = None if opts.pair is None else [opts.pair]
     ids, types, cut = predictor.encode([text], pairs)  # the predictor's checks and warnings
     notes: list[str] = []
-    bounded = cut[0]
+    bounded, bound = cut[0], int(cfg.data.max_len)
     if len(ids[0]) > opts.max_tokens:  # the explainer's own bound, below data.max_len
         short = dataclasses.replace(
             cfg, data=dataclasses.replace(cfg.data, max_len=opts.max_tokens)
         )
         ids, types, _ = classify_encode(tk, [text], short, pairs)
-        notes.append(_cut_note("input", opts.max_tokens, cfg.data.truncation))
-        bounded = True
+        notes.append(_cut_note("input", opts.max_tokens, getattr(cfg.data, "truncation", "head")))
+        bounded, bound = True, opts.max_tokens
     elif cut[0]:
         notes.append(f"the input was cut to the run's data.max_len = {cfg.data.max_len} tokens")
     input_ids, mask = pad_batch(ids, tk.pad_id)
@@ -184,7 +196,7 @@ def classifier(predictor: Any, text: str, opts: Options) -> Part:
     elif mix:  # a frozen BERT's layers, mixed for the head (freeze_encoder)
         view["mix"] = elmo_mix(mix[0])
     inputs = [input_part("input", tk, ids[0], None if types is None else types[0], bounded,
-                         opts.max_tokens)]  # fmt: skip
+                         bound)]  # fmt: skip
     full = _full_qkv(opts.qkv, rec)
     stack = stack_part(rec, _stack_name(rec), "input", _norm_first(rec), full)
     emb = None
@@ -241,6 +253,21 @@ def _filtered(logits: Tensor, banned: Tensor, temperature: float, top_k: int) ->
     return top_k_top_p_filter(shifted / temperature, top_k, 1.0).softmax(-1).float()
 
 
+FULL_VOCAB = 512  # lm steps: every logit is stored for a vocabulary this small (characters)
+STORED_TOP = 64  # else the logits of the best 64 (the page renormalises over them)
+
+
+def _distribution(logits: Tensor, top: int) -> dict[str, Any]:
+    """``LMStep.distribution`` of one step's logits (V,): all of them for a small
+    vocabulary, else the best max(64, ``top``) with their ids and their probability mass."""
+    probs = logits.softmax(-1)
+    if logits.numel() <= FULL_VOCAB:
+        return {"complete": True, "ids": None, "logits": pending(logits, "logits"), "mass": 1.0}
+    idx = logits.topk(min(max(STORED_TOP, top), logits.numel())).indices
+    return {"complete": False, "ids": idx.tolist(), "logits": pending(logits[idx], "logits"),
+            "mass": float(probs[idx].sum())}  # fmt: skip
+
+
 def lm(predictor: Any, text: str, opts: Options) -> Part:
     """An lm run (GPT): the prompt's forward pass and ``opts.steps`` new tokens."""
     model, tk = predictor.model, predictor.tokenizer
@@ -286,6 +313,7 @@ def lm(predictor: Any, text: str, opts: Options) -> Part:
             "chosen": {"token": tk.id_to_token(token) or "?", "id": token},
             "top": _top(tk, raw, opts.top, logits[p], filtered),
             "entropy": entropy,
+            "distribution": _distribution(logits[p], opts.top),
         })  # fmt: skip
     view = {
         "kind": "lm",
@@ -293,6 +321,7 @@ def lm(predictor: Any, text: str, opts: Options) -> Part:
         "temperature": float(opts.temperature),
         "top_k": int(opts.top_k),
         "seed": opts.seed,
+        "banned": [int(i) for i in banned.tolist()],
         "steps": steps,
         "generated": _tokens(tk, generated),
     }
@@ -321,7 +350,7 @@ def mlm(predictor: Any, text: str, opts: Options) -> Part:
         raise InputError("the text has no [MASK] token to fill in")
     taps = _taps(model, token=("embeddings.word",))
     with torch.no_grad(), capture(model, taps) as rec:
-        logits = model(x, None, where).float().cpu()  # (masks, V)
+        logits = model(x, None, positions=where).logits.float().cpu()  # (masks, V)
     probs = logits.softmax(-1)
     positions = where[0].nonzero().flatten().tolist()
     view = {
@@ -379,12 +408,17 @@ def bilm(predictor: Any, text: str, opts: Options) -> Part:
 def seq2seq(predictor: Any, text: str, opts: Options) -> Part:
     """A translate / chat run (Transformer, or LSTM with any score function)."""
     model, tk = predictor.model, predictor.tokenizer
-    ids = predictor._one(text)
+    ids = predictor._one(text)  # the predictor's checks, and its warning when it cuts
+    # the predictor cuts the source to the run's data.max_len (``_encode``): the same call
+    _, run_cut = tk.encode_batch([text], max_len=predictor.max_len, return_truncated=True)
     notes: list[str] = []
-    truncated = len(ids) > opts.max_tokens
-    if truncated:
+    truncated, bound = bool(run_cut[0]), int(predictor.max_len)
+    if len(ids) > opts.max_tokens:  # the explainer's own bound, below data.max_len
         ids = ids[: opts.max_tokens]
         notes.append(_cut_note("source", opts.max_tokens))
+        truncated, bound = True, opts.max_tokens
+    elif truncated:
+        notes.append(f"the source was cut to the run's data.max_len = {bound} tokens")
     src, src_mask = predictor._batch([ids])
     limit = predictor._limit(min(predictor.max_len, opts.max_tokens))
     with torch.no_grad():
@@ -454,6 +488,166 @@ def seq2seq(predictor: Any, text: str, opts: Options) -> Part:
         "steps": steps,
         "score": score,
     }
-    inputs = [input_part("source", tk, ids, None, truncated, opts.max_tokens),
+    inputs = [input_part("source", tk, ids, None, truncated, bound),
               input_part("target", tk, tgt, None, not ended, limit)]  # fmt: skip
+    return Part(inputs, embeddings, stacks, view, notes)
+
+
+# --------------------------------------------------------------------------------------
+# token tagging (NER)
+# --------------------------------------------------------------------------------------
+def _bert_parts(
+    rec: Recorder, model: nn.Module, length: int, full: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The embeddings and the encoder stack of a BERT with a head (tagger, QA)."""
+    stack = stack_part(rec, "encoder", "input", _norm_first(rec), full)
+    c = model.config
+    emb = embedding_part(rec, "input", first_layer_input(rec), "token", None,
+                         layer_norm=c.EMBEDDING_LAYER_NORM,
+                         table=_pe_table(model, length))  # fmt: skip
+    return [emb] if emb else [], [stack] if stack else []
+
+
+def tag(predictor: Any, text: str, opts: Options) -> Part:
+    """A tag (NER) run: the label predicted at every position, each word's label (its first
+    piece's; per character for a KLUE-NER run) and the entities, as ``predictor.tag``."""
+    model, tk, cfg = predictor.model, predictor.tokenizer, predictor.config
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("input is empty or whitespace only")
+    bound = min(int(cfg.data.max_len), opts.max_tokens)
+    piece = predictor.word_unit == "piece"
+    text, chars_cut = cut_text(text, bound)  # as predictor.tag: beyond, nothing is labelled
+    words = split_words(text, "char" if piece else predictor.word_unit)
+    spans = [(a, b) for _, a, b in words]
+    if piece:
+        feature = encode_pieces(tk, text, spans, None, None, bound)
+    else:
+        feature = encode_tagged(tk, [w for w, _, _ in words], None, None, bound)
+    cut = bool(feature.truncated or chars_cut)
+    notes = [f"the text was cut to {bound} word pieces: the words that did not fit are "
+             "labelled O"] if cut else []  # fmt: skip
+    ids = feature.input_ids
+    x = torch.tensor([ids], device=predictor.device)
+    taps = _taps(model, token=("embeddings.word",))
+    with torch.no_grad(), capture(model, taps) as rec:
+        logits = model(x, torch.ones_like(x, dtype=torch.bool)).logits[0].float().cpu()
+    probs = logits.softmax(-1)  # (T, C)
+    predicted = logits.argmax(-1)
+    labels = predictor.labels
+    if piece:
+        unit_ids = unit_predictions(predicted, feature.unit_position, feature.unit_first,
+                                    continuation_ids(labels), predictor.outside_id)  # fmt: skip
+        first = list(feature.unit_position)
+    else:
+        unit_ids = word_predictions(predicted, feature.word_index, len(words),
+                                    predictor.outside_id)  # fmt: skip
+        first = [-1] * len(words)
+        for position, w in enumerate(feature.word_index):
+            if 0 <= w < len(words) and first[w] < 0:
+                first[w] = position
+    word_labels = [labels[k] for k in unit_ids]
+    entities = [
+        {"type": kind, "text": text[spans[a][0] : spans[b][1]], "start": spans[a][0],
+         "end": spans[b][1]}
+        for kind, a, b in get_entities(word_labels)
+    ]  # fmt: skip
+    view = {
+        "kind": "tag",
+        "labels": list(labels),
+        "unit": "char" if piece else predictor.word_unit,
+        "predicted": [labels[int(k)] for k in predicted],
+        "probabilities": pending(probs, "probabilities"),
+        "words": [
+            {"word": w, "label": label, "position": None if p < 0 else int(p)}
+            for (w, _, _), label, p in zip(words, word_labels, first, strict=True)
+        ],
+        "entities": entities,
+    }
+    embeddings, stacks = _bert_parts(rec, model, len(ids), _full_qkv(opts.qkv, rec))
+    inputs = [input_part("input", tk, ids, None, cut, bound)]
+    return Part(inputs, embeddings, stacks, view, notes)
+
+
+# --------------------------------------------------------------------------------------
+# extractive question answering
+# --------------------------------------------------------------------------------------
+def _strip(context: str, start: int, end: int) -> tuple[int, int]:
+    """The span without leading / trailing whitespace (as ``QAPredictor.answer``)."""
+    while start < end and context[start].isspace():
+        start += 1
+    while end > start and context[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def qa(predictor: Any, text: str, opts: Options) -> Part:
+    """A qa run: ``text`` is the question, ``opts.pair`` the context (segments A and B).
+    The context is read in windows as ``predictor.answer`` reads it; the window shown is
+    the one its answer comes from."""
+    model, tk, cfg = predictor.model, predictor.tokenizer, predictor.config
+    question, context = text, opts.pair
+    if context is None:
+        raise InputError("a qa run reads a question and a context: give the context as the "
+                         "second text (--pair CONTEXT)")  # fmt: skip
+    if not isinstance(context, str):
+        raise InputError(f"the context must be a string, got {type(context).__name__}")
+    if not question.strip():
+        raise InputError("the question is empty or whitespace only")
+    bound = min(int(cfg.data.max_len), opts.max_tokens)
+    features = make_features(tk, question, context, None, 0, bound, predictor.doc_stride,
+                             predictor.max_question_len)  # fmt: skip
+    n_answer = predictor.max_answer_len
+    notes: list[str] = []
+    shown = 0
+    if len(features) > 1:  # the window of the best span (ties: the earlier, as best_answer)
+        best = -math.inf
+        for w, (s, e) in enumerate(predictor.window_logits(features)):
+            spans = decode_span(s, e, features[w], max_answer_len=n_answer, n_best=1)
+            if spans and spans[0][0] > best:
+                best, shown = spans[0][0], w
+        notes.append(f"the context is read in {len(features)} windows of at most {bound} "
+                     f"tokens; shown: window {shown + 1}, which holds the answer")  # fmt: skip
+    _, question_cut = tk.encode(question, max_len=predictor.max_question_len,
+                                return_truncated=True)  # fmt: skip
+    if question_cut:
+        notes.append(f"the question was cut to its first {predictor.max_question_len} tokens "
+                     "(max_question_len)")  # fmt: skip
+    f = features[shown]
+    x = torch.tensor([f.input_ids], device=predictor.device)
+    types = torch.tensor([f.token_type_ids], device=predictor.device)
+    taps = _taps(model, token=("embeddings.word",))
+    with torch.no_grad(), capture(model, taps) as rec:
+        out = model(x, torch.ones_like(x, dtype=torch.bool), types)
+    start_logits, end_logits = out.start_logits[0].float().cpu(), out.end_logits[0].float().cpu()
+    spans = decode_span(start_logits, end_logits, f, max_answer_len=n_answer, n_best=5)
+    score, a, b = spans[0]
+    first = next(p for p, o in enumerate(f.offsets) if o is not None and o[0] == a)
+    last = max(p for p, o in enumerate(f.offsets) if o is not None and o[1] == b)
+    a, b = _strip(context, a, b)
+    view = {
+        "kind": "qa",
+        "question": question,
+        "context": context,
+        "answer": {
+            "text": context[a:b],
+            "start": a,
+            "end": b,
+            "score": float(score),
+            "start_token": first,
+            "end_token": last,
+        },  # fmt: skip
+        "start_logits": pending(start_logits, "span"),
+        "end_logits": pending(end_logits, "span"),
+        "start_probabilities": pending(start_logits.softmax(-1), "span"),
+        "end_probabilities": pending(end_logits.softmax(-1), "span"),
+        "candidates": [
+            {"text": context[s:e].strip(), "start": s, "end": e, "score": float(sc)}
+            for sc, s, e in spans
+        ],
+        "windows": len(features),
+        "window": shown,
+    }
+    embeddings, stacks = _bert_parts(rec, model, len(f.input_ids), _full_qkv(opts.qkv, rec))
+    inputs = [input_part("input", tk, f.input_ids, f.token_type_ids,
+                         len(features) > 1 or question_cut, bound)]  # fmt: skip
     return Part(inputs, embeddings, stacks, view, notes)

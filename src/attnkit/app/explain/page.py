@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.app.explain.schema import SCHEMA_VERSION
-from attnkit.app.explain.trace import family_of, trace
+from attnkit.app.explain.trace import DEFAULT_BUDGET, family_of, trace
 from attnkit.core.checkpoint import atomic_write_text
 from attnkit.core.errors import InputError
 
@@ -194,15 +194,19 @@ def explain_traces(
     """The traces the page shows for one text, as ``(label, trace)`` pairs: one trace; for a
     seq2seq run with ``beam`` > 1, greedy decoding and beam search side by side. ``steps``,
     ``temperature``, ``top_k`` and ``seed`` are an lm run's generation; ``pair`` a BERT
-    sentence-pair classifier's second sentence (``attnkit.app.explain.trace``)."""
+    sentence-pair classifier's second sentence or a qa run's context
+    (``attnkit.app.explain.trace``)."""
     family = family_of(predictor)
-    if pair is not None and family != "classifier":
-        raise InputError("a second sentence is read only by sentence-pair classifiers")
+    if pair is not None and family not in ("classifier", "qa"):
+        raise InputError("a second sentence is read only by sentence-pair classifiers (and by "
+                         "qa runs: the context)")  # fmt: skip
     options: dict[str, Any] = {"pair": pair, "max_tokens": max_tokens}
     if family == "lm":
         options.update(steps=steps, temperature=temperature, top_k=top_k, seed=seed)
     if family != "seq2seq":
         return [(family, trace(predictor, text, **options))]
+    # one page holds both traces: each gets half of the page's budget for arrays
+    options["budget_bytes"] = DEFAULT_BUDGET // (2 if beam > 1 else 1)
     out = [("greedy", trace(predictor, text, beam=1, **options))]
     if beam > 1:
         out.append((f"beam {beam}", trace(predictor, text, beam=beam, **options)))
@@ -226,24 +230,33 @@ def served_page(
     api: Mapping[str, Any],
     *,
     title: str | None = None,
+    error: str | None = None,
 ) -> tuple[str, str]:
     """The page ``attnkit serve`` answers, and its Content-Security-Policy (to send as a
     header too). ``api``: ``{"endpoint": "/v1/explain", "model": NAME, "pairs": bool}``:
     the page posts new texts there (the only request it may make) and draws the traces
-    it answers."""
-    return _render(_labelled(traces), dict(api), title)
+    it answers. ``error``: why the run refused the text (then ``traces`` may be empty and
+    ``api`` also carries the ``text``, ``pair`` and ``family``): the page shows the message
+    and the form, to type another text."""
+    api = dict(api)
+    if error is not None:
+        api["error"] = str(error)
+        if not traces:
+            return _render([], api, title)
+    return _render(_labelled(traces), api, title)
 
 
 def _render(
     items: list[dict[str, Any]], api: dict[str, Any] | None, title: str | None
 ) -> tuple[str, str]:
-    first = items[0]["trace"]
+    first = items[0]["trace"] if items else {}
     served = api is not None
-    name = first.get("run") or first.get("arch", "")
+    name = first.get("run") or first.get("arch", "") or (api or {}).get("model", "")
     title = title or f"attnkit explain · {name}"
     script = "\n" + _asset("explain.js") + "\n"
-    # the Hangul of the traces and of the page's own labels
-    chars = hangul_of([i["trace"] for i in items] + [_asset("explain.html"), _asset("explain.js")])
+    # the Hangul of the traces (a refused page: its text), and of the page's own labels
+    chars = hangul_of([i["trace"] for i in items] + [api or {}, _asset("explain.html"),
+                      _asset("explain.js")])  # fmt: skip
     style = "\n" + _font_face(chars, served) + "\n" + _asset("explain.css") + "\n"
     csp = page_csp(script, style, served)
     parts = {

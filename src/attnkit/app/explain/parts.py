@@ -5,7 +5,7 @@ and the encoding of their arrays under a byte budget."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from attnkit.nn.attention import MultiHeadAttention
 from attnkit.nn.capture import Record, Recorder
 
 __all__ = [
+    "COARSEN",
     "Pending",
     "attention_part",
     "embedding_part",
@@ -37,15 +38,21 @@ QKV_FULL_LIMIT = 1_000_000  # bytes: qkv="auto" keeps the full Q/K/V of a trace 
 
 @dataclass
 class Pending:
-    """An array waiting for its encoding (float32 values; ``key``: its key in the trace)."""
+    """An array waiting for its encoding (float32 values; ``key``: its key in the trace;
+    ``layer``: the index of the attention layer it belongs to, 0 elsewhere)."""
 
     values: np.ndarray
     key: str
     dtype: str = "float32"
+    layer: int = 0
 
     @property
     def nbytes(self) -> int:  # base64 size
-        return (self.values.size * (1 if self.dtype == "uint8" else 4) + 2) // 3 * 4
+        return _b64(self.values.size * (1 if self.dtype == "uint8" else 4))
+
+
+def _b64(raw: int) -> int:
+    return (raw + 2) // 3 * 4
 
 
 def pending(values: Tensor | np.ndarray, key: str, dtype: str = "float32") -> Pending:
@@ -60,12 +67,18 @@ def norms(x: Tensor) -> Tensor:
     return torch.linalg.vector_norm(x.float(), dim=-1)
 
 
-@dataclass
-class Budget:
-    """What ``finalize`` decided: the keys stored as float16."""
-
-    budget_bytes: int
-    float16: list[str] = field(default_factory=list)
+# what ``finalize`` gives up, in order, when every group of DOWNCAST_ORDER is float16 and
+# the arrays are still over the budget (many heads: the arrays grow as layers x heads x T^2):
+# the scores of every attention layer but the first of its stack, then the weights of those
+# layers are stored as uint8 (1/255 steps); the first layer keeps both, so that its panel
+# shows scores, mask and softmax exactly as they were computed
+COARSEN = {
+    "scores": "the scores before the mask are kept for the first layer of each stack only "
+    "(the page would be over its size budget): pick layer 1 to see them",
+    "weights": "the attention weights of the layers after the first are stored in steps of "
+    "1/255 (uint8; the page would be over its size budget): rows sum to 1 within ~0.01",
+}
+WEIGHT_STEPS = 255
 
 
 def _walk(obj: Any, out: list[Pending]) -> None:
@@ -79,25 +92,46 @@ def _walk(obj: Any, out: list[Pending]) -> None:
             _walk(value, out)
 
 
-def _encode(obj: Any, half: set[str]) -> Any:
+def _coarse(p: Pending, coarse: set[str], key: str) -> bool:
+    return key in coarse and p.key == key and p.layer > 0
+
+
+def _size(p: Pending, half: set[str], coarse: set[str]) -> int:
+    """The base64 bytes ``p`` takes once encoded as decided."""
+    if _coarse(p, coarse, "scores"):
+        return 0
+    if _coarse(p, coarse, "weights"):
+        return _b64(p.values.size)
+    return p.nbytes // (2 if p.key in half and p.dtype == "float32" else 1)
+
+
+def _encode(obj: Any, half: set[str], coarse: set[str]) -> Any:
     if isinstance(obj, Pending):
+        if _coarse(obj, coarse, "scores"):
+            return None
+        if _coarse(obj, coarse, "weights"):
+            steps = np.rint(np.clip(obj.values, 0.0, 1.0) * WEIGHT_STEPS).astype(np.uint8)
+            return {**encode_array(steps, "uint8"), "scale": 1.0 / WEIGHT_STEPS}
         dtype = "float16" if obj.dtype == "float32" and obj.key in half else obj.dtype
         return encode_array(obj.values, dtype)
     if isinstance(obj, dict):
-        return {k: _encode(v, half) for k, v in obj.items()}
+        return {k: _encode(v, half, coarse) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_encode(v, half) for v in obj]
+        return [_encode(v, half, coarse) for v in obj]
     return obj
 
 
-def finalize(obj: Any, precision: str, budget_bytes: int) -> tuple[Any, list[str], int]:
+def finalize(obj: Any, precision: str, budget_bytes: int) -> tuple[Any, list[str], int, list[str]]:
     """Encode every ``Pending`` in ``obj``: float32, except (``precision="auto"``) the
-    groups of ``DOWNCAST_ORDER`` needed to bring the arrays under ``budget_bytes``, or
-    every float array of those keys (``precision="float16"``). Returns (the encoded
-    object, the keys stored as float16, the arrays' base64 bytes)."""
+    groups of ``DOWNCAST_ORDER`` needed to bring the arrays under ``budget_bytes``, then,
+    if still over, the steps of ``COARSEN`` (later layers' scores dropped, their weights
+    as uint8); or every float array of those keys (``precision="float16"``, nothing
+    coarsened). Returns (the encoded object, the keys stored as float16, the arrays'
+    base64 bytes, the ``COARSEN`` steps taken)."""
     found: list[Pending] = []
     _walk(obj, found)
     half: set[str] = set()
+    coarse: set[str] = set()
     if precision == "float16":
         half = {k for group in DOWNCAST_ORDER for k in group}
     elif precision == "auto":
@@ -109,9 +143,14 @@ def finalize(obj: Any, precision: str, budget_bytes: int) -> tuple[Any, list[str
                 if p.key in group and p.dtype == "float32":
                     total -= p.nbytes // 2
             half.update(group)
+        for step in COARSEN:
+            if sum(_size(p, half, coarse) for p in found) <= budget_bytes:
+                break
+            if any(p.key == step and p.layer > 0 for p in found):
+                coarse.add(step)
     used = sorted({p.key for p in found if p.key in half and p.dtype == "float32"})
-    total = sum(p.nbytes // (2 if p.key in half and p.dtype == "float32" else 1) for p in found)
-    return _encode(obj, set(used)), used, total
+    total = sum(_size(p, half, coarse) for p in found)
+    return _encode(obj, set(used), coarse), used, total, [k for k in COARSEN if k in coarse]
 
 
 # --------------------------------------------------------------------------------------
@@ -310,7 +349,10 @@ def stack_part(
             m.group("layer"), {"index": int(m.group("index")), "attention": [], "residual": None}
         )
         key = memory_name if r["role"] == "cross" and memory_name else input_name
-        layer["attention"].append(attention_part(r, input_name, key, full_qkv))
+        part = attention_part(r, input_name, key, full_qkv)
+        for coarsened in ("scores", "weights"):  # what finalize may coarsen after layer 1
+            part[coarsened].layer = list(layers).index(m.group("layer"))
+        layer["attention"].append(part)
     if not layers:
         return None
     decoder = memory_name is not None

@@ -9,6 +9,11 @@ Changes
 - ``ClassifierView.mix``: a frozen BERT's learned layer mix (``freeze_encoder``).
 - ``Positional.table``: the first min(max_len, 64) rows of a sinusoidal table, only when
   the input is shorter than that (a long input's ``rows`` are the heatmap themselves).
+- ``encoding.coarsened``, ``Array.scale`` (uint8 weights), ``Attention.scores`` may be None:
+  a trace over its budget even in float16 (see "Arrays").
+- ``LMStep.distribution`` (the step's logits: all of them, or the best 64) and
+  ``LMView.banned``: what the page's temperature / top-k controls compute from.
+- families "tag" (``TagView``) and "qa" (``QAView``).
 
 Arrays
 ------
@@ -26,10 +31,15 @@ Token lists, ids, probabilities of the family view and other short vectors are p
 numbers (Python floats of the float32 values).
 
 Size: for a 6-layer, d_model 256, 4-head model reading 128 tokens the whole trace's JSON
-is about 3.7 MB (``scores`` in float16; benchmarks/explain_speed.py); with 8 heads the
-arrays stay over the 4 MB budget even in float16 (about 4.8 MB) and a note says so.
-Float16 groups, in the order given up: the full Q/K/V/head_out, scores, the embedding
-arrays (token, sum, rows, segment, table), weights. Q, K, V and the per-head weighted sums are
+is about 3.7 MB (``scores`` in float16; benchmarks/explain_speed.py). Float16 groups, in
+the order given up: the full Q/K/V/head_out, scores, the embedding arrays (token, sum,
+rows, segment, table), weights. When the arrays are still over the budget with all of
+them in float16 (8 heads and more at 128 tokens: they grow as layers x heads x T^2), the
+trace is coarsened further, in this order, as far as needed (``encoding.coarsened``, and a
+note each): "scores": the ``scores`` of every attention layer but the first of its stack
+are None; "weights": the ``weights`` of those layers are uint8 with ``scale`` 1/255
+(``decode_array`` gives the values; rows sum to 1 within ~0.01). The first layer of a
+stack always keeps its scores and weights as computed (float16 at worst). Q, K, V and the per-head weighted sums are
 stored as per-token norms always (``q_norms`` ...); the full matrices (``q`` ...) only when
 ``qkv="full"``, or with ``qkv="auto"`` (the default) when all of them together stay under
 1 MB (tiny models: what a learner trains on a laptop).
@@ -37,8 +47,10 @@ stored as per-token norms always (``q_norms`` ...); the full matrices (``q`` ...
 Top level (``Trace``)
 ---------------------
 schema        "attnkit.explain/1"
-family        "classifier" | "lm" | "seq2seq" | "mlm" | "bilm": which ``view`` follows
-task          the run's task (classify, lm, translate, chat, mlm, bert-pretrain, bilm)
+family        "classifier" | "lm" | "seq2seq" | "mlm" | "bilm" | "tag" | "qa": which
+              ``view`` follows
+task          the run's task (classify, lm, translate, chat, mlm, bert-pretrain, bilm, tag,
+              qa)
 arch          the run's model.arch (transformer, lstm, gru, bert-classifier, gpt, ...)
 run           the run directory's name (None: a predictor built in memory)
 model         ``ModelInfo``: sizes and what the model is made of
@@ -49,6 +61,7 @@ dropout       {"active": false, "p": the model's configured dropout, "note": "..
               dropout is never applied in a trace (eval mode)
 encoding      {"arrays": "base64-le", "budget_bytes": int, "bytes": int (the arrays'
               base64 size), "float16": [keys stored as float16, e.g. "scores"],
+              "coarsened": [] | ["scores"] | ["scores", "weights"] (see "Arrays"),
               "qkv": "norms" | "full"}
 inputs        [``Input``]: each token sequence the model reads (one; seq2seq: source and
               target)
@@ -60,7 +73,8 @@ stacks        [``Stack``]: the attention layers, in the order they run (classifi
               whose one attention is the score-function attention; models without
               attention: [])
 view          the family's part (``ClassifierView``, ``LMView``, ``Seq2SeqView``,
-              ``MLMView``, ``BiLMView``), ``view["kind"] == family``; a classifier built on
+              ``MLMView``, ``BiLMView``, ``TagView``, ``QAView``),
+              ``view["kind"] == family``; a classifier built on
               ELMo also has ``view["elmo"]`` (``ELMoMix``)
 
 ``Input``
@@ -111,8 +125,9 @@ view          the family's part (``ClassifierView``, ``LMView``, ``Seq2SeqView``
     mask        {"kinds": ["padding"] / ["padding", "look_ahead"] / [], "array": Array
                  uint8 (Tq, Tk): 1 where the query may attend (padding and look-ahead
                  combined), the same for every head}
-    scores      Array (H, Tq, Tk): the scores before the mask (Q K^T / sqrt(d_k); LSTM:
-                the score function's e_t,i), masked entries included as computed
+    scores      Array (H, Tq, Tk) | None: the scores before the mask (Q K^T / sqrt(d_k);
+                LSTM: the score function's e_t,i), masked entries included as computed
+                (None: not stored, ``encoding.coarsened``)
     weights     Array (H, Tq, Tk): softmax weights after the mask (rows sum to 1; masked
                 entries exactly 0)
     q_norms     Array (H, Tq): ||q|| per head and query token (LSTM: ||s_t||)
@@ -143,7 +158,9 @@ bert-classifier, elmo, ngram)
 
 ``LMView`` (family "lm": GPT)
     kind "lm"; prompt_length int (tokens of the prompt in ``inputs[0]``); temperature;
-    top_k; seed; steps [``LMStep``]: one per generated token, in order (the stack's forward
+    top_k; seed; banned [int]: the ids the sampler never draws ([PAD], [MASK] ...: -inf
+    before the softmax of ``filtered``); steps [``LMStep``]: one per generated token, in
+    order (the stack's forward
     pass covers the prompt and every generated token but the last: with the look-ahead
     mask, query row p is exactly what step p - prompt_length + 1 computed); generated
     [str]: the new tokens
@@ -151,7 +168,12 @@ bert-classifier, elmo, ngram)
     top [{"token", "id", "logit", "probability", "filtered"}] (the ``top`` most likely
     tokens by logit; probability = softmax(logits) at temperature 1, filtered = the
     probability after temperature and top-k, the distribution the token was drawn from),
-    entropy float (nats, at temperature 1)
+    entropy float (nats, at temperature 1), distribution {"complete": bool, "ids": [int] |
+    None, "logits": Array (N,) float32, "mass": float}: the step's logits, all V of them
+    when V <= 512 (complete, ids None: the index is the id), else the best max(64, top) by
+    logit with their ids and their probability mass at temperature 1 (the page's
+    temperature and top-k controls are exact over a complete distribution, and otherwise
+    renormalise over these N, saying so)
 
 ``Seq2SeqView`` (family "seq2seq": Transformer and LSTM translate / chat runs)
     kind "seq2seq"; search "greedy" | "beam"; beam int; output_tokens [str] (+ "[EOS]" when
@@ -170,6 +192,26 @@ bert-classifier, elmo, ngram)
     kind "bilm"; forward [{"position", "top": [...]}] (token t + 1 from tokens <= t);
     backward [...] (token t - 1 from tokens >= t); elmo ``ELMoMix`` (the untrained,
     equal mix of ``predictor.embed``)
+
+``TagView`` (family "tag": bert-tagger NER runs)
+    kind "tag"; labels [str] (the run's label names, in id order); unit "word" | "char"
+    (the units labelled: words, or characters for a KLUE-NER run); predicted [str]: the
+    label predicted at each position of ``inputs[0]`` ([CLS] and [SEP] included: not
+    read); probabilities Array (T, C): softmax of the logits at each position; words
+    [{"word", "label", "position": the piece whose prediction labels it (a word's first
+    piece, a character's first covering piece), None when it was cut off (then "O")}]:
+    what ``predictor.tag`` returns; entities [{"type", "text", "start", "end"}] (character
+    offsets into ``text``)
+
+``QAView`` (family "qa": bert-qa runs; ``text`` is the question, ``pair`` the context)
+    kind "qa"; question, context str; answer {"text", "start", "end" (character offsets
+    into the context: ``predictor.answer``'s), "score" (start + end logit), "start_token",
+    "end_token" (its positions in ``inputs[0]``)}; start_logits, end_logits,
+    start_probabilities, end_probabilities Array (T,) (softmax over the window's
+    positions); candidates [{"text", "start", "end", "score"}]: the window's 5 best spans;
+    windows int (the context is read in this many windows, ``inputs[0]`` is one:
+    ``[CLS] question [SEP] window [SEP]``, segments A / B); window int (the one shown: the
+    answer's)
 
 ``ELMoMix``
     scalars [float] s_j as learned (token layer first); weights [float] softmax(s)_j;
@@ -198,9 +240,11 @@ __all__ = [
     "Layer",
     "MLMView",
     "Positional",
+    "QAView",
     "Residual",
     "Seq2SeqView",
     "Stack",
+    "TagView",
     "Trace",
     "decode_array",
     "encode_array",
@@ -208,13 +252,14 @@ __all__ = [
 
 SCHEMA_VERSION = "attnkit.explain/1"
 
-Family = Literal["classifier", "lm", "seq2seq", "mlm", "bilm"]
+Family = Literal["classifier", "lm", "seq2seq", "mlm", "bilm", "tag", "qa"]
 
 
-class Array(TypedDict):
+class Array(TypedDict, total=False):
     dtype: Literal["float32", "float16", "uint8"]
     shape: list[int]
     data: str  # base64 of the little-endian values in C order
+    scale: float  # only a quantised array (uint8 weights): value = stored x scale
 
 
 class Input(TypedDict):
@@ -315,6 +360,7 @@ class LMStep(TypedDict):
     chosen: dict[str, Any]
     top: list[dict[str, Any]]
     entropy: float
+    distribution: dict[str, Any]
 
 
 class LMView(TypedDict):
@@ -323,6 +369,7 @@ class LMView(TypedDict):
     temperature: float
     top_k: int
     seed: int | None
+    banned: list[int]
     steps: list[LMStep]
     generated: list[str]
 
@@ -341,6 +388,30 @@ class Seq2SeqView(TypedDict):
 class MLMView(TypedDict):
     kind: str
     masks: list[dict[str, Any]]
+
+
+class TagView(TypedDict):
+    kind: str
+    labels: list[str]
+    unit: str
+    predicted: list[str]
+    probabilities: Array
+    words: list[dict[str, Any]]
+    entities: list[dict[str, Any]]
+
+
+class QAView(TypedDict):
+    kind: str
+    question: str
+    context: str
+    answer: dict[str, Any]
+    start_logits: Array
+    end_logits: Array
+    start_probabilities: Array
+    end_probabilities: Array
+    candidates: list[dict[str, Any]]
+    windows: int
+    window: int
 
 
 class Trace(TypedDict):
@@ -381,7 +452,11 @@ def encode_array(values: Any, dtype: str = "float32") -> Array:
 
 
 def decode_array(array: Array) -> np.ndarray:
-    """An ``Array`` -> numpy array of its dtype and shape (a float16 one as float16)."""
+    """An ``Array`` -> numpy array of its dtype and shape (a float16 one as float16; a
+    quantised one, with a ``scale``, as float32 values x scale)."""
     dtype = np.dtype(_DTYPES[array["dtype"]]).newbyteorder("<")
     raw = base64.b64decode(array["data"])
-    return np.frombuffer(raw, dtype=dtype).reshape(array["shape"]).astype(dtype.newbyteorder("="))
+    out = np.frombuffer(raw, dtype=dtype).reshape(array["shape"]).astype(dtype.newbyteorder("="))
+    if "scale" in array:
+        return out.astype(np.float32) * np.float32(array["scale"])
+    return out

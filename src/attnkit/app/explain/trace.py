@@ -12,7 +12,7 @@ from torch import nn
 
 from attnkit.app.api import load
 from attnkit.app.explain import families
-from attnkit.app.explain.parts import finalize
+from attnkit.app.explain.parts import COARSEN, finalize
 from attnkit.app.explain.schema import SCHEMA_VERSION
 from attnkit.core.errors import InputError
 from attnkit.tasks.base import Predictor
@@ -20,11 +20,14 @@ from attnkit.tasks.bilm import BiLMPredictor
 from attnkit.tasks.classify import ClassifierPredictor, EnsemblePredictor
 from attnkit.tasks.lm import LMPredictor
 from attnkit.tasks.mlm import FillMaskPredictor
+from attnkit.tasks.qa import QAPredictor
 from attnkit.tasks.seq2seq import Seq2SeqPredictor
+from attnkit.tasks.tag import TagPredictor
 
 __all__ = ["DEFAULT_BUDGET", "FAMILIES", "family_of", "trace"]
 
-DEFAULT_BUDGET = 4_000_000  # bytes of base64 arrays (the page's HTML must stay under 5 MB)
+DEFAULT_BUDGET = 4_000_000  # bytes of base64 arrays (the page's HTML must stay under 5 MB:
+# the script, style, font subset and the JSON around the arrays take well under 1 MB)
 
 # predictor class -> (family, builder); the first isinstance match wins
 FAMILIES: list[tuple[type, str, Any]] = [
@@ -33,6 +36,8 @@ FAMILIES: list[tuple[type, str, Any]] = [
     (Seq2SeqPredictor, "seq2seq", families.seq2seq),
     (FillMaskPredictor, "mlm", families.mlm),
     (BiLMPredictor, "bilm", families.bilm),
+    (TagPredictor, "tag", families.tag),
+    (QAPredictor, "qa", families.qa),
 ]
 
 
@@ -51,7 +56,7 @@ def _builder(predictor: Any) -> tuple[str, Any]:
     task = getattr(predictor, "task", type(predictor).__name__)
     raise InputError(
         f"the explainer has no view for task {task} runs (it explains classify, lm, "
-        "translate, chat, mlm, bert-pretrain and bilm runs)"
+        "translate, chat, mlm, bert-pretrain, bilm, tag and qa runs)"
     )
 
 
@@ -94,7 +99,8 @@ def trace(
 
     predictor_or_run: what ``attnkit.load`` returns, or a run directory (loaded in fp32 on
         the CPU). The model runs in eval mode (no dropout), in float32.
-    pair: a BERT sentence-pair classifier's second sentence.
+    pair: a BERT sentence-pair classifier's second sentence; a qa run's context (``text``:
+        its question).
     max_tokens: the bound: a longer input is cut (a note in ``notes`` says so).
     steps, temperature, top_k, seed: lm runs: tokens to generate, one at a time, drawn
         from softmax(logits / temperature) after top-k (temperature 0: greedy).
@@ -145,11 +151,13 @@ def trace(
         "stacks": part.stacks,
         "view": part.view,
     }
-    encoded, half, size = finalize(body, precision, budget_bytes)
+    encoded, half, size, coarse = finalize(body, precision, budget_bytes)
+    part.notes.extend(COARSEN[step] for step in coarse)
     if size > budget_bytes:
         part.notes.append(
             f"the trace's arrays take {size / 1e6:.1f} MB, more than its budget of "
-            f"{budget_bytes / 1e6:.1f} MB even in float16: explain fewer tokens (max_tokens)"
+            f"{budget_bytes / 1e6:.1f} MB even in float16{' and coarsened' if coarse else ''}: "
+            "explain fewer tokens (max_tokens)"
         )
     qkv_kept = any(
         "q" in att for s in part.stacks for layer in s["layers"] for att in layer["attention"]
@@ -171,6 +179,7 @@ def trace(
             "budget_bytes": int(budget_bytes),
             "bytes": size,
             "float16": half,
+            "coarsened": coarse,
             "qkv": "full" if qkv_kept else "norms",
         },  # fmt: skip
         **encoded,

@@ -54,6 +54,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from attnkit.app.explain.page import served_page
+from attnkit.app.explain.trace import family_of
 from attnkit.app.serve import handlers
 from attnkit.app.serve.handlers import PayloadTooLarge
 from attnkit.app.serve.limits import Limits
@@ -67,7 +68,7 @@ from attnkit.app.serve.schemas import (
     TagRequest,
     TranslateRequest,
 )
-from attnkit.core.errors import AttnkitError
+from attnkit.core.errors import AttnkitError, InputError
 from attnkit.core.version import __version__
 
 STATIC = Path(__file__).parent / "static"
@@ -163,6 +164,15 @@ class _BodyLimit:
         await self.app(scope, replay, send)
 
 
+def _explain_api(run: ServedRun) -> dict[str, Any]:
+    """What an explorer page of ``run`` is told about its server: where to post new texts,
+    the run's name and family, and whether it reads a second text (a sentence pair; a qa
+    run's context)."""
+    family = family_of(run.predictor)
+    pairs = bool(run.describe().get("pairs")) or family == "qa"
+    return {"endpoint": "/v1/explain", "model": run.name, "pairs": pairs, "family": family}
+
+
 class _Server:
     """The served runs, the limits and the model lock, shared by the routes."""
 
@@ -251,7 +261,8 @@ class _Server:
         self, req: ExplainRequest, receive: Callable | None, page: bool = False
     ) -> dict[str, Any]:
         """/v1/explain's answer (the traces), or with ``page`` the explorer page drawing
-        them (``{"html", "csp"}``), made in a worker thread under the model lock."""
+        them (``{"html", "csp"}``; a text the run refuses: the page saying why, and
+        ``"status": 422``), made in a worker thread under the model lock."""
         try:
             run = pick_explainable(self.runs, req.model)
         except LookupError as exc:
@@ -260,15 +271,65 @@ class _Server:
         max_tokens = int(self.explain_defaults.get("max_tokens", 128))
 
         def job() -> dict[str, Any]:
-            data = handlers.explain(run, req, self.limits, max_tokens=max_tokens)
             if not page:
-                return data
-            api = {"endpoint": "/v1/explain", "model": run.name,
-                   "pairs": bool(run.describe().get("pairs"))}  # fmt: skip
-            html, csp = served_page([(t["label"], t["trace"]) for t in data["traces"]], api)
+                return handlers.explain(run, req, self.limits, max_tokens=max_tokens)
+            try:
+                data = handlers.explain(run, req, self.limits, max_tokens=max_tokens)
+            except AttnkitError as exc:  # the run refused the text: the page says why
+                return {**self.refused_page(req, str(exc)), "status": 422}
+            html, csp = served_page([(t["label"], t["trace"]) for t in data["traces"]],
+                                    _explain_api(run))  # fmt: skip
             return {"html": html, "csp": csp}
 
         return await self.await_job(job, threading.Event(), receive)
+
+    def explain_request(
+        self,
+        name: str,
+        text: str | None = None,
+        pair: str | None = None,
+        beam: int | None = None,
+        steps: int | None = None,
+    ) -> ExplainRequest:
+        """The /v1/explain request an explorer page of run ``name`` makes: the query's
+        values, else attnkit explain's (a bad one: ApiError 422)."""
+        given = self.explain_defaults
+        fields = {
+            "model": name,
+            "text": text if text is not None else given.get("text", DEFAULT_EXPLAIN_TEXT),
+            "pair": pair if pair is not None else given.get("pair"),
+            "beam": beam if beam is not None else given.get("beam"),
+            "max_new_tokens": steps if steps is not None else given.get("steps"),
+            **{k: given[k] for k in ("temperature", "top_k", "seed") if k in given},
+        }
+        try:
+            return ExplainRequest(**fields)
+        except ValidationError as exc:
+            message, _ = _validation_message(exc.errors())
+            raise ApiError(422, message) from None
+
+    def check_explain(self) -> None:
+        """Build each run's first explorer page's traces now (attnkit explain, before the
+        server starts): a text a run refuses is its one-line error (InputError ...), not a
+        page that fails later. Warnings are left to the page's notes."""
+        for run in self.runs.values():
+            if not run.explainable:
+                continue
+            try:
+                req = self.explain_request(run.name)
+            except ApiError as exc:
+                raise InputError(exc.message) from None
+            max_tokens = int(self.explain_defaults.get("max_tokens", 128))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                handlers.explain(run, req, self.limits, max_tokens=max_tokens)
+
+    def refused_page(self, req: ExplainRequest, message: str) -> dict[str, str]:
+        """The explorer page of a text the run refused: the message and the form."""
+        run = pick_explainable(self.runs, req.model)
+        api = {**_explain_api(run), "text": req.text, "pair": req.pair}
+        html, csp = served_page([], api, error=message)
+        return {"html": html, "csp": csp}
 
     def stream(self, req: GenerateRequest) -> StreamingResponse:
         """/v1/generate with ``stream``: NDJSON, ``{"token": piece}`` per piece of text as it
@@ -412,6 +473,8 @@ def create_app(
         runs = load_runs(runs, map_location=map_location, precision=precision,
                          explain_only=explain is not None)  # fmt: skip
     server = _Server(runs, limits, explain)
+    if explain is not None:  # attnkit explain: its text refused is an error now, not later
+        server.check_explain()
     app = FastAPI(
         title="attnkit",
         version=__version__,
@@ -507,23 +570,12 @@ def create_app(
         beam: int | None = None,
         steps: int | None = None,
     ) -> HTMLResponse:
-        """A run's explorer page for ``text`` (default: attnkit explain's text)."""
-        given = server.explain_defaults
-        fields = {
-            "model": name,
-            "text": text if text is not None else given.get("text", DEFAULT_EXPLAIN_TEXT),
-            "pair": pair if pair is not None else given.get("pair"),
-            "beam": beam if beam is not None else given.get("beam"),
-            "max_new_tokens": steps if steps is not None else given.get("steps"),
-            **{k: given[k] for k in ("temperature", "top_k", "seed") if k in given},
-        }
-        try:
-            req = ExplainRequest(**fields)
-        except ValidationError as exc:
-            message, _ = _validation_message(exc.errors())
-            raise ApiError(422, message) from None
+        """A run's explorer page for ``text`` (default: attnkit explain's text); a text the
+        run refuses (e.g. an mlm text without [MASK]) gets the page showing why (422)."""
+        req = server.explain_request(name, text, pair, beam, steps)
         page = await server.explain(req, request.receive, page=True)
-        return HTMLResponse(page["html"], headers={"Content-Security-Policy": page["csp"]})
+        return HTMLResponse(page["html"], status_code=page.get("status", 200),
+                            headers={"Content-Security-Policy": page["csp"]})  # fmt: skip
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:

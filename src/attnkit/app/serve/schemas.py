@@ -108,7 +108,9 @@ class ExplainRequest(_Request):
         ..., description="the text to step through (lm: the prompt; mlm: with [MASK] tokens)"
     )
     pair: str | None = Field(
-        None, description="the second sentence, for a model trained on sentence pairs"
+        None,
+        description="the second sentence, for a model trained on sentence pairs; a qa run's "
+        "context (text: the question)",
     )
     beam: int | None = Field(
         None,

@@ -39,6 +39,7 @@ function arr(a) {
   for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
   let values;
   if (a.dtype === "float32") values = new Float32Array(bytes.buffer);
+  else if (a.dtype === "uint8" && a.scale) values = Float32Array.from(bytes, (x) => x * a.scale);
   else if (a.dtype === "uint8") values = bytes;
   else values = Float32Array.from(new Uint16Array(bytes.buffer), halfToFloat);
   d = { shape: a.shape, values };
@@ -307,7 +308,7 @@ function renderHeader() {
     .filter((k) => m[k] !== undefined && m[k] !== null).map((k) => `${k} ${m[k]}`);
   $("model-line").textContent = `${t.task} run · arch ${t.arch} · ${t.family}${sizes.length ? " · " + sizes.join(", ") : ""}`;
   $("notes").replaceChildren(...(t.notes || []).map((n) =>
-    el("li", { class: /cut|truncat|잘/.test(n) ? "cut" : null, text: n })));
+    el("li", { class: /cut|truncat|budget|잘/.test(n) ? "cut" : null, text: n })));
   const alts = PAYLOAD.traces;
   $("alt-row").hidden = alts.length < 2;
   fillSelect($("pick-trace"), alts.map((a, i) => [i, a.label]), S.alt);
@@ -321,6 +322,7 @@ function renderHeader() {
       $("ask-text").dataset.filled = "1";
     }
     $("ask-pair").hidden = !(api.pairs || t.pair);
+    if (t.family === "qa") $("ask-pair").placeholder = "context · 지문";
     $("ask-beam-label").hidden = t.family !== "seq2seq";
     $("ask-steps-label").hidden = t.family !== "lm";
   }
@@ -343,7 +345,9 @@ function renderInput() {
     const title = `${input.name} · ${input.tokens.length} tokens${input.truncated ? ` (cut to ${input.bound})` : ""}`;
     box.append(el("h3", { text: title }), el("p", { class: "tokrow", "data-input": input.name }, ...chips));
     if (input.segments && input.segments.some((s) => s)) {
-      box.append(el("p", { class: "note", text: "Blue-edged tokens are sentence B (segment 1); the others sentence A (segment 0)." }));
+      box.append(el("p", { class: "note", text: trace().family === "qa"
+        ? "Blue-edged tokens are the context (segment B, 1); the others the question (segment A, 0)."
+        : "Blue-edged tokens are sentence B (segment 1); the others sentence A (segment 0)." }));
     }
   }
 }
@@ -488,11 +492,15 @@ function renderHead() {
   const score = a.score || {};
   const scale = score.scale ? `  (1/√d_k = ${fmt(score.scale, 4)})` : "";
   $("formula").textContent = `${score.name || "score"}: ${score.formula || ""}${scale}`;
-  const Sc = mat(a.scores, h);
+  // scores are dropped beyond a stack's first layer when the page would be too big
+  const Sc = a.scores ? mat(a.scores, h) : null;
+  $("scores-note").hidden = !!Sc;
+  $("scores-note").textContent = Sc ? "" : "The scores of this layer are not stored (the page would be over its size budget: see the notes above); pick layer 1 to see a layer's scores.";
+  $("scores-map").hidden = !Sc;
   const pick = (i) => { S.query = i; renderHead(); };
   const tip = (name, m) => (i, j) => `${qt[i]} → ${kt[j]}\n${name} ${fmt(m.get(i, j), 4)}${masked(i, j) ? " (masked)" : ""}`;
   const common = { rowLabels: qt, colLabels: kt, strongRow: qi, text: true, pick };
-  heatmap($("scores-map"), Sc, { ...common, scale: "div", masked, tip: tip("score", Sc) });
+  if (Sc) heatmap($("scores-map"), Sc, { ...common, scale: "div", masked, tip: tip("score", Sc) });
   const kinds = a.mask.kinds || [];
   const says = [];
   if (kinds.includes("padding")) says.push("padding mask: [PAD] keys are hidden from every query");
@@ -509,7 +517,7 @@ function renderHead() {
   for (let d = 0; d < dims; d++) head.push(`α·v[${d}]`);
   const rows = kt.map((k, j) => {
     const w = W.get(qi, j);
-    const cells = [k, fmt(Sc.get(qi, j)), masked(qi, j) ? "✗" : "✓", fmt(w), fmt(vn[j]), fmt(w * vn[j])];
+    const cells = [k, Sc ? fmt(Sc.get(qi, j)) : "—", masked(qi, j) ? "✗" : "✓", fmt(w), fmt(vn[j]), fmt(w * vn[j])];
     for (let d = 0; d < dims; d++) cells.push(fmt(w * V.get(j, d)));
     return { cells, cls: masked(qi, j) ? "masked" : null };
   });
@@ -729,20 +737,63 @@ const FAMILY_TITLE = {
   seq2seq: "6 · Decoding: the alignment at each step · 디코딩과 정렬",
   mlm: "6 · BERT: filling in [MASK] · 마스크드 언어 모델",
   bilm: "6 · ELMo's biLM: both directions and the layer mix · 양방향 언어 모델",
+  tag: "6 · Tagging: a label for every word · 개체명 인식",
+  qa: "6 · Question answering: the answer span · 질의응답",
 };
 
 function renderFamily() {
   const t = trace();
   const v = t.view || {};
   $("family-title").textContent = FAMILY_TITLE[t.family] || "6 · Output";
-  for (const f of ["classifier", "lm", "seq2seq", "mlm", "bilm"]) $(`fam-${f}`).hidden = t.family !== f;
+  for (const f of ["classifier", "lm", "seq2seq", "mlm", "bilm", "tag", "qa"]) $(`fam-${f}`).hidden = t.family !== f;
   $("fam-elmo").hidden = !v.elmo;
   if (t.family === "classifier") renderClassifier(v);
   else if (t.family === "lm") renderLM(v, true);
   else if (t.family === "seq2seq") renderSeq2Seq(v, true);
   else if (t.family === "mlm") renderMLM(v);
   else if (t.family === "bilm") renderBiLM(v);
+  else if (t.family === "tag") renderTag(v);
+  else if (t.family === "qa") renderQA(v);
   if (v.elmo) renderELMo(v.elmo);
+}
+
+function renderTag(v) {
+  $("tag-words").replaceChildren(...v.words.map((w) => el("span", {
+    class: `chip${w.label !== "O" ? " ent" : ""}`, "data-label": w.label,
+    title: w.position === null ? "cut off: labelled O" : `label of position ${w.position}`,
+  }, el("span", { class: "t", text: showTok(w.word) }), el("small", { text: w.label }))));
+  $("tag-entities").textContent = v.entities.length
+    ? `entities: ${v.entities.map((e) => `${e.text} (${e.type})`).join(", ")}`
+    : "entities: none";
+  const P = mat(v.probabilities);
+  const tokens = trace().inputs[0].tokens;
+  const used = new Set(v.words.map((w) => w.position).filter((p) => p !== null));
+  tableRows($("tag-table"), ["position", "token", "predicted", "probability", "runner-up"],
+    v.predicted.map((label, i) => {
+      const order = v.labels.map((_, c) => c).sort((a, b) => P.get(i, b) - P.get(i, a));
+      const second = order[1] !== undefined ? `${v.labels[order[1]]} ${pct(P.get(i, order[1]))}` : "";
+      return { cells: [String(i), showTok(tokens[i]), label, pct(P.get(i, order[0])), second],
+        cls: used.has(i) ? "chosen" : null };
+    }));
+}
+
+function renderQA(v) {
+  const a = v.answer;
+  $("qa-answer").textContent = `answer: "${a.text}" (score ${fmt(a.score)} = start logit + end logit)`;
+  const ctx = v.context;
+  $("qa-context").replaceChildren(el("span", { class: "prompt", text: ctx.slice(0, a.start) }),
+    el("span", { class: "now", id: "qa-span", text: ctx.slice(a.start, a.end) }),
+    el("span", { class: "prompt", text: ctx.slice(a.end) }));
+  $("qa-note").textContent = `Question: "${v.question}". The model reads [CLS] question [SEP] context [SEP] (segments A and B)${v.windows > 1 ? `; the context is read in ${v.windows} windows, this is window ${v.window + 1}` : ""}. Start / end probability = softmax of the start / end logits over the positions; the answer is the span i ≤ j of context tokens with the largest start_logit[i] + end_logit[j] (tokens ${a.start_token}-${a.end_token}, outlined).`;
+  const S0 = vec(v.start_probabilities);
+  const E0 = vec(v.end_probabilities);
+  const tokens = trace().inputs[0].tokens.map(showTok);
+  const rows = ["start", "end"];
+  const m = { rows: 2, cols: S0.length, get: (i, j) => (i ? E0[j] : S0[j]) };
+  heatmap($("qa-map"), m, { rowLabels: rows, colLabels: tokens, scale: "seq", max: 1, text: true,
+    strongCol: a.start_token, tip: (i, j) => `${rows[i]} at ${tokens[j]}: ${pct(m.get(i, j))}` });
+  tableRows($("qa-table"), ["span", "characters", "score"], v.candidates.map((c, k) => ({
+    cells: [c.text, `${c.start}-${c.end}`, fmt(c.score)], cls: k === 0 ? "chosen" : null })));
 }
 
 function renderClassifier(v) {
@@ -763,22 +814,43 @@ function renderClassifier(v) {
   }
 }
 
-// next-token bars at the page's temperature and top-k (exact when they are the trace's, or
-// when top-k keeps only shown tokens; otherwise renormalised over the tokens shown)
+// next-token bars at the page's temperature and top-k. Exact: at the trace's own settings
+// (the distribution the token was drawn from), at temperature 1 and top-k 0 (the model's
+// softmax), at temperature 0, and otherwise when the trace stores every logit (a small
+// vocabulary) or top-k keeps only stored tokens; else renormalised over the stored top-N.
+// The ids the sampler never draws (view.banned: [PAD] ...) are left out, as it does.
 function lmDistribution(step, temp, topk, v) {
   const top = step.top;
   if (temp === v.temperature && topk === v.top_k) {
     return { probs: top.map((c) => c.filtered), exact: true };
   }
-  const n = top.length;
-  const k = topk > 0 ? Math.min(topk, n) : n;
-  const keep = top.map((_, i) => i < k);
-  if (temp === 0) return { probs: top.map((_, i) => (i === 0 ? 1 : 0)), exact: true };
-  const z = top.map((c, i) => (keep[i] ? c.logit / temp : -Infinity));
+  if (temp === 1 && topk === 0) return { probs: top.map((c) => c.probability), exact: true };
+  const d = step.distribution;
+  const logits = d ? Array.from(arr(d.logits).values) : top.map((c) => c.logit);
+  const ids = d ? d.ids || logits.map((_, i) => i) : top.map((c) => c.id);
+  const complete = !!(d && d.complete);
+  const banned = new Set(v.banned || []);
+  const n = logits.length;
+  let z = logits.map((x, i) => (banned.has(ids[i]) ? -Infinity : x));
+  if (temp === 0) {
+    const best = z.indexOf(Math.max(...z));
+    return { probs: top.map((c) => (c.id === ids[best] ? 1 : 0)), exact: true };
+  }
+  z = z.map((x) => x / temp);
+  if (topk > 0 && topk < n) {
+    const kth = [...z].sort((a, b) => b - a)[topk - 1];
+    z = z.map((x) => (x < kth ? -Infinity : x));
+  }
   const mx = Math.max(...z);
   const e = z.map((x) => (Number.isFinite(x) ? Math.exp(x - mx) : 0));
   const s = e.reduce((a, b) => a + b, 0);
-  return { probs: e.map((x) => x / s), exact: topk > 0 && topk <= n };
+  const at = new Map(ids.map((id, i) => [id, i]));
+  return {
+    probs: top.map((c) => (at.has(c.id) ? e[at.get(c.id)] / s : 0)),
+    exact: complete || (topk > 0 && topk <= n),
+    stored: n,
+    mass: d ? d.mass : top.reduce((a, c) => a + c.probability, 0),
+  };
 }
 
 function renderLM(v, fresh) {
@@ -808,9 +880,8 @@ function renderLM(v, fresh) {
   box.append(el("span", { class: "now", id: "lm-chosen", text: step.chosen.token }));
   const temp = Number($("lm-temp").value);
   const topk = Math.max(0, Math.floor(Number($("lm-topk").value) || 0));
-  const { probs, exact } = lmDistribution(step, temp, topk, v);
-  const shownMass = step.top.reduce((a, c) => a + c.probability, 0);
-  $("lm-note").textContent = `${exact ? "" : `Renormalised over the ${step.top.length} most likely tokens shown (they hold ${pct(shownMass)} at temperature 1). `}softmax(logits / temperature)${topk ? `, only the ${topk} best kept (top-k)` : ""}${temp === 0 ? "; temperature 0 = greedy: the most likely token" : ""}. Entropy at temperature 1: ${fmt(step.entropy)} nats. Generated with temperature ${v.temperature}, top-k ${v.top_k || "off"}${v.seed !== null && v.seed !== undefined ? `, seed ${v.seed}` : ""}.`;
+  const { probs, exact, stored, mass } = lmDistribution(step, temp, topk, v);
+  $("lm-note").textContent = `${exact ? "" : `Renormalised over the ${stored} most likely tokens this trace stores (they hold ${pct(mass)} at temperature 1): approximate. `}softmax(logits / temperature)${topk ? `, only the ${topk} best kept (top-k)` : ""}${temp === 0 ? "; temperature 0 = greedy: the most likely token" : ""}. Entropy at temperature 1: ${fmt(step.entropy)} nats. Generated with temperature ${v.temperature}, top-k ${v.top_k || "off"}${v.seed !== null && v.seed !== undefined ? `, seed ${v.seed}` : ""}.`;
   const best = Math.max(...probs, 1e-9);
   bars($("lm-bars"), step.top.map((c, i) => ({
     label: showTok(c.token), value: probs[i] / best, text: pct(probs[i]),
@@ -906,7 +977,27 @@ function renderELMo(m) {
 }
 
 // ---------------------------------------------------------------------------- wiring
+// A served page for a text the run refused (no trace): the form with the text, and why.
+function renderRefused(api) {
+  $("ask").hidden = false;
+  $("fixed-note").hidden = true;
+  $("ask-text").value = api.text || "";
+  $("ask-text").dataset.filled = "1";
+  $("ask-pair").value = api.pair || "";
+  $("ask-pair").hidden = !(api.pairs || api.pair);
+  if (api.family === "qa") $("ask-pair").placeholder = "context · 지문";
+  $("ask-beam-label").hidden = api.family !== "seq2seq";
+  $("ask-steps-label").hidden = api.family !== "lm";
+  $("model-line").textContent = api.family ? `${api.family} run` : "";
+  $("toc").hidden = true;
+  for (const card of document.querySelectorAll("main > section.card")) card.hidden = true;
+  showError(`the run refused this text: ${api.error}`);
+  document.body.dataset.ready = "true";
+}
+
 function render() {
+  $("toc").hidden = false;
+  for (const card of document.querySelectorAll("main > section.card")) card.hidden = false;
   renderHeader();
   renderInput();
   renderEmbeddings();
@@ -931,7 +1022,7 @@ async function ask(event) {
   if (!api || button.disabled) return;
   const body = { model: api.model, text: $("ask-text").value };
   if (!$("ask-pair").hidden && $("ask-pair").value) body.pair = $("ask-pair").value;
-  const family = trace().family;
+  const family = PAYLOAD.traces.length ? trace().family : api.family;
   if (family === "seq2seq") body.beam = Number($("ask-beam").value) || 1;
   if (family === "lm") body.max_new_tokens = Number($("ask-steps").value) || 1;
   button.disabled = true;
@@ -991,7 +1082,8 @@ async function start() {
   const later = new Promise((resolve) => setTimeout(resolve, 1500));
   await Promise.race([fontReady, later]).catch(() => null);
   try {
-    render();
+    if (!PAYLOAD.traces.length && PAYLOAD.api && PAYLOAD.api.error) renderRefused(PAYLOAD.api);
+    else render();
   } catch (err) {
     showError(`the page could not draw this trace: ${err.message}`);
     document.body.dataset.ready = "error";

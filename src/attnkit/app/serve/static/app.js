@@ -267,8 +267,9 @@ async function answer() {
 // that run's card (when the card has it selected).
 const CARD_TEXT = {
   "/v1/classify": "classify-text", "/v1/translate": "translate-text", "/v1/chat": "chat-text",
-  "/v1/generate": "generate-prompt", "/v1/tag": "tag-text",
+  "/v1/generate": "generate-prompt", "/v1/tag": "tag-text", "/v1/answer": "answer-question",
 };
+const CARD_PAIR = { "/v1/answer": "answer-context" }; // a qa run's explorer: the context too
 
 function explainLinks() {
   const box = $("explain-links");
@@ -285,7 +286,10 @@ function explainLinks() {
       const select = $(`${endpoint}-model`);
       const input = $(CARD_TEXT[m.endpoint]);
       const text = select && select.value === m.name && input ? input.value.trim() : "";
-      a.href = text ? `${m.explain}?text=${encodeURIComponent(text)}` : m.explain;
+      const second = $(CARD_PAIR[m.endpoint]);
+      const pair = text && second ? second.value.trim() : "";
+      const query = (text ? `?text=${encodeURIComponent(text)}` : "") + (pair ? `&pair=${encodeURIComponent(pair)}` : "");
+      a.href = `${m.explain}${query}`;
     });
     box.append(" ", a);
   }
