@@ -101,18 +101,26 @@ def _assert_same_run(a: Path, b: Path) -> None:
             torch.testing.assert_close(wa[name], wb[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
+# Micro-batches of 8 (4 per process), 2 per optimizer step: the processes average their
+# gradients once per step (no_sync on the first micro-batch, the sync on the second: the
+# path every step takes without accumulation), and must match one process.
+ACCUMULATE = ("--set", "training.batch_size=8", "--set", "training.grad_accum=2")
+
+
 @pytest.fixture(scope="module")
 def runs(recipe, tmp_path_factory) -> dict[str, Path]:
     """The same recipe trained by one process and by two."""
     out = tmp_path_factory.mktemp("ddp-runs")
     for name, procs in (("one", 1), ("two", 2)):
-        done = _train(str(recipe), "--out", str(out / name), procs=procs)
+        done = _train(str(recipe), "--out", str(out / name), *ACCUMULATE, procs=procs)
         assert done.returncode == 0, done.stderr[-3000:]
     return {"one": out / "one", "two": out / "two", "out": out}
 
 
 @pytest.mark.slow
 def test_two_processes_follow_the_one_process_trajectory(runs):
+    """With gradient accumulation (ACCUMULATE): every loss, evaluation and weight as one
+    process computes them."""
     rows = _rows(runs["two"])
     steps = [r["step"] for r in rows if "train_loss" in r]
     assert steps == list(range(1, 37))  # 2 epochs x 18 steps, each logged once
@@ -124,21 +132,11 @@ def test_two_processes_follow_the_one_process_trajectory(runs):
 
 
 @pytest.mark.slow
-def test_two_processes_with_gradient_accumulation(recipe, runs):
-    """Micro-batches of 8 (4 per process), 2 per step: gradients are averaged over the
-    processes once per optimizer step (no_sync before), and match one process."""
-    args = ("--set", "training.batch_size=8", "--set", "training.grad_accum=2")
-    for name, procs in (("acc-one", 1), ("acc-two", 2)):
-        done = _train(str(recipe), "--out", str(runs["out"] / name), *args, procs=procs)
-        assert done.returncode == 0, done.stderr[-3000:]
-    _assert_same_run(runs["out"] / "acc-one", runs["out"] / "acc-two")
-
-
-@pytest.mark.slow
 def test_a_crashed_two_process_run_resumes_exactly(recipe, runs, tmp_path):
     killer = tmp_path / "killer.py"
     killer.write_text(KILLER, encoding="utf-8")
-    crashed = _train(str(recipe), "--out", str(tmp_path / "crash"), procs=2, script=killer)
+    crash = str(tmp_path / "crash")
+    crashed = _train(str(recipe), "--out", crash, *ACCUMULATE, procs=2, script=killer)
     assert crashed.returncode != 0
     state = json.loads((tmp_path / "crash/last/state.json").read_text())
     assert state["step"] == 6

@@ -15,6 +15,7 @@ from torch import nn
 from torch.ao.nn.quantized.dynamic import Linear as QuantizedLinear
 
 from attnkit.app.api import RunError, export, load, train
+from attnkit.app.cli import main
 from attnkit.core.checkpoint import save_tensors
 from attnkit.interop.quantize import INT8_WEIGHTS, int8_state, load_int8, quantize_int8
 from attnkit.models.bert import BertConfig, BertModel
@@ -109,38 +110,26 @@ def test_export_bad_input(tiny_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_export_quantize(tiny_run, tmp_path):
-    run = [sys.executable, "-m", "attnkit"]
-    done = subprocess.run(
-        [*run, "export", str(tiny_run), "--quantize", "int8", "-o", str(tmp_path / "q")],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
+def test_cli_export_quantize(tiny_run, tmp_path, capsys):
+    """The CLI verbs in this process (a real process per verb is test_first_run's)."""
+    assert main(["export", str(tiny_run), "--quantize", "int8", "-o", str(tmp_path / "q")]) == 0
     assert (tmp_path / "q" / INT8_WEIGHTS).is_file()
-    pred = subprocess.run(
-        [*run, "predict", str(tmp_path / "q"), "the movie was great"],
-        capture_output=True,
-        text=True,
-    )
-    assert pred.returncode == 0, pred.stderr
-    assert "pos" in pred.stdout or "neg" in pred.stdout
-    bad = subprocess.run(
-        [
-            *run,
-            "export",
-            str(tiny_run),
-            "--format",
-            "hf",
-            "--quantize",
-            "int8",
-            "-o",
-            str(tmp_path / "h"),
-        ],  # fmt: skip
-        capture_output=True,
-        text=True,
-    )
-    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "q"), "the movie was great"]) == 0
+    out = capsys.readouterr().out
+    assert "pos" in out or "neg" in out
+    bad = [
+        "export",
+        str(tiny_run),
+        "--format",
+        "hf",
+        "--quantize",
+        "int8",
+        "-o",
+        str(tmp_path / "h"),
+    ]
+    assert main(bad) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
 @pytest.mark.slow

@@ -364,6 +364,11 @@ function choosePosition(name, i) {
     S.query = i;
     renderHead();
   }
+  const elmo = (trace().view || {}).elmo;
+  if (elmo && name === trace().inputs[0].name) {
+    S.pos = i;
+    renderELMo(elmo);
+  }
 }
 
 // ---------------------------------------------------------------------------- 2 embeddings
