@@ -190,6 +190,7 @@ def test_cli_writes_only_where_it_is_told(bench, tmp_path):
     assert Path(record["plot"]) == tmp_path / "speed.png" and (tmp_path / "speed.png").is_file()
 
 
+@pytest.mark.slow
 def test_device_is_checked_and_recorded(bench, tmp_path, capsys):
     _, speed = bench
     assert speed.parse_args(["--device", "cpu"]).device == torch.device("cpu")

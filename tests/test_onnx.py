@@ -198,6 +198,7 @@ def test_cli_export_and_bad_input(runs, tmp_path, capsys):
         export(tmp_path / "x", tmp_path / "y", fmt="onnx")
 
 
+@pytest.mark.slow
 def test_language_models_have_no_onnx_export(tmp_path, capsys):
     corpus = tmp_path / "verse.txt"
     corpus.write_text(SERVE_LM_TEXT, encoding="utf-8")

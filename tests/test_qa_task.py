@@ -196,6 +196,7 @@ def test_unusable_answers_are_skipped_and_counted(tmp_path: Path, recipe: dict) 
 
 
 # ----------------------------------------------------------------------------- the api
+@pytest.mark.slow
 def test_train_load_answer_evaluate(tmp_path: Path, recipe: dict) -> None:
     run = tmp_path / "run"
     lines: list[str] = []

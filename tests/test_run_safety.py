@@ -134,6 +134,7 @@ def test_a_failure_before_the_first_checkpoint_leaves_nothing(
     assert RunDir(out).has_weights()
 
 
+@pytest.mark.slow
 def test_a_run_killed_before_its_first_checkpoint_restarts_without_force(
     tmp_path: Path, tiny_data: Path, finished: Path
 ) -> None:
