@@ -7,17 +7,13 @@ Skipped, with the reason printed, when Playwright or a Chromium binary is missin
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 import attnkit
+from browser_support import find_chromium, served
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (make test installs it)"
@@ -25,53 +21,16 @@ sync_api = pytest.importorskip(
 uvicorn = pytest.importorskip("uvicorn")
 
 
-def _chromium() -> tuple[str | None, str]:
-    """A Chromium that starts (a snap stub on PATH does not count), or why there is none."""
-    candidates = [os.environ.get("ATTNKIT_CHROMIUM")] + [
-        shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
-    ]
-    found = [c for c in candidates if c]
-    for path in found:
-        try:
-            done = subprocess.run([path, "--version"], capture_output=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if done.returncode == 0:
-            return path, ""
-    if found:
-        return None, f"{', '.join(found)} did not start (--version failed)"
-    return None, ("no chromium binary (make test installs Debian's chromium when it runs as "
-                  "root; or set ATTNKIT_CHROMIUM)")  # fmt: skip
-
-
-CHROMIUM, WHY_NOT = _chromium()
+CHROMIUM, WHY_NOT = find_chromium()
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason=WHY_NOT), pytest.mark.slow]
 
 REVIEW = "이 영화 정말 재미있어요 최고"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def url(served_runs):
-    from attnkit.app.serve import create_app
-
-    app = create_app([f"{name}={path}" for name, path in served_runs.items()])
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served([f"{name}={path}" for name, path in served_runs.items()]) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")

@@ -17,12 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import socket
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from urllib.request import Request, urlopen
 
@@ -33,6 +28,7 @@ import yaml
 import attnkit
 from attnkit.app.cli import main
 from attnkit.app.explain import decode_array
+from browser_support import find_chromium, served
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (make test installs it)"
@@ -40,26 +36,7 @@ sync_api = pytest.importorskip(
 uvicorn = pytest.importorskip("uvicorn")
 
 
-def _chromium() -> tuple[str | None, str]:
-    """A Chromium that starts (a snap stub on PATH does not count), or why there is none."""
-    candidates = [os.environ.get("ATTNKIT_CHROMIUM")] + [
-        shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
-    ]
-    found = [c for c in candidates if c]
-    for path in found:
-        try:
-            done = subprocess.run([path, "--version"], capture_output=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if done.returncode == 0:
-            return path, ""
-    if found:
-        return None, f"{', '.join(found)} did not start (--version failed)"
-    return None, ("no chromium binary (make test installs Debian's chromium when it runs as "
-                  "root; or set ATTNKIT_CHROMIUM)")  # fmt: skip
-
-
-CHROMIUM, WHY_NOT = _chromium()
+CHROMIUM, WHY_NOT = find_chromium()
 pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason=WHY_NOT), pytest.mark.slow]
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy_runs"
@@ -550,29 +527,10 @@ def test_a_long_input_is_cut_with_a_visible_note(browser, served_runs, tmp_path:
 # --------------------------------------------------------------------------------------
 # the served page: type a new text
 # --------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def url(served_runs):
-    from attnkit.app.serve import create_app
-
-    names = ("sentiment", "verse")
-    app = create_app([f"{n}={served_runs[n]}" for n in names])
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served([f"{n}={served_runs[n]}" for n in ("sentiment", "verse")]) as base:
+        yield base
 
 
 def test_served_explorer_takes_a_new_text(browser, url, served_runs) -> None:

@@ -34,9 +34,7 @@ on a CPU): ``ATTNKIT_SCREENSHOTS=1 pytest tests/test_explain_browser.py`` rewrit
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +42,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from browser_support import find_chromium  # noqa: E402  (the tests' rule, pytest-free)
 
 ROOT = Path(__file__).resolve().parent.parent
 IMG = ROOT / "docs" / "img"
@@ -199,19 +200,12 @@ def write_page(run: Path, text: str, html: Path, *options: str) -> Path:
     return html
 
 
-def find_chromium() -> str:
-    """A Chromium that starts ($ATTNKIT_CHROMIUM, else Debian's ``chromium`` on PATH)."""
-    names = ("chromium", "chromium-browser", "google-chrome")
-    for path in [os.environ.get("ATTNKIT_CHROMIUM")] + [shutil.which(n) for n in names]:
-        if not path:
-            continue
-        try:
-            done = subprocess.run([path, "--version"], capture_output=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if done.returncode == 0:
-            return path
-    raise SystemExit("no chromium that starts: install Debian's chromium or set ATTNKIT_CHROMIUM")
+def chromium_path() -> str:
+    """A Chromium that starts (tests/browser_support.py's rule), else exit with why not."""
+    path, why = find_chromium()
+    if path is None:
+        raise SystemExit(f"explain_screenshots.py: {why}")
+    return path
 
 
 class Shooter:
@@ -318,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright  # pip install playwright (make test)
 
-    chromium = find_chromium()  # before training: fail early
+    chromium = chromium_path()  # before training: fail early
     runs = args.runs.resolve()
     classifier = ensure_trained(CLASSIFIER, runs, retrain=args.retrain, threads=args.threads)
     gpt = ensure_trained(GPT, runs, retrain=args.retrain, threads=args.threads)

@@ -119,6 +119,12 @@ class Score(nn.Module):
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
         return self.score(query, self.prepare(keys))
 
+    def recorded(self, query: Tensor, prepared: Tensor, scores: Tensor) -> Tensor:
+        """``scores``, recorded when a capture is open (what each ``score`` returns)."""
+        if _capture.ACTIVE:
+            _capture.record("score", self, query=query, keys=prepared, scores=scores)
+        return scores
+
 
 class DotScore(Score):
     """Luong dot: score(s_t, h_i) = s_t^T h_i."""
@@ -128,9 +134,7 @@ class DotScore(Score):
 
     def score(self, query: Tensor, prepared: Tensor) -> Tensor:
         scores = query @ prepared.transpose(-2, -1)
-        if _capture.ACTIVE:
-            _capture.record("score", self, query=query, keys=prepared, scores=scores)
-        return scores
+        return self.recorded(query, prepared, scores)
 
 
 class ScaledDotScore(Score):
@@ -141,9 +145,7 @@ class ScaledDotScore(Score):
 
     def score(self, query: Tensor, prepared: Tensor) -> Tensor:
         scores = query @ prepared.transpose(-2, -1) / math.sqrt(prepared.size(-1))
-        if _capture.ACTIVE:
-            _capture.record("score", self, query=query, keys=prepared, scores=scores)
-        return scores
+        return self.recorded(query, prepared, scores)
 
 
 class GeneralScore(Score):
@@ -161,9 +163,7 @@ class GeneralScore(Score):
 
     def score(self, query: Tensor, prepared: Tensor) -> Tensor:
         scores = query @ prepared.transpose(-2, -1)
-        if _capture.ACTIVE:
-            _capture.record("score", self, query=query, keys=prepared, scores=scores)
-        return scores
+        return self.recorded(query, prepared, scores)
 
 
 class ConcatScore(Score):
@@ -185,9 +185,7 @@ class ConcatScore(Score):
     def score(self, query: Tensor, prepared: Tensor) -> Tensor:
         s = self.W_b(query).unsqueeze(2)  # (B, Tq, 1, A)
         scores = self.v_a(torch.tanh(s + prepared.unsqueeze(1))).squeeze(-1)  # (B, Tq, Tk)
-        if _capture.ACTIVE:
-            _capture.record("score", self, query=query, keys=prepared, scores=scores)
-        return scores
+        return self.recorded(query, prepared, scores)
 
 
 class LocationScore(Score):
@@ -211,9 +209,7 @@ class LocationScore(Score):
                 f"location score was built for max_len={self.max_len}, got {k_len} keys"
             )
         scores = self.W_a(query)[..., :k_len]
-        if _capture.ACTIVE:
-            _capture.record("score", self, query=query, keys=prepared, scores=scores)
-        return scores
+        return self.recorded(query, prepared, scores)
 
 
 SCORE_NAMES = ("dot", "scaled_dot", "general", "concat", "location")
