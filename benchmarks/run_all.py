@@ -90,6 +90,8 @@ B = Benchmark
 # Left out: the -v1/-v2 rows, whose commands first check out older recipes with git.
 # fmt: off
 BENCHMARKS: tuple[Benchmark, ...] = (
+    B("nsmc-quick", f"sentiment.py {C}/nsmc-quick.yaml", 1.2, NSMC, quick=True),
+    B("imdb-quick", f"sentiment.py {C}/imdb-quick.yaml", 1.2, IMDB, quick=True),
     B("nsmc-ngram", f"sentiment.py {C}/nsmc-ngram.yaml", 1.5, NSMC, quick=True),
     B("imdb-ngram", f"sentiment.py {C}/imdb-ngram.yaml", 0.6, IMDB, quick=True),
     B("imdb-movie-groups", "imdb_movie_groups.py", 0.3, ("imdb:train",), quick=True,

@@ -92,12 +92,12 @@ def test_bilm_trains_and_reports_both_perplexities(runs, capsys) -> None:
     assert saved["task"] == "bilm" and saved["model"]["model_type"] == "bilm"
 
 
-def test_trainer_line_shows_both_directions(tmp_path: Path, capsys) -> None:
+def test_trainer_line_shows_both_directions(tmp_path: Path, caplog) -> None:
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(r["text"] for r in make_sentiment_rows(60, seed=2)))
-    recipe = _bilm_recipe(corpus, epochs=1)
+    recipe = _bilm_recipe(corpus, epochs=1, progress=True)  # (false: no evaluation lines)
     attnkit.train(RunConfig.from_dict(recipe), out=tmp_path / "run", **QUIET)
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("step "))
+    line = next(x for x in caplog.messages if x.startswith("step "))  # (logged, INFO)
     assert "val loss" in line and "forward_perplexity" in line and "backward_perplexity" in line
 
 

@@ -1,5 +1,6 @@
 """make demo's building blocks: the toy run draws both figures and learns something; without
-the data and the network, the demo ends in one `attnkit: error:` line."""
+the data and the network, the demo ends in one `attnkit: error:` line; it reads the bundled
+recipes, so it runs from any folder, as `attnkit demo` too."""
 
 import os
 import subprocess
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from attnkit.app.demo import main, train_reverser
+from attnkit.app import cli
+from attnkit.app.demo import build_parser, main, train_reverser
 from attnkit.data.catalogue import get_dataset
 
 
@@ -29,7 +31,6 @@ def test_reverser_learns_beyond_chance():
 
 
 # --------------------------------------------------------------- offline: one error line
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _offline(monkeypatch, data_dir: Path) -> None:
@@ -42,12 +43,18 @@ def _offline(monkeypatch, data_dir: Path) -> None:
     monkeypatch.setattr(urllib.request, "urlopen", refuse)
 
 
-def test_demo_offline_is_one_error_line(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("command", ["module", "cli"])
+def test_demo_offline_is_one_error_line(command, tmp_path, monkeypatch, capsys):
     data = tmp_path / "data"
     data.mkdir()
     _offline(monkeypatch, data)
-    monkeypatch.chdir(ROOT)  # the demo's recipes are configs/*-quick.yaml
-    assert main(["--out", str(tmp_path / "out")]) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)  # any folder: the recipes are the bundled ones
+    if command == "module":
+        assert main(["--out", str(tmp_path / "out")]) == 2
+    else:
+        assert cli.main(["demo", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     url = get_dataset("nsmc").files[0].url
@@ -57,6 +64,7 @@ def test_demo_offline_is_one_error_line(tmp_path, monkeypatch, capsys):
     )
     assert not any(data.rglob("*"))  # nothing half-written, no training started
     assert not (tmp_path / "out" / "nsmc-quick").exists()
+    assert not any(empty.iterdir())
 
 
 @pytest.mark.slow
@@ -67,7 +75,7 @@ def test_demo_module_offline_exits_2_without_traceback(tmp_path):
     env.update(ATTNKIT_DATA=str(tmp_path / "data"), ATTNKIT_MIRROR=str(tmp_path / "no-mirror"))
     proc = subprocess.run(
         [sys.executable, "-m", "attnkit.app.demo", "--out", str(tmp_path / "out")],
-        cwd=ROOT,
+        cwd=tmp_path,  # not the repository: the demo's recipes are bundled
         env=env,
         capture_output=True,
         text=True,
@@ -80,13 +88,27 @@ def test_demo_module_offline_exits_2_without_traceback(tmp_path):
     assert "attnkit data fetch nsmc" in lines[0]
 
 
-def test_demo_outside_the_repository_is_one_error_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.delenv("ATTNKIT_DEBUG", raising=False)
+def test_attnkit_demo_has_the_flags_of_the_module():
+    """`attnkit demo` repeats the flags of `python -m attnkit.app.demo` (so that `attnkit
+    --help` loads no torch): the same options, defaults and types."""
+
+    def flags(parser):
+        return {
+            tuple(a.option_strings): (a.dest, a.default, a.type, a.nargs, a.help)
+            for a in parser._actions
+            if a.option_strings and a.dest not in ("help", "threads")
+        }
+
+    sub = next(a for a in cli.build_parser()._actions if hasattr(a, "choices") and a.choices)
+    assert flags(sub.choices["demo"]) == flags(build_parser())
+
+
+@pytest.mark.slow
+def test_attnkit_demo_toy_from_an_empty_folder(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
-    assert err == (
-        "attnkit: error: configs/nsmc-quick.yaml not found: run the demo from the repository "
-        "root (or use --toy)\n"
-    )
-    assert not (tmp_path / "out").exists()
+    assert cli.main(["demo", "--toy", "--steps", "5"]) == 0
+    assert sorted(p.name for p in (tmp_path / "demo_out").iterdir()) == [
+        "cross_attention.png",
+        "positional_encoding.png",
+    ]
+    assert "token accuracy" in capsys.readouterr().out

@@ -29,7 +29,8 @@ CUDA = re.compile(r"^(nvidia-|cuda-|cupy|triton$)")
 def _direct_requirements() -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     extras = project["optional-dependencies"]
-    reqs = [Requirement(r) for r in project["dependencies"] + extras["onnx"] + extras["dev"]]
+    every_extra = [r for extra in extras.values() for r in extra]
+    reqs = [Requirement(r) for r in project["dependencies"] + every_extra]
     return [
         r
         for r in reqs

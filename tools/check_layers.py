@@ -64,6 +64,8 @@ DYNAMIC: dict[str, str] = {
     "attnkit.models.pretrained": "the package of a model family named by a pretrained "
     "source's config",
     "attnkit.interop.onnx": "onnx / onnxruntime, optional dependencies, named in one message",
+    "attnkit.core.extras": "require(module, extra, what): an optional dependency, imported "
+    "where it is used; a missing one is one line naming its pip install",
 }
 
 

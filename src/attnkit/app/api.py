@@ -1,6 +1,6 @@
 """The Python API behind the CLI: ``train``, ``load``, ``evaluate``, ``calibrate``.
 
-run = attnkit.train("configs/nsmc-quick.yaml", out="runs/nsmc-quick")
+run = attnkit.train("nsmc-quick")           # a bundled recipe (attnkit.recipes()) or a file
 clf = attnkit.load("runs/nsmc-quick")
 clf.predict(["정말 재미있어요", "최악의 영화"])
 
@@ -15,11 +15,15 @@ in ``attnkit.tasks`` by the recipe's ``task:``) at each; nothing here knows a ta
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import functools
+import inspect
+import logging
 import os
-import sys
+import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +31,21 @@ import torch
 
 from attnkit.core.checkpoint import atomic_write_text
 from attnkit.core.config import ConfigError
-from attnkit.core.errors import AttnkitError, InputError
+from attnkit.core.errors import AttnkitError, DataError, InputError
+from attnkit.core.logs import verbosity
 from attnkit.core.output_guard import cannot_write, check_output, staged_folder
 from attnkit.core.version import __version__
-from attnkit.interop.hf_dir import save_hf_directory
+from attnkit.data.tables import (
+    DATA_FOLDER,
+    PLACEHOLDER,
+    RECORD_KEY,
+    TABLE_KINDS,
+    StagedTables,
+    check_same_tables,
+    file_splits,
+    stage_tables,
+)
+from attnkit.interop.hf_dir import check_hf_export, save_hf_directory
 from attnkit.interop.onnx import ONNX_FILE, OnnxModel, export_onnx, onnx_signature
 from attnkit.interop.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quantize_int8, save_int8
 from attnkit.models import archs_exporting, build_model
@@ -38,6 +53,7 @@ from attnkit.models.sizes import check_memory, meta_model
 from attnkit.runtime import distributed
 from attnkit.runtime.device import FP32, Precision, busy_note, default_threads, resolve_precision
 from attnkit.runtime.run import RunDir
+from attnkit.runtime.tracking import check_trackers
 from attnkit.runtime.training import Trainer, TrainResult, resolve_device, training_precision
 from attnkit.tasks import get_task
 from attnkit.tasks.base import Predictor, RunError
@@ -53,17 +69,48 @@ def _read_run(run: RunDir) -> tuple[RunConfig, dict[str, Any]]:
     return read_run_config(run)
 
 
+logger = logging.getLogger(__name__)
+
+
+def _shown(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``function`` (``train``) inside ``attnkit.core.logs.verbosity`` of its
+    ``verbose`` argument: its lines are shown where the user configured nothing."""
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        verbose = signature.bind(*args, **kwargs).arguments.get("verbose", True)
+        with verbosity(bool(verbose)):
+            return function(*args, **kwargs)
+
+    return call
+
+
+def _log_lines(log: Callable[[str], None] | None, verbose: bool) -> Callable[[str], None]:
+    """The function a verb says its lines with: ``log`` if given, else attnkit's logger
+    (INFO); nothing at all with ``verbose=False``."""
+    if not verbose:
+        return lambda *_: None
+    return log if log is not None else logger.info
+
+
+@_shown
 def train(
     config: str | Path | RunConfig | None = None,
     out: str | Path | None = None,
     overrides: list[str] | None = None,
     resume: bool = False,
     force: bool = False,
-    log=print,
+    log: Callable[[str], None] | None = None,
+    verbose: bool = True,
+    callbacks: Sequence[Any] = (),
     device: str | None = None,
     threads: int | None = None,
+    data: Any = None,
 ) -> TrainResult:
-    """Train a model from a recipe into ``out`` (default ``runs/<recipe name>``).
+    """Train a model from a recipe into ``out`` (default ``runs/<recipe name>``). The recipe is
+    a YAML file, else the name of a bundled recipe (``"nsmc-quick"``, ``attnkit.recipes()``;
+    a file always wins), or a ``RunConfig``.
 
     ``resume=True`` continues ``out`` from its ``last/`` checkpoint with the run's own saved
     config (the recipe is not needed) and reproduces the uninterrupted trajectory.
@@ -78,10 +125,30 @@ def train(
     else is refused. The run directory is locked for the whole training (a second training
     into it is refused), and a run that fails before its first checkpoint leaves nothing.
 
+    ``data``: your data in memory instead of the recipe's dataset: a pandas DataFrame, a
+    ``datasets.Dataset`` / ``DatasetDict``, a list of dicts (the training split; validation
+    is held out as for a file), or a dict of them by split (``train``, ``validation``,
+    ``test``), read with the rules of ``data.name: file`` (``attnkit.data.tables``); file
+    paths (one, or a dict by split) are read as ``data.train`` & co. would be. The run
+    keeps a copy (``RUN/data/``) and records its rows and fingerprint, so evaluate,
+    calibrate and resume read it wherever the run is; resuming with ``data`` checks it is
+    the same data.
+
     Under ``torchrun`` (several processes, see ``attnkit.runtime.distributed``) rank 0 does all of
     this and prepares the data; the other processes receive its recipe and tokenizer,
     prepare the same data, and train on their shares of each batch without writing.
+
+    What training says (device, data, model, evaluations) is logged through ``logging``
+    (loggers under ``"attnkit"``, INFO; ``log``, a function taking a line, replaces it for
+    the lines before training starts). Where no logging is configured the lines are shown
+    on stdout and warnings on stderr, with a progress bar (a live one in Jupyter / Colab);
+    ``verbose=False`` or ``logging.getLogger("attnkit").setLevel(logging.WARNING)`` silences
+    all but warnings, the bar included. ``callbacks``: objects with any of ``on_start``,
+    ``on_log``, ``on_eval``, ``on_best``, ``on_end`` (e.g. subclasses of ``attnkit.Callback``;
+    see ``attnkit.runtime.callbacks``) that receive the metrics as training goes;
+    ``training.report_to`` (tensorboard, csv) adds the built-in trackers.
     """
+    log = _log_lines(log, verbose)
     if resume:
         if out is None:
             raise RunError("--resume needs the run directory (--out RUN)")
@@ -89,12 +156,16 @@ def train(
         if not run.is_run() or not run.has_checkpoint():
             raise RunError(f"{run} has no resumable checkpoint (last/ is missing)")
         cfg, saved = _read_run(run)
+        if data is not None:  # the same tables again, or refused
+            check_same_tables(data, saved.get(RECORD_KEY), cfg.data, str(run))
     else:
         if isinstance(config, RunConfig):
             cfg = config
             if overrides:
                 raise ConfigError("overrides apply to recipe files; change the RunConfig instead")
         else:
+            if data is not None:  # (the staged files replace this placeholder)
+                overrides = [*(overrides or []), *_TABLE_OVERRIDES]
             cfg = load_config(config, overrides)
         name = Path(config).stem if isinstance(config, (str, Path)) else "run"
         run = RunDir(out if out is not None else Path("runs") / name)
@@ -107,25 +178,78 @@ def train(
         cfg.training.num_threads = threads
     # the device and precision exist here? (before anything is read, written or removed)
     precision = training_precision(cfg.training, resolve_device(cfg.training.device))
+    check_trackers(cfg.training.trackers)  # a missing tensorboard: said before any work
     where, _ = distributed.setup(resolve_device(cfg.training.device))
     if where.is_main:
         _log_machine_choices(cfg, precision, log)
+    tables = None
     try:
+        if data is not None and not resume:  # checked, and staged as the files to read
+            cfg, tables = _stage_tables(cfg, data)
         if not where.is_main:  # rank 0 checks, locks and writes the run directory
-            return _train(cfg, run, resume, saved, lambda *_: None, where)
+            return _train(
+                cfg, run, resume, saved, lambda *_: None, where, tables=tables, callbacks=callbacks
+            )
         if not resume:
             _check_new_run_target(run, force)
         try:
             with run.lock():
                 if not resume:
                     _check_new_run_target(run, force)  # again: it may have changed meanwhile
-                return _train(cfg, run, resume, saved, log, where)
+                return _train(
+                    cfg, run, resume, saved, log, where, tables=tables, callbacks=callbacks
+                )
         except OSError as exc:  # writing the run: read-only, full disk, no permission, ...
             if isinstance(exc, AttnkitError) or not _writing_in(run.path, exc):
                 raise
             raise cannot_write(run.path, exc) from None
     finally:
+        if tables is not None:
+            tables.cleanup()
         distributed.finish()
+
+
+# a recipe's data section once data= is given: the user's files, staged by _stage_tables
+_TABLE_OVERRIDES = (
+    "data.name=file",
+    f"data.train={PLACEHOLDER}",
+    "data.validation=null",
+    "data.test=null",
+)
+
+
+def _stage_tables(cfg: RunConfig, data: Any) -> tuple[RunConfig, StagedTables | None]:
+    """``cfg`` reading ``data`` (``train``'s data=): files as they are, or tables in memory
+    as the user's files of the kind its task reads, staged by
+    ``attnkit.data.tables.stage_tables``."""
+    files = file_splits(data) or {"train": PLACEHOLDER}
+    cfg = dataclasses.replace(
+        cfg,
+        data=dataclasses.replace(
+            cfg.data, name="file", **{s: files.get(s) for s in ("train", "validation", "test")}
+        ),
+    )
+    spec = get_task(cfg.task)
+    if files["train"] != PLACEHOLDER:  # file paths: read as a recipe's data.train & co.
+        spec.check_data(cfg)
+        spec.validate(cfg)
+        return cfg, None
+    kind = spec.data_kind(cfg) if spec.reads else None
+    if kind not in TABLE_KINDS:
+        raise DataError(
+            f"task {cfg.task} reads {kind or 'its own data'}: data= trains the tasks that read "
+            "labelled texts, sentence pairs, parallel text or tagged tokens (classify, "
+            "translate, chat, tag); write a file for it (data.name: file)"
+        )
+    tables = stage_tables(data, kind, cfg.data)
+    try:
+        tables.apply(cfg.data)
+        spec.check_data(cfg)
+        spec.validate(cfg)
+    except BaseException:
+        tables.cleanup()
+        raise
+    return cfg, tables
 
 
 def _check_output(path: str | Path, **rules: Any) -> Path:
@@ -167,10 +291,10 @@ def _log_machine_choices(cfg: RunConfig, precision: Precision, log) -> None:
         if busy:
             log(busy)
     if precision.emulated:
-        print(
-            f"attnkit: warning: training.bf16 is true but {device} has no native bf16: it is "
-            "emulated here and much slower than fp32 (~20x on a CPU; use auto or false)",
-            file=sys.stderr,
+        logger.warning(
+            "training.bf16 is true but %s has no native bf16: it is emulated here and much "
+            "slower than fp32 (~20x on a CPU; use auto or false)",
+            device,
         )
 
 
@@ -201,6 +325,8 @@ def _train(
     saved: dict[str, Any],
     log,
     where: distributed.Placement,
+    tables: StagedTables | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> TrainResult:
     """``train``'s work, under the run directory's lock (rank 0; the other processes of a
     distributed run do the same without writing anything)."""
@@ -246,19 +372,22 @@ def _train(
             run.clear()
         try:
             run.save_tokenizer(data.tokenizer)
-            run.write_config(
-                {
-                    **cfg.to_dict(),
-                    **data.run_info,
-                    "vocab_size": data.tokenizer.vocab_size,
-                    "num_parameters": n_params,
-                    "attnkit_version": __version__,
-                    # what training.bf16 (auto by default) chose on this machine
-                    "precision": training_precision(
-                        cfg.training, resolve_device(cfg.training.device)
-                    ).name,
-                }
-            )
+            payload = {
+                **cfg.to_dict(),
+                **data.run_info,
+                "vocab_size": data.tokenizer.vocab_size,
+                "num_parameters": n_params,
+                "attnkit_version": __version__,
+                # what training.bf16 (auto by default) chose on this machine
+                "precision": training_precision(
+                    cfg.training, resolve_device(cfg.training.device)
+                ).name,
+            }
+            if tables is not None:  # data=: its files, run-relative, and what they were
+                payload = tables.config_entries(payload)
+            run.write_config(payload)
+            if tables is not None:  # ... copied into RUN/data, read from there on
+                tables.copy_into(run.path, cfg.data)
         except BaseException:
             run.clear()  # (a full disk, say): no half-made run blocks the next try
             raise
@@ -272,6 +401,7 @@ def _train(
             [spec.item_length(it) for it in data.validation],
             cfg.training,
             run,
+            callbacks=callbacks,
         )
         result = trainer.fit(resume=resume)
     except BaseException:
@@ -375,14 +505,18 @@ def _predictor(
     return predictor
 
 
-def calibrate(run_dir: str | Path, data_dir: str | None = None, log=print) -> dict[str, Any]:
+def calibrate(
+    run_dir: str | Path, data_dir: str | None = None, log: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Fit a classify run's softmax temperature on its validation split (temperature
     scaling, ``attnkit.tasks.classify.fit_temperature``) and store it in its config.json;
     ``predict``, ``evaluate`` and ensembles then use calibrated probabilities. Training does
     this itself; this is for runs trained before it did. Returns the temperature and the
-    validation NLL before and after."""
-    predictor = load(run_dir)
-    return get_task(predictor.config.task).calibrate(predictor, data_dir, log)
+    validation NLL before and after; its lines go to ``log`` (default: attnkit's logger,
+    shown as ``train`` shows its own)."""
+    with verbosity():
+        predictor = load(run_dir)
+        return get_task(predictor.config.task).calibrate(predictor, data_dir, _log_lines(log, True))
 
 
 def evaluate(
@@ -420,7 +554,9 @@ def export(
     """Write a run's best weights, config and tokenizer to ``output``, in a format its model
     declares (``AttnkitModel.export_formats``): ``hf``, a Hugging Face directory (BERT
     runs, the labels of a classifier or tagger as ``id2label``; GPT language models as
-    GPT-2) that ``transformers`` loads with identical outputs; ``attnkit`` with
+    GPT-2) that ``transformers`` loads with identical outputs (a calibrated classifier's
+    temperature folded into its head, so ``pipeline`` gives attnkit's probabilities; a
+    classifier that does not pool with BERT's pooler is refused); ``attnkit`` with
     ``quantize="int8"``, a run directory with int8 weights (``attnkit.interop.quantize``)
     that every attnkit command reads (any model, CPU inference); ``onnx``, a run directory
     with ``model.onnx`` checked against onnxruntime at export (classify, tag and qa runs;
@@ -450,13 +586,24 @@ def export(
             f"{run} holds a {cfg.model.arch} model, which has no Hugging Face export "
             f"(model.arch {', '.join(archs_exporting('hf'))} have one)"
         )
+    try:  # before anything is loaded: a model transformers would run differently
+        check_hf_export(cfg.model)
+    except ConfigError as exc:
+        raise RunError(f"{run}: {exc}") from None
+    temperature = saved.get("temperature", 1.0)  # a calibrated classifier's: folded in
+    number = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+    if not number or not 0 < temperature < float("inf"):
+        raise RunError(
+            f"{run.config_path}: temperature must be a number > 0, got {temperature!r} "
+            "(`attnkit calibrate` fits it again)"
+        )
     model = build_model(cfg.model)
     run.load_weights(model)
     labels = saved.get("labels")  # (a classifier's or tagger's class names: id2label)
     labels = labels if isinstance(labels, list) else None
     tokenizer = run.load_tokenizer()
     with staged_folder(out) as stage:  # all of it, or nothing (also on a full disk)
-        save_hf_directory(model, tokenizer, stage, labels)
+        save_hf_directory(model, tokenizer, stage, labels, temperature=temperature)
     return out
 
 
@@ -473,9 +620,17 @@ def _export_onnx(run: RunDir, cfg: RunConfig, out: Path) -> Path:
         made = RunDir(stage)
         info = export_onnx(model, task, stage / ONNX_FILE, tokenizer.vocab_size, cfg.data.max_len)
         made.save_tokenizer(tokenizer)
+        _copy_run_data(run, stage)
         atomic_write_text(made.config_path, config_text)
         made.update_config(onnx=info, exported_from=str(run.path))
     return out
+
+
+def _copy_run_data(run: RunDir, stage: Path) -> None:
+    """The data a run trained on in memory (``RUN/data``, which its config.json names), into
+    its export: evaluating the export reads it as it reads the run."""
+    if (run.path / DATA_FOLDER).is_dir():
+        shutil.copytree(run.path / DATA_FOLDER, stage / DATA_FOLDER)
 
 
 def _export_int8(run: RunDir, cfg: RunConfig, out: Path) -> Path:
@@ -489,6 +644,7 @@ def _export_int8(run: RunDir, cfg: RunConfig, out: Path) -> Path:
         made = RunDir(stage)
         save_int8(model, stage / INT8_WEIGHTS)
         made.save_tokenizer(tokenizer)
+        _copy_run_data(run, stage)
         atomic_write_text(made.config_path, config_text)
         made.update_config(quantization=QUANTIZATION, exported_from=str(run.path))
     return out

@@ -156,12 +156,82 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     fetch.set_defaults(func=_cmd_data_fetch)
 
 
+# ----------------------------------------------------------------------------- recipes
+def _cmd_recipes_list(args: argparse.Namespace) -> int:
+    """The bundled recipes as a table: name, task, what it trains, the data it needs (and a
+    run it starts from), training minutes measured on 2 CPU cores."""
+    from attnkit.core.recipes import bundled_recipes
+
+    header = ("NAME", "TASK", "TRAINS", "DATA", "MINUTES")
+    rows = [(r.name, r.task, r.trains, r.data, r.minutes_text) for r in bundled_recipes()]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
+        print("  ".join([*cells, row[-1]]))
+    print(
+        "MINUTES: training time measured on 2 CPU cores (benchmarks/results); `attnkit recipes "
+        "show NAME` prints a recipe to copy and edit, `attnkit train NAME` trains it"
+    )
+    return 0
+
+
+def _cmd_recipes_show(args: argparse.Namespace) -> int:
+    """The bundled recipe's YAML, exactly as shipped."""
+    from attnkit.core.recipes import bundled_text
+
+    sys.stdout.write(bundled_text(args.name))
+    return 0
+
+
+def _add_recipes(sub: argparse._SubParsersAction) -> None:
+    rec = sub.add_parser(
+        "recipes",
+        help="the bundled recipes (what each trains, its data, measured minutes); "
+        "`recipes show NAME` prints one",
+    )
+    rec.set_defaults(func=_cmd_recipes_list)
+    actions = rec.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    lst = actions.add_parser("list", help="the table (the default)")
+    lst.set_defaults(func=_cmd_recipes_list)
+    show = actions.add_parser("show", help="print a bundled recipe's YAML (to copy and edit)")
+    show.add_argument("name", help="a bundled recipe's name, e.g. nsmc-quick")
+    show.set_defaults(func=_cmd_recipes_show)
+
+
+# ----------------------------------------------------------------------------- demo
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from attnkit.app.demo import run_demo
+
+    return run_demo(args.out, toy=args.toy, steps=args.steps)
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    # the flags of `python -m attnkit.app.demo` (attnkit.app.demo.build_parser), which
+    # imports torch: repeated here so that `attnkit --help` stays light
+    demo = sub.add_parser(
+        "demo",
+        help="train and use two small sentiment models from the bundled recipes (--toy: a "
+        "tiny Transformer that needs no data); runs from any folder",
+    )
+    demo.add_argument("--out", default="demo_out", help="folder for runs and figures")
+    demo.add_argument(
+        "--toy",
+        action="store_true",
+        help="only the digit-reversal Transformer (no datasets needed)",
+    )
+    demo.add_argument("--steps", type=int, default=600, help="toy training steps")
+    demo.set_defaults(func=_cmd_demo)
+
+
 # ----------------------------------------------------------------------------- train / evaluate
 def _cmd_train(args: argparse.Namespace) -> int:
     from attnkit.app.api import train
 
     if args.config is None and not args.resume:
-        raise UsageError("give a recipe (e.g. configs/nsmc-quick.yaml) or --resume --out RUN")
+        raise UsageError(
+            "give a recipe file or a bundled recipe's name (e.g. nsmc-quick; `attnkit recipes` "
+            "lists them), or --resume --out RUN"
+        )
     overrides = list(args.set or [])
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
@@ -287,8 +357,15 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    train = sub.add_parser("train", help="train a model from a YAML recipe")
-    train.add_argument("config", nargs="?", help="recipe, e.g. configs/nsmc-transformer.yaml")
+    train = sub.add_parser(
+        "train", help="train a model from a YAML recipe (a file, or a bundled recipe's name)"
+    )
+    train.add_argument(
+        "config",
+        nargs="?",
+        help="a recipe file (my.yaml) or the name of a bundled recipe (nsmc-quick; `attnkit "
+        "recipes` lists them); a file always wins",
+    )
     train.add_argument(
         "--set",
         action="append",
@@ -1037,7 +1114,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                "max_tokens": args.max_tokens}  # fmt: skip
     if args.html is None:
         from attnkit.app.serve import Limits, serve
-        from attnkit.app.serve.handlers import EXPLAIN_MAX_STEPS
+        from attnkit.core.extras import needs
+
+        with needs("serve", "attnkit explain without --html"):  # --html FILE needs no extra
+            from attnkit.app.serve.handlers import EXPLAIN_MAX_STEPS
 
         if not 0 < args.port < 65536:
             raise UsageError(f"--port must be in 1..65535, got {args.port}")
@@ -1181,6 +1261,7 @@ def _add_env(sub: argparse._SubParsersAction) -> None:
 # ----------------------------------------------------------------------------- main
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_data,
+    _add_recipes,
     _add_train,
     _add_predict,
     _add_pseudo_label,
@@ -1192,6 +1273,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_serve,
     _add_plot,
     _add_env,
+    _add_demo,
 ]
 
 
@@ -1255,7 +1337,9 @@ def _broken_pipe() -> int:
     return EXIT_BROKEN_PIPE
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line as ``main`` reads it, nothing run (the README's docs check parses
+    its commands with it). A bad one: argparse's one-line error and ``SystemExit(2)``."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # argparse binds `RUN TEXT...` in one go, so texts given after an option
@@ -1266,13 +1350,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra = []
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import logging
+
+    from attnkit.core.logs import console_logging
+
+    args = parse_args(argv)
     try:
-        # train applies --threads or training.num_threads itself; data needs no torch
-        if args.command not in ("train", "data"):
+        # train applies --threads or training.num_threads itself; data, recipes need no torch
+        if args.command not in ("train", "data", "recipes"):
             from attnkit.runtime.device import apply_threads
 
             apply_threads(getattr(args, "threads", None))
-        return int(args.func(args) or 0)
+        # attnkit's messages: as the CLI's lines (stdout; warnings on stderr), those of
+        # training from INFO on, the other commands' from WARNING on
+        with console_logging(logging.INFO if args.command == "train" else logging.WARNING):
+            return int(args.func(args) or 0)
     except BrokenPipeError:  # the reader went away (`attnkit predict ... | head -1`)
         return _broken_pipe()
     except (UsageError, *_user_errors()) as exc:
@@ -1280,6 +1376,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"attnkit: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except ImportError as exc:  # an optional package (an extra) imported outside `needs`
+        from attnkit.core.extras import missing_extra
+
+        missing = missing_extra(exc, f"attnkit {args.command}")
+        if missing is None or os.environ.get("ATTNKIT_DEBUG"):
+            raise
+        print(f"attnkit: error: {missing}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("attnkit: interrupted", file=sys.stderr)

@@ -1,9 +1,10 @@
-"""``make demo``: the course's sentiment classifier, trained and used in a few minutes.
+"""``attnkit demo`` (``make demo``, ``python -m attnkit.app.demo``): the course's sentiment
+classifier, trained and used in a few minutes, from any folder.
 
 1. Draws the course's 50 x 128 sinusoidal positional encoding.
-2. Trains ``configs/nsmc-quick.yaml`` (Korean movie reviews; downloads NSMC if the data
-   folder lacks it), predicts a few Korean sentences, saves an attention heatmap.
-3. The same in English with ``configs/imdb-quick.yaml``.
+2. Trains the bundled recipe ``nsmc-quick`` (Korean movie reviews; downloads NSMC if the
+   data folder lacks it), predicts a few Korean sentences, saves an attention heatmap.
+3. The same in English with the bundled recipe ``imdb-quick``.
 
 ``--toy`` instead trains a tiny encoder-decoder Transformer to reverse digit strings (no
 data needed) and draws its encoder-decoder attention: the learned alignment is the
@@ -23,8 +24,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnkit.app.api import load, train
-from attnkit.core.errors import AttnkitError, DataError, MissingFileError
+from attnkit.core.config import parse_yaml
+from attnkit.core.errors import AttnkitError, DataError
 from attnkit.core.output_guard import check_output
+from attnkit.core.recipes import bundled_text
 from attnkit.data.catalogue import get_dataset
 from attnkit.data.fetch import DownloadError, fetch, is_present
 from attnkit.data.paths import resolve_data_dir
@@ -36,6 +39,7 @@ from attnkit.nn.layers import (
     TokenEmbedding,
 )
 from attnkit.runtime.viz import plot_attention, plot_positional_encoding
+from attnkit.tasks.run_config import RunConfig
 
 BOS, VOCAB, SEQ = 10, 11, 8  # digits 0-9, then <bos>
 
@@ -142,10 +146,18 @@ def _ensure_dataset(dataset: str) -> None:
         ) from None
 
 
-def _sentiment(recipe: str, dataset: str, texts: list[str], out: Path) -> None:
-    _ensure_dataset(dataset)
-    run = out / Path(recipe).stem
-    result = train(recipe, out=run, force=True)
+RECIPES = ("nsmc-quick", "imdb-quick")  # bundled recipes (attnkit.core.recipes)
+
+
+def _bundled(name: str) -> RunConfig:
+    """The bundled recipe ``name``, checked (never a file of that name in this folder)."""
+    return RunConfig.from_dict(parse_yaml(bundled_text(name), f"bundled recipe {name}"))
+
+
+def _sentiment(name: str, cfg: RunConfig, texts: list[str], out: Path) -> None:
+    _ensure_dataset(cfg.data.name)
+    run = out / name
+    result = train(cfg, out=run, force=True)
     print(
         f"   best validation accuracy {result.best_metric:.3f} "
         f"({result.train_seconds / 60:.1f} min); run saved in {run}"
@@ -162,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     stderr, ``attnkit: error: ...``, and exit code 2, as in the CLI (``ATTNKIT_DEBUG=1``:
     the traceback instead)."""
     try:
-        return _main(argv)
+        args = build_parser().parse_args(argv)
+        return run_demo(args.out, toy=args.toy, steps=args.steps)
     except KeyboardInterrupt:
         print("attnkit demo: interrupted (run `make demo` again to start over)", file=sys.stderr)
         return 130
@@ -174,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(description="attnkit demo")
+def build_parser() -> argparse.ArgumentParser:
+    """The demo's flags (``attnkit demo`` repeats them: attnkit.app.cli)."""
+    parser = argparse.ArgumentParser(prog="python -m attnkit.app.demo", description="attnkit demo")
     parser.add_argument("--out", default="demo_out", help="folder for runs and figures")
     parser.add_argument(
         "--toy",
@@ -183,27 +197,31 @@ def _main(argv: list[str] | None) -> int:
         help="only the digit-reversal Transformer (no datasets needed)",
     )
     parser.add_argument("--steps", type=int, default=600, help="toy training steps")
-    args = parser.parse_args(argv)
-    # a folder (or a place for one): not a file, a device or inside a run; writable
-    out = check_output(args.out, kind="folder", what="--out")
-    for recipe in () if args.toy else ("configs/nsmc-quick.yaml", "configs/imdb-quick.yaml"):
-        if not Path(recipe).is_file():
-            raise MissingFileError(
-                f"{recipe} not found: run the demo from the repository root (or use --toy)"
-            )
+    return parser
 
-    out.mkdir(parents=True, exist_ok=True)  # the demo's own output folder
+
+def run_demo(out: str | Path = "demo_out", toy: bool = False, steps: int = 600) -> int:
+    """The demo into ``out``; attnkit's errors are raised (``main`` reports them). The
+    recipes are the bundled ones, so it runs from any folder."""
+    # a folder (or a place for one): not a file, a device or inside a run; writable
+    folder = check_output(out, kind="folder", what="--out")
+    # both recipes read (and checked) before anything is written or downloaded
+    recipes = {} if toy else {name: _bundled(name) for name in RECIPES}
+
+    folder.mkdir(parents=True, exist_ok=True)  # the demo's own output folder
     print("1) positional encoding (the course's 50 x 128 figure)")
-    print(f"   wrote {plot_positional_encoding(50, 128, out / 'positional_encoding.png')}")
-    if args.toy:
+    print(f"   wrote {plot_positional_encoding(50, 128, folder / 'positional_encoding.png')}")
+    if toy:
         print("2) ", end="")
-        _toy(out, args.steps)
+        _toy(folder, steps)
         return 0
-    print("2) Korean sentiment (NSMC), configs/nsmc-quick.yaml")
-    _sentiment("configs/nsmc-quick.yaml", "nsmc", KOREAN, out)
-    print("3) English sentiment (IMDB), configs/imdb-quick.yaml")
-    _sentiment("configs/imdb-quick.yaml", "imdb", ENGLISH, out)
-    print(f'4) done. Try: attnkit predict {out}/nsmc-quick "정말 최고의 영화" --explain heat.png')
+    print("2) Korean sentiment (NSMC), the bundled recipe nsmc-quick")
+    _sentiment("nsmc-quick", recipes["nsmc-quick"], KOREAN, folder)
+    print("3) English sentiment (IMDB), the bundled recipe imdb-quick")
+    _sentiment("imdb-quick", recipes["imdb-quick"], ENGLISH, folder)
+    print(
+        f'4) done. Try: attnkit predict {folder}/nsmc-quick "정말 최고의 영화" --explain heat.png'
+    )
     return 0
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from attnkit.core.errors import ConfigError
+from attnkit.core.recipes import bundled_text, is_bundled, missing_recipe_message
 
 __all__ = [
     "FIRST_FORMAT_MODEL_KEYS",
@@ -281,19 +282,23 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 def read_recipe(path: str | Path | None = None, overrides: list[str] | None = None) -> dict:
     """The raw sections of a YAML (or JSON) recipe with ``overrides`` applied (``{}`` and the
     overrides when ``path`` is None); ``attnkit.tasks.run_config.load_config`` types and
-    checks them."""
+    checks them. ``path`` is a file, or else the name of a bundled recipe
+    (``attnkit.core.recipes``: ``"nsmc-quick"``); a file always wins."""
     raw: dict[str, Any] = {}
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
+        file = Path(path)
+        bundled = not file.is_file() and is_bundled(str(path))
+        if not bundled and not file.is_file():
+            raise ConfigError(missing_recipe_message(str(path)))
+        source = f"bundled recipe {path}" if bundled else str(file)
         try:
-            raw = parse_yaml(path.read_text(encoding="utf-8"), str(path)) or {}
+            text = bundled_text(str(path)) if bundled else file.read_text(encoding="utf-8")
+            raw = parse_yaml(text, source) or {}
         except ConfigError:
             raise
         except _PARSE_ERRORS as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ConfigError(f"cannot parse {path}: {cut(first, 200)}") from None
+            raise ConfigError(f"cannot parse {source}: {cut(first, 200)}") from None
         if not isinstance(raw, dict):
-            raise ConfigError(f"{path} must contain a mapping of sections")
+            raise ConfigError(f"{source} must contain a mapping of sections")
     return apply_overrides(raw, overrides or [])

@@ -11,6 +11,8 @@ exception is a bug and keeps its traceback. All are ``ValueError`` subclasses.
       MissingFileError    a file the user named does not exist (also a FileNotFoundError)
       TrainingError       training cannot go on (it diverged: a non-finite loss or gradient)
       NonFiniteError      a model produced NaN or infinite outputs (damaged or diverged weights)
+      MissingExtraError   an optional dependency is not installed: names its pip install
+                          (attnkit.core.extras; also an ImportError)
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ tokenizer_config.json, so that
     transformers.AutoTokenizer.from_pretrained(DIR)
     transformers.BertForSequenceClassification.from_pretrained(DIR)   # or the model's class
 
-read it and compute what attnkit computes. ``attnkit.app.api.export`` calls it for a run.
+read it and compute what attnkit computes (a calibrated classifier's temperature folded
+into its head: ``pipeline("text-classification")`` gives attnkit's probabilities).
+``attnkit.app.api.export`` calls it for a run.
 """
 
 from __future__ import annotations
@@ -20,24 +22,42 @@ from typing import Any
 
 from attnkit.core.checkpoint import atomic_write_text
 from attnkit.data.tokenization import Tokenizer
+from attnkit.models.bert import BertConfig
+from attnkit.models.hf_bert import check_hf_exportable
 
-__all__ = ["save_hf_directory"]
+__all__ = ["check_hf_export", "save_hf_directory"]
 
 _SPECIAL = (("unk", "[UNK]"), ("sep", "[SEP]"), ("pad", "[PAD]"), ("cls", "[CLS]"),
             ("mask", "[MASK]"))  # fmt: skip
 
 
+def check_hf_export(config: Any) -> None:
+    """A one-line ``ConfigError`` (before anything is built or written) if the model of
+    ``config`` has an ``hf`` export in general but this one would compute something else in
+    transformers' class (a mean- or cls-pooled or feature-based BERT classifier)."""
+    if isinstance(config, BertConfig):
+        check_hf_exportable(config)
+
+
 def save_hf_directory(
-    model: Any, tokenizer: Tokenizer, output: str | Path, labels: list[str] | None = None
+    model: Any,
+    tokenizer: Tokenizer,
+    output: str | Path,
+    labels: list[str] | None = None,
+    temperature: float = 1.0,
 ) -> Path:
     """Write ``model`` (one whose ``export_formats`` include ``hf``), ``tokenizer`` and the
-    ``labels`` of a classifier / tagger to ``output`` in Hugging Face's format. Returns
-    ``output``."""
+    ``labels`` of a classifier / tagger to ``output`` in Hugging Face's format; a
+    classifier's calibration ``temperature`` T (1: none) is folded into its head (its
+    weight and bias divided by T, config.json's ``attnkit_temperature_folded``: T), so that
+    transformers' softmax gives attnkit's probabilities. Returns ``output``."""
     out = Path(output)
+    kwargs: dict[str, Any] = {}
     if labels:
-        model.save_pretrained(out, labels=labels)
-    else:
-        model.save_pretrained(out)
+        kwargs["labels"] = labels
+    if temperature != 1.0:
+        kwargs["temperature"] = temperature
+    model.save_pretrained(out, **kwargs)
     tokenizer.save(out / "tokenizer.json")
     special = {
         f"{name}_token": token

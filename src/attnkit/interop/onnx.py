@@ -23,7 +23,7 @@ a classifier's ``ClassifierOutput``, a tagger's ``TaggerOutput``, QA's ``SpanOut
 and so ``explain``, are not in the graph). The graph's outputs are those types' fields of
 the same names.
 
-Needs ``pip install 'attnkit[onnx]'`` (onnx, onnxscript for the exporter, onnxruntime).
+Needs ``pip install "attnkit[onnx]"`` (onnx, onnxscript for the exporter, onnxruntime).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from attnkit.core.errors import InputError, RunError
+from attnkit.core.extras import needs
 from attnkit.models.saved import ONNX_FILE
 
 __all__ = ["ONNX_FILE", "OnnxModel", "export_onnx", "onnx_signature", "trace_to_onnx"]
@@ -63,13 +64,9 @@ def onnx_signature(task: Any, model: nn.Module) -> tuple[list[str], list[str]]:
 
 
 def _require(module: str) -> Any:
-    try:
+    """The optional module ``module`` (the onnx extra; else a one-line MissingExtraError)."""
+    with needs("onnx", "attnkit's ONNX support"):
         return __import__(module)
-    except ImportError as exc:
-        raise RunError(
-            f"ONNX needs the {module} package: pip install 'attnkit[onnx]' "
-            "(onnx, onnxscript, onnxruntime)"
-        ) from exc
 
 
 def _first_line(exc: BaseException) -> str:

@@ -393,12 +393,18 @@ class HfBertFiles(AttnkitModel):
     export_formats = ("int8", "hf")
 
     # ------------------------------------------------------------------ files
-    def save_pretrained(self, directory: str | Path, labels: list[str] | None = None) -> Path:
+    def save_pretrained(
+        self,
+        directory: str | Path,
+        labels: list[str] | None = None,
+        temperature: float | None = None,
+    ) -> Path:
         """Write a Hugging Face BERT directory (config.json + model.safetensors with Hugging
         Face's names) that ``transformers.BertModel.from_pretrained`` (or the head's class,
         for a model with a head) reads; ``labels``: a classifier's or tagger's class names
-        (config.json's ``id2label``)."""
-        return save_hf_bert(self, directory, labels=labels)
+        (config.json's ``id2label``); ``temperature``: a calibrated classifier's T, folded
+        into its head (``attnkit.models.hf_bert.fold_temperature``)."""
+        return save_hf_bert(self, directory, labels=labels, temperature=temperature)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, map_location: str = "cpu") -> Any:

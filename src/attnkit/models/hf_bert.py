@@ -54,6 +54,8 @@ __all__ = [
     "bert_config_from_hf",
     "bert_config_to_hf",
     "check_hf_bert",
+    "check_hf_exportable",
+    "fold_temperature",
     "from_hf_state_dict",
     "hf_key_map",
     "is_hf_bert_config",
@@ -428,27 +430,68 @@ def load_hf_bert(directory: str | Path, model_class: type[M], map_location: str 
     return model.to(map_location).eval()
 
 
-def save_hf_bert(
-    model: HfBertFiles, directory: str | Path, labels: list[str] | None = None
-) -> Path:
-    """Write ``model`` as a Hugging Face BERT directory (config.json + model.safetensors)
-    that ``transformers.BertModel.from_pretrained`` loads with no missing or unexpected
-    keys (the head's class, e.g. ``transformers.BertForMaskedLM``, for a model with a
-    head). Refuses a training run's directory (its config.json would be replaced)."""
-    if model.config.freeze_encoder:
+_POOLED_BY = {"mean": "by mean over tokens", "cls": "on the bare [CLS] vector"}
+
+
+def check_hf_exportable(config: BertConfig) -> None:
+    """A one-line ``ConfigError`` if Hugging Face's class for ``config.arch`` would compute
+    something else than attnkit's model: a feature-based model (``freeze_encoder``) or a
+    bert-classifier that does not pool with the pooler (``model.pooling: mean | cls``;
+    ``BertForSequenceClassification`` always reads tanh(W h_[CLS] + b))."""
+    if config.freeze_encoder:
         raise ConfigError(
             "a feature-based model (model.freeze_encoder) reads a learned mix of the encoder's "
             "layers, which Hugging Face's BERT classes have no place for; export the "
             "fine-tuned kind instead"
         )
-    if model.config.arch == "bert-classifier" and model.config.pooling_used != "pooler":
+    pooling = config.pooling_used
+    if config.arch == "bert-classifier" and pooling != "pooler":
         raise ConfigError(
-            f"Hugging Face's BertForSequenceClassification reads the pooler; this model pools "
-            f"by {model.config.pooling_used} (model.pooling), so it cannot be exported as one"
+            f"it pools {_POOLED_BY.get(pooling, f'by {pooling}')} (model.pooling: {pooling}); "
+            "transformers' BertForSequenceClassification reads the [CLS] pooler, so a Hugging "
+            "Face export would predict differently: export --format onnx (or --format attnkit "
+            "--quantize int8) instead, or train with model.pooling: pooler"
         )
-    return write_hf_checkpoint(
-        directory, bert_config_to_hf(model.config, labels), to_hf_state_dict(model)
-    )
+
+
+def fold_temperature(
+    hf_config: dict[str, Any], tensors: dict[str, Tensor], temperature: float
+) -> None:
+    """Fold a classifier's calibration temperature T into its head, in place: the
+    classifier's weight and bias divided by T, so that softmax(W x + b) of the new head is
+    softmax((W x + b) / T) exactly (what ``ClassifierPredictor`` computes), and config.json
+    records ``"attnkit_temperature_folded": T`` (so that nobody divides by it again:
+    attnkit reads such a directory as it is)."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise ConfigError(f"temperature must be a number > 0, got {short_repr(temperature)}")
+    if not 0 < temperature < float("inf"):
+        raise ConfigError(f"temperature must be a number > 0, got {temperature!r}")
+    if "classifier.weight" not in tensors or "classifier.bias" not in tensors:
+        raise ConfigError("only a classifier's head (classifier.weight, .bias) takes a temperature")
+    for name in ("classifier.weight", "classifier.bias"):
+        tensors[name] = tensors[name] / temperature
+    hf_config["attnkit_temperature_folded"] = float(temperature)
+
+
+def save_hf_bert(
+    model: HfBertFiles,
+    directory: str | Path,
+    labels: list[str] | None = None,
+    temperature: float | None = None,
+) -> Path:
+    """Write ``model`` as a Hugging Face BERT directory (config.json + model.safetensors)
+    that ``transformers.BertModel.from_pretrained`` loads with no missing or unexpected
+    keys (the head's class, e.g. ``transformers.BertForMaskedLM``, for a model with a
+    head). ``temperature`` (a calibrated bert-classifier's T): folded into the head
+    (``fold_temperature``), so transformers' probabilities are attnkit's. Refuses a model
+    Hugging Face's classes would run differently (``check_hf_exportable``) and a training
+    run's directory (its config.json would be replaced)."""
+    check_hf_exportable(model.config)
+    hf_config = bert_config_to_hf(model.config, labels)
+    tensors = to_hf_state_dict(model)
+    if temperature is not None:
+        fold_temperature(hf_config, tensors, temperature)
+    return write_hf_checkpoint(directory, hf_config, tensors)
 
 
 def write_hf_checkpoint(

@@ -8,7 +8,11 @@
       model.safetensors   best weights so far
       last/               latest weights + optimizer + state.json: what ``--resume`` reads
       metrics.jsonl       one JSON object per log / evaluation step
+      metrics.csv         the same rows as a table (``training.report_to: csv``)
+      tensorboard/        TensorBoard event files (``training.report_to: tensorboard``)
       curves.png          learning curves
+      data/               the data it was trained on, where it came from memory
+                          (``attnkit.train(..., data=DataFrame)``: attnkit.data.tables)
       .lock               held (flock) by the process training here; says who that is
 
 Every file is written to a temporary name and renamed into place (``attnkit.core.checkpoint``),
@@ -65,6 +69,8 @@ class RunDir:
     WEIGHTS = WEIGHTS_FILE
     LAST = "last"
     METRICS = "metrics.jsonl"
+    METRICS_CSV = "metrics.csv"
+    TENSORBOARD = "tensorboard"
     CURVES = "curves.png"
     LOCK = ".lock"
 
@@ -97,6 +103,14 @@ class RunDir:
     @property
     def metrics_path(self) -> Path:
         return self.path / self.METRICS
+
+    @property
+    def metrics_csv_path(self) -> Path:
+        return self.path / self.METRICS_CSV
+
+    @property
+    def tensorboard_path(self) -> Path:
+        return self.path / self.TENSORBOARD
 
     @property
     def curves_path(self) -> Path:

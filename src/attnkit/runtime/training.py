@@ -6,6 +6,13 @@ accumulation, evaluation every epoch or every N steps, early stopping, the best 
 the task's metric, a progress bar (loss, tokens/s, lr, ETA), ``metrics.jsonl`` and
 ``curves.png``, and exact resume from ``last/`` (weights, optimizer, sampler position, RNG).
 
+What it says goes through ``logging`` (logger ``attnkit.runtime.training``: the evaluation
+lines at INFO, at DEBUG with ``training.progress: false``), and the progress bar shows only
+where INFO is shown (``attnkit.core.logs``): a live ``tqdm.auto`` bar in Jupyter / Colab, a
+redrawn bar on a terminal, plain lines elsewhere (``LineProgress``). Callbacks
+(``attnkit.runtime.callbacks``) and the trackers of ``training.report_to``
+(``attnkit.runtime.tracking``) receive every metrics row.
+
 Devices (``training.device``): auto | cpu | cuda | cuda:N | mps, auto = CUDA if present, else
 MPS, else CPU. The model moves there once; every batch is copied there (on CUDA from pinned
 memory, without blocking). Mixed precision (``attnkit.runtime.device.resolve_precision``): ``bf16``
@@ -28,6 +35,7 @@ evaluate; the Trainer knows nothing about data formats or models.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import random
 import sys
@@ -40,11 +48,15 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
-from tqdm.auto import tqdm
+from tqdm import tqdm
+from tqdm.auto import tqdm as auto_tqdm
 
 from attnkit.core.errors import TrainingError
+from attnkit.core.extras import MissingExtraError, needs
+from attnkit.core.logs import shows_info, verbosity
 from attnkit.data.batching import BucketBatchSampler
 from attnkit.runtime import distributed, viz
+from attnkit.runtime.callbacks import Callback
 from attnkit.runtime.device import (
     Precision,
     apply_threads,
@@ -54,6 +66,7 @@ from attnkit.runtime.device import (
     to_device,
 )
 from attnkit.runtime.run import RunDir
+from attnkit.runtime.tracking import make_trackers
 from attnkit.runtime.training_config import TrainingConfig
 
 __all__ = [
@@ -65,6 +78,8 @@ __all__ = [
     "training_precision",
     "make_adamw",
     "autocast_dtype",
+    "in_notebook",
+    "progress_kind",
     "resolve_device",
     "schedule_width",
     "to_device",
@@ -75,6 +90,8 @@ NOAM_DEFAULT_WIDTH = 512  # d_model of the paper's base model, for models withou
 # is normal now and then; this many skipped steps in a row (a scale 2^25 times smaller) is
 # divergence
 FP16_MAX_SKIPPED = 25
+
+logger = logging.getLogger(__name__)
 
 
 class Task(Protocol):
@@ -210,6 +227,9 @@ class Trainer:
     train_items / val_items: sequences of task items (e.g. (token ids, label) pairs);
     lengths / val_lengths: token count per item (for length-bucketed batching).
     on_best: called with the run directory each time the best weights are saved.
+    callbacks: objects with any of ``on_start``, ``on_log``, ``on_eval``, ``on_best``,
+    ``on_end`` (``attnkit.runtime.callbacks``), called after the trackers of
+    ``training.report_to``; an exception in one propagates.
     """
 
     def __init__(
@@ -223,10 +243,14 @@ class Trainer:
         config: TrainingConfig,
         run: RunDir | str | Path,
         on_best: Callable[[Path], None] | None = None,
+        callbacks: Sequence[Callback | object] = (),
     ) -> None:
         self.task, self.cfg, self.on_best = task, config, on_best
         self.train_items, self.val_items = train_items, val_items
         self.run = run if isinstance(run, RunDir) else RunDir(run)
+        # the trackers first (a missing tensorboard fails here, before any work)
+        self.trackers = make_trackers(config.trackers, self.run)
+        self.callbacks: list[Callback | object] = [*self.trackers, *callbacks]
         self.where, self.device = distributed.setup(resolve_device(config.device))
         self.precision = training_precision(config, self.device)  # api.train logs it
         self.autocast_dtype = self.precision.dtype
@@ -264,7 +288,7 @@ class Trainer:
             if config.warmup_steps is not None
             else int(config.warmup_ratio * self.total_steps)
         )
-        self._bar: tqdm | None = None
+        self._bar: tqdm | LineProgress | None = None
 
     # ------------------------------------------------------------------ the loop
     def fit(self, resume: bool = False) -> TrainResult:
@@ -272,7 +296,14 @@ class Trainer:
 
         resume: continue from last/ exactly where the checkpoint left off; otherwise start
         over (an old metrics.jsonl is removed).
+
+        Runs inside ``attnkit.core.logs.verbosity``: where nothing else decides (no logging
+        configured, the ``attnkit`` level unset) its lines and bar are shown.
         """
+        with verbosity():
+            return self._fit(resume)
+
+    def _fit(self, resume: bool) -> TrainResult:
         cfg = self.cfg
         if self.where.is_main:
             self.run.create()
@@ -281,30 +312,41 @@ class Trainer:
         torch.manual_seed(cfg.seed + self.where.rank)
         random.seed(cfg.seed + self.where.rank)
         s = self._restore() if resume else self._start()
-        self._bar = self._progress_bar(s.step)
-        self.model.train()
-        s.start = s.window_start = time.perf_counter()
-        done = s.step >= self.total_steps
         try:
-            while not done:
-                done = self._train_epoch(s)
-        finally:  # also on Ctrl-C: the bar ends before the CLI's one line, not after it
-            self._bar.close()
-        if s.best is None and self.where.is_main:  # no validation data: the last weights
-            if not self._weights_finite():
-                self._diverged(s.step, self._current_lr(), "some weights are not finite numbers")
-            self.run.save_weights(self.model)
-        self._plot()
-        distributed.barrier()  # the run directory is complete before any process returns
-        return TrainResult(
-            run_dir=self.run.path,
-            step=s.step,
-            best_metric=s.best,
-            best_step=s.best_step,
-            last_metrics=s.last_metrics,
-            stopped_early=s.stopped_early,
-            train_seconds=time.perf_counter() - s.start,
-        )
+            self._callback("on_start", self.run.path, s.step)
+            self._bar = self._progress_bar(s.step)
+            self.model.train()
+            s.start = s.window_start = time.perf_counter()
+            done = s.step >= self.total_steps
+            try:
+                while not done:
+                    done = self._train_epoch(s)
+            finally:  # also on Ctrl-C: the bar ends before the CLI's one line, not after it
+                self._bar.close()
+            if s.best is None and self.where.is_main:  # no validation data: the last weights
+                if not self._weights_finite():
+                    self._diverged(
+                        s.step, self._current_lr(), "some weights are not finite numbers"
+                    )
+                self.run.save_weights(self.model)
+            self._plot()
+            distributed.barrier()  # the run directory is complete before any process returns
+            result = TrainResult(
+                run_dir=self.run.path,
+                step=s.step,
+                best_metric=s.best,
+                best_step=s.best_step,
+                last_metrics=s.last_metrics,
+                stopped_early=s.stopped_early,
+                train_seconds=time.perf_counter() - s.start,
+            )
+            self._callback("on_end", result)
+            return result
+        finally:  # the trackers' files are closed however training ends
+            for tracker in self.trackers:
+                close = getattr(tracker, "close", None)
+                if close is not None:
+                    close()
 
     def _start(self) -> _State:
         """A fresh run."""
@@ -513,6 +555,7 @@ class Trainer:
                 what = "some weights are not finite numbers"
             self._diverged(s.step, self._current_lr(), what)
         self._log(row)
+        self._callback("on_eval", dict(row))
         s.last_metrics = row
         better = s.best is None or (
             value > s.best if self.task.greater_is_better else value < s.best
@@ -522,9 +565,10 @@ class Trainer:
             self.run.save_weights(self.model)
             if self.on_best:
                 self.on_best(self.run.path)
+            self._callback("on_best", self.run.path, dict(row))
         else:
             s.bad_evals += 1
-        self._bar.write(
+        self._say(
             f"step {s.step}: val {self.task.metric} {value:.4f}"
             f" (best {s.best:.4f} at step {s.best_step})"
             + (f", val loss {result['loss']:.4f}" if self.task.metric != "loss" else "")
@@ -563,8 +607,8 @@ class Trainer:
         s.ema = loss if s.ema is None else 0.98 * s.ema + 0.02 * loss
         now = time.perf_counter()
         tok_s = s.window_tokens / max(now - s.window_start, 1e-9)
-        self._bar.update(1)
         self._bar.set_postfix(loss=f"{s.ema:.4f}", tok_s=f"{tok_s:,.0f}", lr=f"{lr:.2e}")
+        self._bar.update(1)
         if s.step % self.cfg.log_every == 0:
             self._log(
                 {
@@ -579,24 +623,59 @@ class Trainer:
             s.window_tokens, s.window_start = 0, now
 
     def _log(self, row: dict[str, Any]) -> None:
-        """Append one metrics.jsonl row (every row goes through here; rank 0 only)."""
+        """Append one metrics.jsonl row, then hand it to the callbacks' ``on_log`` (every
+        row goes through here; rank 0 only)."""
         if self.where.is_main:
             self.run.append_metrics(row)
+            self._callback("on_log", dict(row))
 
-    def _plot(self) -> None:
+    def _callback(self, event: str, *args: Any) -> None:
+        """Call ``event`` on every callback that has it, in order (rank 0 only); an
+        exception propagates (see ``attnkit.runtime.callbacks``)."""
         if not self.where.is_main:
             return
+        for callback in self.callbacks:
+            method = getattr(callback, event, None)
+            if callable(method):
+                method(*args)
+
+    def _say(self, line: str) -> None:
+        """An evaluation line, logged at INFO (DEBUG with ``training.progress: false``)
+        without tearing a redrawn bar."""
+        level = logging.INFO if self.cfg.progress else logging.DEBUG
+        if not logger.isEnabledFor(level):
+            return
+        with self._bar.external_write_mode() if self._bar else contextlib.nullcontext():
+            logger.log(level, line)
+
+    _curves_skipped = False  # set once curves.png cannot be drawn (no plot extra)
+
+    def _plot(self) -> None:
+        if not self.where.is_main or self._curves_skipped:
+            return
         try:
-            viz.plot_curves(self.run.read_metrics(), self.run.curves_path)
+            with needs("plot", "drawing it"):
+                viz.plot_curves(self.run.read_metrics(), self.run.curves_path)
+        except MissingExtraError as exc:  # training needs only the core: one note, no curves
+            self._curves_skipped = True
+            logger.info("note: curves.png skipped: %s", exc)
         except Exception as exc:  # a plot must never kill a training run
-            print(f"warning: could not draw curves.png: {exc}")
+            logger.warning("could not draw curves.png: %s", exc)
 
     def _progress_bar(self, step: int) -> tqdm | LineProgress:
-        """A redrawn bar on a terminal; elsewhere (a log file, a pipe) one plain line every
-        ``LineProgress.interval`` seconds."""
-        disable = not self.cfg.progress or not self.where.is_main
-        if not sys.stderr.isatty():
+        """The bar ``progress_kind`` chooses: a live ``tqdm.auto`` bar in a notebook, a
+        redrawn bar on a terminal, elsewhere (a log file, a pipe) plain lines
+        (``LineProgress``). Disabled with ``training.progress: false``, off rank 0, and
+        where attnkit's INFO messages are not shown (``verbose=False``, the ``attnkit``
+        logger at WARNING)."""
+        disable = not (self.cfg.progress and self.where.is_main and shows_info(__name__))
+        kind = progress_kind()
+        if kind == "lines":
             return LineProgress(self.total_steps, step, disable=disable)
+        if kind == "notebook":
+            return auto_tqdm(
+                total=self.total_steps, initial=step, disable=disable, unit="step", desc="train"
+            )
         return tqdm(
             total=self.total_steps,
             initial=step,
@@ -608,12 +687,34 @@ class Trainer:
         )
 
 
-class LineProgress:
-    """Progress for a log file or a pipe: one line per ``interval`` seconds on stderr,
-    ``train: step 120/2227 (5%), loss 0.5321, tok_s 4,200, lr 9.8e-04, 1m02s, ETA 18m40s``,
-    never a redrawn bar. The same methods as the tqdm bar the Trainer uses on a terminal."""
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (JupyterLab, Notebook, Colab, VS Code): IPython's
+    kernel is running, not a terminal IPython."""
+    if "ipykernel" not in sys.modules:
+        return False
+    get_ipython = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    shell = get_ipython() if callable(get_ipython) else None
+    return shell is not None and getattr(shell, "kernel", None) is not None
 
-    interval = 30.0
+
+def progress_kind() -> str:
+    """Which progress display fits where this process writes: ``notebook`` (a live
+    ``tqdm.auto`` bar: a widget with ipywidgets, else text), ``terminal`` (a redrawn bar on
+    stderr) or ``lines`` (a log file, a pipe: ``LineProgress``)."""
+    if in_notebook():
+        return "notebook"
+    return "terminal" if sys.stderr.isatty() else "lines"
+
+
+class LineProgress:
+    """Progress for a log file or a pipe: plain lines on stderr,
+    ``train: step 120/2227 (5%), loss 0.5321, tok_s 4,200, lr 9.8e-04, 1m02s, ETA 18m40s``,
+    never a redrawn bar: after the first step, then as the elapsed time doubles (5 s, 10 s,
+    20 s, ...) until lines are ``interval`` seconds apart, and at the last step. The same
+    methods as the tqdm bar the Trainer uses on a terminal."""
+
+    interval = 30.0  # seconds between lines, once the run is past its first interval
+    first_gap = 5.0  # seconds between the first two lines (then the gap doubles)
 
     def __init__(self, total: int, initial: int = 0, disable: bool = False) -> None:
         self.total, self.n, self.disable = total, initial, disable
@@ -622,18 +723,25 @@ class LineProgress:
         self.postfix: dict[str, str] = {}
 
     def update(self, n: int = 1) -> None:
+        first = self.n == self.start_n
         self.n += n
         now = time.perf_counter()
-        if now - self.last_line >= self.interval or self.n >= self.total:
+        gap = min(self.interval, max(self.first_gap, self.last_line - self.start))
+        if first or now - self.last_line >= gap or self.n >= self.total:
             self.last_line = now
             self._line(now)
+
+    @staticmethod
+    def external_write_mode(**_: Any) -> contextlib.AbstractContextManager:
+        """As tqdm's: around a line written while the bar runs (plain lines need nothing)."""
+        return contextlib.nullcontext()
 
     def set_postfix(self, **values: str) -> None:
         self.postfix = values
 
     def write(self, text: str) -> None:
-        """A line of its own (the evaluation results), printed even without progress, as
-        tqdm's ``write`` does."""
+        """A line of its own on stdout, printed even without progress, as tqdm's ``write``
+        does (the Trainer logs its evaluation lines instead: ``external_write_mode``)."""
         print(text, flush=True)
 
     def close(self) -> None:

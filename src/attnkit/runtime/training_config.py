@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from attnkit.core.config import at_least, check, positive, short_repr
 
-__all__ = ["TrainingConfig"]
+__all__ = ["REPORT_TO", "TrainingConfig"]
+
+REPORT_TO = ("tensorboard", "csv")  # training.report_to: the built-in trackers
 
 
 @dataclass
@@ -40,11 +42,25 @@ class TrainingConfig:
     log_every: int = 50
     seed: int = 0
     num_threads: int | None = None
-    progress: bool = True
+    progress: bool = True  # false: no progress bar and no evaluation lines
+    # trackers beside metrics.jsonl: tensorboard (RUN/tensorboard/) and/or csv
+    # (RUN/metrics.csv); a name or a list of names (none: null or [])
+    report_to: list[str] | str | None = None
+
+    @property
+    def trackers(self) -> tuple[str, ...]:
+        """``report_to`` as a tuple of tracker names (``()`` for none)."""
+        value = self.report_to
+        if value is None or value == "none":
+            return ()
+        if isinstance(value, str):
+            return (value,)
+        return tuple(value)
 
     def validate(self) -> None:
         """One-line ``ConfigError`` naming the first bad value."""
         betas = self.betas
+        bad = _bad_tracker(self.report_to)
         check(
             (
                 self.schedule in ("constant", "linear", "cosine", "noam"),
@@ -77,8 +93,24 @@ class TrainingConfig:
                 "training.bf16 and training.fp16 exclude each other",
             ),
             (
+                bad is None,
+                f"training.report_to must be {' | '.join(REPORT_TO)} or a list of them, got "
+                f"{short_repr(bad)} (other trackers plug in as callbacks)",
+            ),
+            (
                 0.0 <= self.label_smoothing < 1.0,
                 "training.label_smoothing must be in [0, 1), got "
                 f"{short_repr(self.label_smoothing)}",
             ),
         )
+
+
+def _bad_tracker(value: object) -> object:
+    """The first value of ``training.report_to`` that names no built-in tracker (the whole
+    value if it is neither a name nor a list of names), else None."""
+    if value is None or value == "none":
+        return None
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)):
+        return value
+    return next((x for x in names if not isinstance(x, str) or x not in REPORT_TO), None)

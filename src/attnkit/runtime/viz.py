@@ -1,31 +1,51 @@
 """Plots people would rather look at than read: positional encodings, attention heatmaps,
-learning curves. Everything renders off-screen (Agg) and is written atomically to a PNG.
+learning curves, n-gram contributions.
 
-Korean labels need a font with Hangul glyphs; the NanumGothic font shipped by the
-``koreanize-matplotlib`` package is used when installed, else any installed CJK font.
+Every figure is drawn through matplotlib's object API (``matplotlib.figure.Figure`` on its
+own ``FigureCanvasAgg``): no pyplot, no backend switch, no change to the user's global
+``rcParams``, so a notebook's own ``plt`` figures keep showing before and after attnkit's.
+Each plot function returns an ``AttnkitFigure`` when no ``path`` is given (it displays
+inline in Jupyter through ``_repr_png_``, with or without the inline backend; ``.save(path)``
+writes it), or writes the figure atomically to ``path`` and returns the path.
+
+    fig = plot_positional_encoding(50, 128)        # a figure (shown inline in a notebook)
+    plot_positional_encoding(50, 128, "pe.png")    # -> Path("pe.png"), written atomically
+
+Korean labels need a font with Hangul glyphs: the NanumGothic font shipped by the
+``koreanize-matplotlib`` package (found, never imported: its import changes the global
+rcParams) is made available to matplotlib's font manager and used for attnkit's figures only
+(through ``matplotlib.rc_context`` while a figure is built and drawn), else any installed
+CJK font. matplotlib is imported on the first plot: the Trainer and every task import this
+module, and loading a run must stay quick.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
+import io
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attnkit.core.checkpoint import temp_file_beside
 from attnkit.core.errors import InputError
+from attnkit.core.extras import needs
 from attnkit.core.output_guard import cannot_write, check_output
 from attnkit.nn.layers import sinusoidal_encoding
+from attnkit.runtime.run import RunDir, read_jsonl
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
     "check_output_path",
+    "curve_rows",
+    "new_figure",
     "plot_attention",
     "plot_contributions",
     "plot_curves",
@@ -33,42 +53,102 @@ __all__ = [
     "save_figure",
 ]
 
-
-def _pyplot() -> ModuleType:
-    """``matplotlib.pyplot`` on the off-screen Agg backend, imported on the first plot: the
-    Trainer and every task import this module, and loading a run must stay quick."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    _use_hangul_font(plt)
-    return plt
-
-
 _HANGUL_FONTS = ("NanumGothic", "Noto Sans CJK KR", "Noto Sans KR", "Malgun Gothic", "AppleGothic")
-_font_ready = False
+PathArg = str | os.PathLike
 
 
-def _use_hangul_font(plt: ModuleType) -> None:
-    """Put a Hangul-capable font first in matplotlib's fallback list (once)."""
-    global _font_ready
-    if _font_ready:
-        return
-    _font_ready = True
+def _matplotlib() -> Any:
+    """matplotlib, imported on the first plot (an optional dependency: the ``plot`` extra;
+    missing, a one-line ``MissingExtraError`` naming its pip install)."""
+    with needs("plot", "plotting"):
+        import matplotlib
+    return matplotlib
+
+
+@functools.cache
+def _font_family() -> tuple[str, ...]:
+    """The font families of attnkit's figures: the first installed Hangul-capable font, then
+    DejaVu Sans (matplotlib's default, for what it lacks); () when no Hangul font is found.
+    NanumGothic from koreanize-matplotlib is added to matplotlib's font manager (which only
+    makes it available; nothing the user draws changes)."""
     from matplotlib import font_manager
 
-    # locate the package's font without importing it (its import changes global rcParams)
     spec = importlib.util.find_spec("koreanize_matplotlib")
     if spec is not None and spec.submodule_search_locations:
         font = Path(list(spec.submodule_search_locations)[0]) / "fonts" / "NanumGothic.ttf"
         if font.is_file():
             font_manager.fontManager.addfont(str(font))
     installed = {f.name for f in font_manager.fontManager.ttflist}
-    chosen = [name for name in _HANGUL_FONTS if name in installed]
-    if chosen:
-        plt.rcParams["font.family"] = [*chosen, "DejaVu Sans"]
-    plt.rcParams["axes.unicode_minus"] = False
+    chosen = tuple(name for name in _HANGUL_FONTS if name in installed)
+    return (*chosen, "DejaVu Sans") if chosen else ()
+
+
+@contextlib.contextmanager
+def _style() -> Iterator[None]:
+    """attnkit's fonts (Hangul-capable, ASCII minus signs) while one of its figures is built
+    or drawn; the user's rcParams are restored on exit, whatever happens."""
+    mpl = _matplotlib()
+    rc: dict[str, Any] = {"axes.unicode_minus": False}
+    family = _font_family()
+    if family:
+        rc["font.family"] = list(family)
+    with mpl.rc_context(rc):
+        yield
+
+
+@functools.cache
+def _figure_class() -> type[Figure]:
+    """``AttnkitFigure``, defined on first use (its base class is matplotlib's)."""
+    from matplotlib.figure import Figure
+
+    class AttnkitFigure(Figure):
+        """A matplotlib ``Figure`` of attnkit's, on its own Agg canvas (never registered with
+        pyplot), drawn with attnkit's fonts. In Jupyter it displays inline as a PNG
+        (``_repr_png_``); ``save(path)`` writes it atomically (png, svg, pdf, ...)."""
+
+        def draw(self, renderer: Any) -> None:
+            with _style():  # ticks made while drawing get the same fonts
+                super().draw(renderer)
+
+        def savefig(self, fname: Any, **kwargs: Any) -> None:
+            with _style():
+                super().savefig(fname, **kwargs)
+
+        def _repr_png_(self) -> bytes:
+            buf = io.BytesIO()
+            self.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+            return buf.getvalue()
+
+        def save(self, path: PathArg) -> Path:
+            """Write the figure to ``path`` atomically (``save_figure``); returns the path."""
+            return save_figure(self, path)
+
+    AttnkitFigure.__module__ = __name__  # pickled by name: viz.AttnkitFigure (__getattr__)
+    AttnkitFigure.__qualname__ = "AttnkitFigure"
+    return AttnkitFigure
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AttnkitFigure":
+        return _figure_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def new_figure(figsize: tuple[float, float]) -> Figure:
+    """An empty ``AttnkitFigure`` of ``figsize`` inches on its own ``FigureCanvasAgg``. Build it
+    inside ``_style()`` so that its texts get attnkit's fonts."""
+    _matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = _figure_class()(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _finish(fig: Figure, path: PathArg | None) -> Any:
+    """``fig`` itself when ``path`` is None (to display or save later), else ``path`` once
+    the figure is written there (``save_figure``)."""
+    return fig if path is None else save_figure(fig, path)
 
 
 def _format(path: Path) -> str:
@@ -84,6 +164,7 @@ def check_output_path(
     is an image format matplotlib writes; else an ``InputError`` naming why."""
     path = check_output(path, inputs=inputs, what=what)
     fmt = _format(path)
+    _matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     if fmt not in FigureCanvasAgg.get_supported_filetypes():
@@ -93,95 +174,104 @@ def check_output_path(
     return path
 
 
-def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
-    """Write ``fig`` to ``path`` atomically, then close it: into a temporary file of the
-    same folder (a unique name per call), renamed over ``path`` once complete, so that
-    ``path`` is never half-written. The folder must exist (``check_output_path``)."""
+def save_figure(fig: Figure, path: PathArg) -> Path:
+    """Write ``fig`` to ``path`` atomically: into a temporary file of the same folder (a
+    unique name per call), renamed over ``path`` once complete, so that ``path`` is never
+    half-written. The folder must exist (``check_output_path``). The figure stays usable
+    (it belongs to no pyplot state, so there is nothing to close)."""
+    path = check_output_path(path)
     try:
-        path = check_output_path(path)
-        try:
-            fd, tmp = temp_file_beside(path)
-        except OSError as exc:
-            raise cannot_write(path, exc) from None
-        try:
-            with os.fdopen(fd, "wb") as f:
-                fig.savefig(f, format=_format(path), dpi=120, bbox_inches="tight")
-            os.replace(tmp, path)
-        except OSError as exc:
-            raise cannot_write(path, exc) from None
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        fd, tmp = temp_file_beside(path)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=_format(path), dpi=120, bbox_inches="tight")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
     finally:
-        _pyplot().close(fig)
+        Path(tmp).unlink(missing_ok=True)
     return path
 
 
 def plot_positional_encoding(
-    max_len: int = 50, d_model: int = 128, path: str | os.PathLike = "pe.png"
-) -> Path:
-    """The course's figure: the (max_len x d_model) sinusoidal encoding as a heatmap."""
+    max_len: int = 50, d_model: int = 128, path: PathArg | None = None
+) -> Figure | Path:
+    """The course's figure: the (max_len x d_model) sinusoidal encoding as a heatmap
+    (rows = positions, columns = embedding dimensions). Returns the figure, or with
+    ``path`` the path it was written to."""
     if max_len < 1 or d_model < 2:
         raise ValueError("need max_len >= 1 and d_model >= 2")
-    pe = sinusoidal_encoding(max_len, d_model).numpy()
-    fig, ax = _pyplot().subplots(figsize=(10, 4.5))
-    mesh = ax.pcolormesh(pe, cmap="RdBu", vmin=-1, vmax=1)
-    ax.set_xlabel("depth (embedding dimension i)")
-    ax.set_ylabel("position (pos)")
-    ax.set_xlim(0, d_model)
-    ax.set_ylim(max_len, 0)
-    ax.set_title(f"Sinusoidal positional encoding, max_len={max_len}, d_model={d_model}")
-    fig.colorbar(mesh, ax=ax)
-    return save_figure(fig, path)
+    pe = sinusoidal_encoding(max_len, d_model).numpy()  # (max_len, d_model)
+    with _style():
+        fig = new_figure((10, 4.5))
+        ax = fig.add_subplot()
+        mesh = ax.pcolormesh(pe, cmap="RdBu", vmin=-1, vmax=1)
+        ax.set_xlabel("depth (embedding dimension i)")
+        ax.set_ylabel("position (pos)")
+        ax.set_xlim(0, d_model)
+        ax.set_ylim(max_len, 0)
+        ax.set_title(f"Sinusoidal positional encoding, max_len={max_len}, d_model={d_model}")
+        fig.colorbar(mesh, ax=ax)
+    return _finish(fig, path)
 
 
 def plot_attention(
     weights: np.ndarray | Sequence,
     x_labels: Sequence[str],
     y_labels: Sequence[str],
-    path: str | os.PathLike = "attention.png",
+    path: PathArg | None = None,
     title: str | None = None,
     x_title: str = "keys",
     y_title: str = "queries",
-) -> Path:
-    """Heatmap of one (Tq, Tk) attention matrix: rows = queries (y_labels), columns = keys."""
+) -> Figure | Path:
+    """Heatmap of one (Tq, Tk) attention matrix ``weights``: rows = queries (``y_labels``,
+    Tq of them), columns = keys (``x_labels``, Tk). Returns the figure, or with ``path``
+    the path it was written to."""
     w = np.asarray(weights, dtype=np.float32)
     if w.ndim != 2 or w.shape != (len(y_labels), len(x_labels)):
         raise ValueError(
             f"weights {w.shape} do not match labels ({len(y_labels)}, {len(x_labels)})"
         )
     size = (max(4.0, 0.45 * len(x_labels) + 2), max(3.0, 0.4 * len(y_labels) + 1.5))
-    fig, ax = _pyplot().subplots(figsize=size)
-    im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(float(w.max()), 1e-9), aspect="auto")
-    ax.set_xticks(range(len(x_labels)), labels=list(x_labels), rotation=90)
-    ax.set_yticks(range(len(y_labels)), labels=list(y_labels))
-    ax.set_xlabel(x_title)
-    ax.set_ylabel(y_title)
-    if title:
-        ax.set_title(title)
-    fig.colorbar(im, ax=ax)
-    return save_figure(fig, path)
+    with _style():
+        fig = new_figure(size)
+        ax = fig.add_subplot()
+        im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(float(w.max()), 1e-9), aspect="auto")
+        ax.set_xticks(range(len(x_labels)), labels=list(x_labels), rotation=90)
+        ax.set_yticks(range(len(y_labels)), labels=list(y_labels))
+        ax.set_xlabel(x_title)
+        ax.set_ylabel(y_title)
+        if title:
+            ax.set_title(title)
+        fig.colorbar(im, ax=ax)
+    return _finish(fig, path)
 
 
 def plot_contributions(
     names: Sequence[str],
     values: Sequence[float],
-    path: str | os.PathLike = "contributions.png",
+    path: PathArg | None = None,
     title: str | None = None,
-) -> Path:
+) -> Figure | Path:
     """Horizontal bars, one per feature (e.g. an n-gram), in the given order from the top:
-    positive values (for the prediction) green, negative ones red."""
+    positive values (for the prediction) green, negative ones red. Returns the figure, or
+    with ``path`` the path it was written to."""
     if len(names) != len(values):
         raise ValueError(f"{len(names)} names but {len(values)} values")
-    fig, ax = _pyplot().subplots(figsize=(7, max(2.5, 0.32 * len(names) + 1.2)))
-    colors = ["tab:green" if v >= 0 else "tab:red" for v in values]
-    ax.barh(range(len(names)), list(values), color=colors)
-    ax.set_yticks(range(len(names)), labels=list(names))
-    ax.invert_yaxis()
-    ax.axvline(0.0, color="black", linewidth=0.8)
-    ax.set_xlabel("contribution to the logit margin")
-    if title:
-        ax.set_title(title)
-    return save_figure(fig, path)
+    with _style():
+        fig = new_figure((7, max(2.5, 0.32 * len(names) + 1.2)))
+        ax = fig.add_subplot()
+        colors = ["tab:green" if v >= 0 else "tab:red" for v in values]
+        ax.barh(range(len(names)), list(values), color=colors)
+        ax.set_yticks(range(len(names)), labels=list(names))
+        ax.invert_yaxis()
+        ax.axvline(0.0, color="black", linewidth=0.8)
+        ax.set_xlabel("contribution to the logit margin")
+        if title:
+            ax.set_title(title)
+    return _finish(fig, path)
 
 
 Series = dict[str, list[tuple[float, float]]]  # name -> [(step, value)]
@@ -215,31 +305,57 @@ def curve_series(rows: Sequence[dict]) -> tuple[Series, Series, Series]:
     return losses, fractions, scores
 
 
-def plot_curves(rows: Sequence[dict], path: str | os.PathLike = "curves.png") -> Path:
-    """Learning curves from metrics.jsonl rows (see ``curve_series``): losses on the left
-    panel, metrics on the right (fractions on its left axis, other scores on a second one)."""
-    losses, fractions, scores = curve_series(rows)
-    fig, (left, right) = _pyplot().subplots(1, 2, figsize=(11, 4))
-    twin = right.twinx() if fractions and scores else None
-    panels = [
-        (left, losses, "loss", 0, "-"),
-        (right, fractions, "metric", 0, "-"),
-        (twin or right, scores, "score", len(fractions), "--" if twin else "-"),
-    ]
-    handles: list = []
-    for ax, series, ylabel, color, style in panels:
-        for i, (key, points) in enumerate(sorted(series.items())):
-            xs, ys = zip(*points, strict=True)
-            marker = "o" if len(xs) < 30 else None
-            lines = ax.plot(xs, ys, style, marker=marker, color=f"C{color + i}", label=key)
-            handles += lines if ax is not left else []
-        if series:
-            ax.set_ylabel(ylabel)
-    for ax in (left, right):
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-    if losses:
-        left.legend()
-    if handles:
-        right.legend(handles=handles, labels=[h.get_label() for h in handles])
-    return save_figure(fig, path)
+def curve_rows(source: Any) -> list[dict[str, Any]]:
+    """The metrics.jsonl rows of ``source``: rows already read (a sequence of dicts), a run
+    directory or a metrics.jsonl file (a path or a ``RunDir``), or anything with a
+    ``run_dir`` (what ``attnkit.train`` returns, a loaded predictor)."""
+    run_dir = getattr(source, "run_dir", None)
+    if run_dir is not None:
+        source = run_dir
+    if isinstance(source, RunDir):
+        source = source.path
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if path.is_dir():
+            path = RunDir(path).metrics_path
+        if not path.is_file():
+            raise InputError(f"no metrics file at {path}")
+        return read_jsonl(path)
+    rows = list(source)
+    if not all(isinstance(r, dict) for r in rows):
+        raise InputError("plot_curves needs a run, a metrics.jsonl file or its rows (dicts)")
+    return rows
+
+
+def plot_curves(source: Any, path: PathArg | None = None) -> Figure | Path:
+    """Learning curves (see ``curve_series``) of ``source``: metrics.jsonl rows or a run
+    (``curve_rows``): losses on the left panel, metrics on the right (fractions on its left
+    axis, other scores on a second one). Returns the figure, or with ``path`` the path it
+    was written to."""
+    losses, fractions, scores = curve_series(curve_rows(source))
+    with _style():
+        fig = new_figure((11, 4))
+        left, right = fig.subplots(1, 2)
+        twin = right.twinx() if fractions and scores else None
+        panels = [
+            (left, losses, "loss", 0, "-"),
+            (right, fractions, "metric", 0, "-"),
+            (twin or right, scores, "score", len(fractions), "--" if twin else "-"),
+        ]
+        handles: list = []
+        for ax, series, ylabel, color, style in panels:
+            for i, (key, points) in enumerate(sorted(series.items())):
+                xs, ys = zip(*points, strict=True)
+                marker = "o" if len(xs) < 30 else None
+                lines = ax.plot(xs, ys, style, marker=marker, color=f"C{color + i}", label=key)
+                handles += lines if ax is not left else []
+            if series:
+                ax.set_ylabel(ylabel)
+        for ax in (left, right):
+            ax.set_xlabel("step")
+            ax.grid(alpha=0.3)
+        if losses:
+            left.legend()
+        if handles:
+            right.legend(handles=handles, labels=[h.get_label() for h in handles])
+    return _finish(fig, path)

@@ -27,6 +27,7 @@ recipe's data section. docs/extending.md walks through one.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,11 +57,18 @@ __all__ = [
     "RunError",
     "TaskSpec",
     "get_tokenizer",
+    "log_info",
     "one_line",
     "with_data_dir",
 ]
 
 Log = Callable[[str], None]
+
+
+def log_info(line: str) -> None:
+    """The default ``Log`` of the tasks' functions: ``line`` to the ``attnkit.tasks``
+    logger at INFO (shown as ``attnkit.core.logs`` says), never a bare print."""
+    logging.getLogger("attnkit.tasks").info(line)
 
 
 @dataclass

@@ -46,6 +46,7 @@ from attnkit.tasks.base import (
     PreparedData,
     TaskSpec,
     get_tokenizer,
+    log_info,
     one_line,
     with_data_dir,
 )
@@ -97,7 +98,7 @@ def encode_pieces(
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read the corpus, hold out validation texts (``attnkit.data.split``), train/load the
     tokenizer, encode as ``[BOS] text [EOS]`` and cut into ``max_len`` pieces."""

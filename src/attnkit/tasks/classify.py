@@ -42,6 +42,7 @@ from attnkit.tasks.base import (
     RunError,
     TaskSpec,
     get_tokenizer,
+    log_info,
     one_line,
     with_data_dir,
 )
@@ -166,7 +167,7 @@ def classifier_output(
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read the dataset, split off validation, train (or load) the tokenizer, encode once.
     ``run_info["labels"]``: the class names; ``extras["truncated"]``: training texts cut."""
@@ -530,10 +531,12 @@ class ClassifierPredictor(Predictor):
         return tokens, [w[0].float().cpu() for w in weights]
 
     def explain(
-        self, text: str, path: str | Path, layer: int = -1, head: int | None = None
-    ) -> Path:
-        """Save the self-attention heatmap of ``layer`` (``head`` or the mean over heads); for
-        a bag-of-n-grams model (no attention), the bar chart of ``ngram_contributions``."""
+        self, text: str, path: str | Path | None = None, layer: int = -1, head: int | None = None
+    ) -> Any:
+        """The self-attention heatmap of ``layer`` (``head`` or the mean over heads); for a
+        bag-of-n-grams model (no attention), the bar chart of ``ngram_contributions``. Saved
+        to ``path`` (returns the path), or without one returned as a figure (shown inline in
+        a notebook; ``attnkit.runtime.viz``)."""
         if self.model.explains_by_contributions:
             pred = self.predict([text])[0]
             top = self.ngram_contributions(text)[:20]
@@ -623,8 +626,8 @@ class EnsemblePredictor(Predictor):
         return _predictions(texts, torch.stack(probs).mean(0), cut, self.labels)
 
     def explain(
-        self, text: str, path: str | Path, layer: int = -1, head: int | None = None
-    ) -> Path:
+        self, text: str, path: str | Path | None = None, layer: int = -1, head: int | None = None
+    ) -> Any:
         """The attention heatmap of the first member (an ensemble has no joint attention)."""
         return self.members[0].explain(text, path, layer=layer, head=head)
 

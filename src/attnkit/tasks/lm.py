@@ -78,7 +78,7 @@ from attnkit.nn.generation import sample
 from attnkit.runtime.device import inference, model_device, to_device
 from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, Predictor, PreparedData, TaskSpec, get_tokenizer
+from attnkit.tasks.base import Log, Predictor, PreparedData, TaskSpec, get_tokenizer, log_info
 from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
@@ -228,7 +228,7 @@ def make_sequences(
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read and split the corpus, train (or take) the tokenizer on the training text, and
     cut both parts into sequences."""

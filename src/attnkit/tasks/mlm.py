@@ -33,7 +33,15 @@ from attnkit.data.tokenization import SPECIAL_TOKENS, Tokenizer
 from attnkit.runtime.device import inference, model_device
 from attnkit.runtime.run import RunDir
 from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, Predictor, PreparedData, TaskSpec, get_tokenizer, one_line
+from attnkit.tasks.base import (
+    Log,
+    Predictor,
+    PreparedData,
+    TaskSpec,
+    get_tokenizer,
+    log_info,
+    one_line,
+)
 from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
@@ -88,7 +96,7 @@ def num_special(tokenizer: Tokenizer) -> int:
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read the corpus, hold out validation texts (``attnkit.data.split``), train/load the
     tokenizer, encode, cut into ``max_len`` pieces, and mask the validation pieces once."""

@@ -46,6 +46,7 @@ from attnkit.data.pseudo_label_files import (
     write_pseudo_labels,
 )
 from attnkit.runtime.device import resolve_precision
+from attnkit.tasks.base import log_info
 from attnkit.tasks.classify import ClassifierPredictor, EnsemblePredictor, encode_texts
 
 __all__ = [
@@ -96,7 +97,7 @@ def pseudo_label(
     bf16: bool | None = None,
     chunk: int = 32768,
     soft: bool = False,
-    log: Log = print,
+    log: Log = log_info,
 ) -> tuple[list[PseudoLabel], dict[str, int]]:
     """The teacher ``predictor``'s (a ClassifierPredictor or an EnsemblePredictor) confident
     labels for ``texts``.

@@ -59,6 +59,7 @@ from attnkit.tasks.base import (
     RunError,
     TaskSpec,
     get_tokenizer,
+    log_info,
     one_line,
     with_data_dir,
 )
@@ -209,7 +210,7 @@ def _outside(features: Sequence[QAFeature], answered: set[int]) -> int:
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read the questions, split off validation (``attnkit.data.split``), train (or load)
     the tokenizer, cut every example into windows.

@@ -33,8 +33,9 @@ from attnkit.core.config import (
     short_repr,
     suggest,
 )
-from attnkit.core.errors import RunError
+from attnkit.core.errors import DataError, RunError
 from attnkit.data.settings import FLAT_DATA_KEYS, DataConfig, TokenizerConfig
+from attnkit.data.tables import RECORD_KEY, resolve_in_run
 from attnkit.models import config_class
 from attnkit.models.saved import INT8_WEIGHTS, ONNX_FILE
 from attnkit.models.sizes import MAX_LEN, check_model
@@ -46,6 +47,7 @@ from attnkit.tasks.registry import get_task, task_names
 __all__ = ["ConfigError", "RunConfig", "load_config", "read_run_config"]
 
 _SECTIONS = ("task", "data", "tokenizer", "model", "training")
+ABOUT = "about"  # a recipe's description of itself (attnkit recipes), not a setting
 
 
 @dataclass
@@ -87,7 +89,8 @@ class RunConfig:
         if not isinstance(raw, dict):
             raise ConfigError(f"config must be a mapping, got {type(raw).__name__}")
         sections = {k: v for k, v in raw.items() if k in _SECTIONS}
-        unknown = [k for k in raw if k not in _SECTIONS]
+        # about: what a recipe says of itself (attnkit.core.recipes); training ignores it
+        unknown = [k for k in raw if k not in _SECTIONS and k != ABOUT]
         if unknown:
             key = str(unknown[0])
             raise ConfigError(
@@ -216,13 +219,17 @@ def read_run_config(run: RunDir) -> tuple[RunConfig, dict[str, Any]]:
     """A run's config (as a ``RunConfig``, with every model size) and its raw config.json,
     checked as ``attnkit.models.sizes`` says against the run's weights (model.safetensors,
     else model.int8.safetensors; an ONNX export has no model to build) before anything is
-    built from it. Every problem is a one-line ``RunError`` naming config.json."""
+    built from it. Every problem is a one-line ``RunError`` naming config.json. A run
+    trained on data in memory (``attnkit.data.tables``) reads it from its own copy
+    (``RUN/data/``), wherever the run folder is."""
     saved = run.read_config()
     source = "first-format run" if saved["format"] == 1 else "run"
     sections = {k: saved[k] for k in _SECTIONS}
     try:
         cfg = RunConfig.from_dict(sections, source=source)
-    except ConfigError as exc:
+        if RECORD_KEY in saved:
+            resolve_in_run(cfg.data, saved[RECORD_KEY], run.path)
+    except (ConfigError, DataError) as exc:
         raise RunError(f"{run.config_path}: {exc}") from None
     where = str(run.config_path)
     int8_file, last_weights = run.path / INT8_WEIGHTS, run.last_path / run.WEIGHTS

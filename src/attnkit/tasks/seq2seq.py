@@ -54,6 +54,7 @@ from attnkit.tasks.base import (
     RunError,
     TaskSpec,
     get_tokenizer,
+    log_info,
     with_data_dir,
 )
 from attnkit.tasks.metrics import bleu, perplexity
@@ -130,7 +131,7 @@ def item_length(item: Item) -> int:
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read the pairs, split off validation (``attnkit.data.split``), train (or load) the
     joint tokenizer, encode. ``extras["val_references"]``: the raw validation targets."""
@@ -568,8 +569,10 @@ class Seq2SeqPredictor(Predictor):
             text=tk.decode(out),
         )
 
-    def show_attention(self, text: str, path: str | Path, beam: int = 1) -> Path:
-        """Save the alignment heatmap (rows = output tokens, columns = source tokens)."""
+    def show_attention(self, text: str, path: str | Path | None = None, beam: int = 1) -> Any:
+        """The alignment heatmap (rows = output tokens, columns = source tokens), saved to
+        ``path`` (returns the path), or without one returned as a figure (inline in a
+        notebook)."""
         a = self.alignment(text, beam=beam)
         if not a.output:
             raise InputError("the model produced no output tokens: nothing to draw")

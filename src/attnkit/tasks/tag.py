@@ -77,6 +77,7 @@ from attnkit.tasks.base import (
     RunError,
     TaskSpec,
     get_tokenizer,
+    log_info,
     one_line,
     with_data_dir,
 )
@@ -206,7 +207,7 @@ def encode_sentences(
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = print
+    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read the dataset, take its validation split (or hold out ``data.val_fraction``),
     train (or keep) the tokenizer, encode once. ``run_info``: the label names and the word

@@ -5,13 +5,16 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from attnkit.app.serve.limits import Limits
+from attnkit.core.extras import needs
 
 __all__ = ["Limits", "create_app", "serve"]
 
 
 def create_app(*args, **kwargs):
-    """See ``attnkit.app.serve.app.create_app`` (imported on use: FastAPI loads only here)."""
-    from attnkit.app.serve.app import create_app as _create_app
+    """See ``attnkit.app.serve.app.create_app`` (imported on use: FastAPI loads only here;
+    without the serve extra, a one-line ``MissingExtraError``)."""
+    with needs("serve", "attnkit's HTTP app"):
+        from attnkit.app.serve.app import create_app as _create_app
 
     return _create_app(*args, **kwargs)
 
@@ -30,9 +33,12 @@ def serve(
     first: a port in use (or not allowed) is a one-line ``InputError`` before any model is
     loaded. ``explain`` (``attnkit explain``): the text and options the explorer page of
     each run opens with (``/explain/NAME``); runs of any task the explainer knows are
-    served then, also those without an endpoint (mlm, bilm)."""
-    from attnkit.app.serve.app import create_app as _create_app
-    from attnkit.app.serve.server import bind, make_server
+    served then, also those without an endpoint (mlm, bilm). Without the serve extra
+    (FastAPI, uvicorn), a one-line ``MissingExtraError`` naming its ``pip install``."""
+    what = "attnkit serve" if explain is None else "attnkit explain without --html"
+    with needs("serve", what):
+        from attnkit.app.serve.app import create_app as _create_app
+        from attnkit.app.serve.server import bind, make_server
 
     limits = limits or Limits()
     sockets = bind(host, port)
