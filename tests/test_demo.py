@@ -17,14 +17,6 @@ from attnkit.data.catalogue import get_dataset
 
 
 @pytest.mark.slow
-def test_toy_demo_writes_figures(tmp_path, capsys):
-    assert main(["--toy", "--steps", "30", "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "positional_encoding.png").is_file()
-    assert (tmp_path / "cross_attention.png").is_file()
-    assert "token accuracy" in capsys.readouterr().out
-
-
-@pytest.mark.slow
 def test_reverser_learns_beyond_chance():
     _, acc = train_reverser(steps=150, log_every=0)
     assert acc > 0.3  # chance is 0.1 (ten digits)
@@ -103,7 +95,7 @@ def test_attnkit_demo_has_the_flags_of_the_module():
     assert flags(sub.choices["demo"]) == flags(build_parser())
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # (python -m attnkit.app.demo runs the same run_demo: its flags are checked above)
 def test_attnkit_demo_toy_from_an_empty_folder(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["demo", "--toy", "--steps", "5"]) == 0

@@ -45,7 +45,7 @@ from attnkit.data.tables import (
     file_splits,
     stage_tables,
 )
-from attnkit.interop.hf_dir import check_hf_export, save_hf_directory
+from attnkit.interop.hf_dir import save_hf_directory
 from attnkit.interop.onnx import ONNX_FILE, OnnxModel, export_onnx, onnx_signature
 from attnkit.interop.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quantize_int8, save_int8
 from attnkit.models import archs_exporting, build_model
@@ -587,7 +587,7 @@ def export(
             f"(model.arch {', '.join(archs_exporting('hf'))} have one)"
         )
     try:  # before anything is loaded: a model transformers would run differently
-        check_hf_export(cfg.model)
+        cfg.model.check_export("hf")
     except ConfigError as exc:
         raise RunError(f"{run}: {exc}") from None
     temperature = saved.get("temperature", 1.0)  # a calibrated classifier's: folded in

@@ -779,7 +779,9 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
         help="write a run's model in another format (hf: Hugging Face; attnkit --quantize "
         "int8: a run with int8 weights for CPU inference; onnx: model.onnx for onnxruntime)",
     )
-    ex.add_argument("run", help="run directory (a BERT run for --format hf)")
+    ex.add_argument(
+        "run", help="run directory (--format hf: a BERT run; a classifier pooled by its pooler)"
+    )
     ex.add_argument(
         "--format",
         choices=["hf", "attnkit", "onnx"],

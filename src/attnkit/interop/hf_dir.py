@@ -22,21 +22,11 @@ from typing import Any
 
 from attnkit.core.checkpoint import atomic_write_text
 from attnkit.data.tokenization import Tokenizer
-from attnkit.models.bert import BertConfig
-from attnkit.models.hf_bert import check_hf_exportable
 
-__all__ = ["check_hf_export", "save_hf_directory"]
+__all__ = ["save_hf_directory"]
 
 _SPECIAL = (("unk", "[UNK]"), ("sep", "[SEP]"), ("pad", "[PAD]"), ("cls", "[CLS]"),
             ("mask", "[MASK]"))  # fmt: skip
-
-
-def check_hf_export(config: Any) -> None:
-    """A one-line ``ConfigError`` (before anything is built or written) if the model of
-    ``config`` has an ``hf`` export in general but this one would compute something else in
-    transformers' class (a mean- or cls-pooled or feature-based BERT classifier)."""
-    if isinstance(config, BertConfig):
-        check_hf_exportable(config)
 
 
 def save_hf_directory(

@@ -109,6 +109,11 @@ class ModelConfig:
         check_size_fields(self)
         check(positive("model.max_len", self.max_len))
 
+    def check_export(self, fmt: str) -> None:
+        """A one-line ``ConfigError`` if this model, although its class has the ``fmt``
+        export in general (``AttnkitModel.export_formats``), would compute something else in
+        that format; nothing here (a family with such cases overrides it)."""
+
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
     def docs(cls) -> dict[str, str]:

@@ -63,6 +63,7 @@ from attnkit.models.hf_bert import (
     BERT_ARCHS,
     bert_config_from_hf,
     check_hf_bert,
+    check_hf_exportable,
     is_hf_bert_config,
     load_hf_bert,
     save_hf_bert,
@@ -178,6 +179,13 @@ class BertConfig(ModelConfig):
                 )
             raw = {**PRESETS[preset], **raw}
         return super().from_dict(raw, allow_derived=allow_derived, ignore=ignore)
+
+    def check_export(self, fmt: str) -> None:
+        """``hf``: refused for what transformers' BERT classes would compute otherwise (a
+        classifier pooled by mean or [CLS] alone, a feature-based model):
+        ``attnkit.models.hf_bert.check_hf_exportable``."""
+        if fmt == "hf":
+            check_hf_exportable(self)
 
     def validate(self) -> None:
         super().validate()
