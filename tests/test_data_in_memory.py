@@ -269,11 +269,16 @@ ERRORS = [
     ([{"text": "ok", "label": None}], r"^data row 0: empty label in column 'label'$"),
     (pd.DataFrame({"text": [], "label": []}), r"^data is empty \(no rows\)$"),
     ([], r"^data is empty \(no rows\)$"),
-    ({"train": [{"text": "a", "label": "x"}], "dev": []}, r"^data= has a split 'dev'; a dict"),
+    ({"train": [{"text": "a", "label": "x"}], "dev": []},
+     r"^data= has a split 'dev'; a dict of splits has the keys train, validation, test: pass "
+     r"only those \(data=\{'train': data\['train'\]\}\)$"),  # e.g. IMDB's 'unsupervised'
+    ({"dev": []}, r"^data= has a split 'dev'; .* \(a table of columns: pass a DataFrame"),
     ({"test": [{"text": "a", "label": "x"}]}, r"^data= has no 'train' split \(it has test\)$"),
     ({}, r"^data= is an empty dict"),
     (42, r"^data= got a int; give a pandas DataFrame, a datasets.Dataset or DatasetDict"),
     ([1, 2], r"^data row 0 is a int, not a dict"),
+    (pd.DataFrame([["a", "b", "x"]], columns=["text", "text", "label"]),
+     r"^data has two columns named 'text': rename or drop one$"),
 ]  # fmt: skip
 
 
@@ -330,3 +335,15 @@ def test_a_failure_after_staging_leaves_nothing(tmp_path: Path, monkeypatch) -> 
     with pytest.raises(DataError, match="the training data has only one class"):
         _train(_classify_recipe(tmp_path), tmp_path / "run", rows)
     assert not (tmp_path / "run").exists() and not list(staging.iterdir())
+
+
+def test_file_paths_are_recorded_absolute(tmp_path: Path, monkeypatch) -> None:
+    """data= naming files relative to the current folder: the run reads them from any
+    folder (evaluate, resume and the explorer run elsewhere)."""
+    from attnkit.app.api import _stage_tables
+
+    (tmp_path / "train.csv").write_text("text,label\ngood,pos\nbad,neg\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(_classify_recipe(tmp_path, train="x.csv"))
+    staged, tables = _stage_tables(cfg, {"train": "train.csv"})
+    assert tables is None and staged.data.train == str(tmp_path / "train.csv")

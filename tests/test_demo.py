@@ -104,3 +104,22 @@ def test_attnkit_demo_toy_from_an_empty_folder(tmp_path, monkeypatch, capsys):
         "positional_encoding.png",
     ]
     assert "token accuracy" in capsys.readouterr().out
+
+
+def test_attnkit_demo_shows_its_training_as_attnkit_train_does(tmp_path, monkeypatch):
+    """`attnkit demo` trains two recipes for minutes: their progress and evaluation lines
+    (attnkit's INFO messages) are shown, as under `attnkit train`, not hidden as the quiet
+    commands' are."""
+    import attnkit.app.demo as demo
+    from attnkit.core.logs import shows_info, verbosity
+
+    seen = []
+
+    def fake_demo(out, toy=False, steps=600):
+        with verbosity(True):  # as train() sets it
+            seen.append(shows_info("attnkit.runtime.training"))
+        return 0
+
+    monkeypatch.setattr(demo, "run_demo", fake_demo)
+    assert cli.main(["demo", "--out", str(tmp_path / "out")]) == 0
+    assert seen == [True]

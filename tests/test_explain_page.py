@@ -144,3 +144,19 @@ def test_refusals(clf, one, tmp_path: Path) -> None:
     path = write_page(tmp_path / "page.html", render_page(one))
     assert path.read_text(encoding="utf-8").startswith("<!doctype html>")
     assert [p.name for p in tmp_path.iterdir()] == ["page.html"]  # no temporary file left
+
+
+def test_the_font_subset_leaves_fonttools_logging_as_it_was() -> None:
+    """Silencing fontTools' notes is for the subset only: the user's level comes back."""
+    import logging
+
+    quiet = logging.getLogger("fontTools.subset")
+    before = quiet.level
+    try:
+        quiet.setLevel(logging.INFO)
+        font = korean_font_subset("곰돌이푸")  # (uncached: characters no other test uses)
+        assert quiet.level == logging.INFO
+    finally:
+        quiet.setLevel(before)
+    if not font:
+        pytest.skip("NanumGothic (koreanize-matplotlib) is not installed: nothing subset")

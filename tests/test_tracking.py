@@ -254,6 +254,33 @@ def test_a_callback_gets_copies_of_the_rows(tmp_path):
     assert all("step" in row for row in RunDir(tmp_path).read_metrics())
 
 
+def test_each_callback_gets_its_own_copy_of_a_row(tmp_path):
+    """One callback keeping the rows, the next one changing them: the kept rows stay."""
+    kept: list = []
+
+    class Keeper:
+        def on_log(self, row):
+            kept.append(row)
+
+    class Vandal:
+        def on_log(self, row):
+            row.clear()
+
+    toy_trainer(tmp_path, callbacks=[Keeper(), Vandal()], max_steps=2).fit()
+    assert kept == RunDir(tmp_path).read_metrics()
+
+
+def test_fit_puts_torch_threads_back(tmp_path):
+    """training.num_threads holds while training only: a notebook's torch is not left on it."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        toy_trainer(tmp_path, max_steps=1, num_threads=1).fit()
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
 # ---------------------------------------------------------------------- logging, verbosity
 def test_training_progress_false_says_nothing(tmp_path, capsys):
     with no_logging_configured():

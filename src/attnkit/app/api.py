@@ -51,7 +51,15 @@ from attnkit.interop.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quan
 from attnkit.models import archs_exporting, build_model
 from attnkit.models.sizes import check_memory, meta_model
 from attnkit.runtime import distributed
-from attnkit.runtime.device import FP32, Precision, busy_note, default_threads, resolve_precision
+from attnkit.runtime.device import (
+    FP32,
+    Precision,
+    apply_threads,
+    busy_note,
+    default_threads,
+    resolve_precision,
+    threads_kept,
+)
 from attnkit.runtime.run import RunDir
 from attnkit.runtime.tracking import check_trackers
 from attnkit.runtime.training import Trainer, TrainResult, resolve_device, training_precision
@@ -74,13 +82,14 @@ logger = logging.getLogger(__name__)
 
 def _shown(function: Callable[..., Any]) -> Callable[..., Any]:
     """Run ``function`` (``train``) inside ``attnkit.core.logs.verbosity`` of its
-    ``verbose`` argument: its lines are shown where the user configured nothing."""
+    ``verbose`` argument (its lines are shown where the user configured nothing), and put
+    torch's thread count back afterwards (``training.num_threads`` is for training only)."""
     signature = inspect.signature(function)
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
         verbose = signature.bind(*args, **kwargs).arguments.get("verbose", True)
-        with verbosity(bool(verbose)):
+        with verbosity(bool(verbose)), threads_kept():
             return function(*args, **kwargs)
 
     return call
@@ -223,6 +232,9 @@ def _stage_tables(cfg: RunConfig, data: Any) -> tuple[RunConfig, StagedTables | 
     as the user's files of the kind its task reads, staged by
     ``attnkit.data.tables.stage_tables``."""
     files = file_splits(data) or {"train": PLACEHOLDER}
+    # a file named relative to this folder: recorded absolute, so that evaluate, resume and
+    # the explorer find it from any other folder (a missing one is named as given)
+    files = {s: os.path.abspath(f) if os.path.isfile(f) else f for s, f in files.items()}
     cfg = dataclasses.replace(
         cfg,
         data=dataclasses.replace(
@@ -408,7 +420,8 @@ def _train(
         if where.is_main and not resume and not run.has_checkpoint() and not run.has_weights():
             run.clear()  # failed or interrupted before anything worth keeping: leave nothing
         raise
-    if where.is_main:
+    if where.is_main:  # (calibration, say) on the threads training ran with
+        apply_threads(cfg.training.num_threads)
         spec.after_training(run, cfg, data, log)
     distributed.barrier()
     return result

@@ -1368,8 +1368,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             apply_threads(getattr(args, "threads", None))
         # attnkit's messages: as the CLI's lines (stdout; warnings on stderr), those of
-        # training from INFO on, the other commands' from WARNING on
-        with console_logging(logging.INFO if args.command == "train" else logging.WARNING):
+        # training (train, and demo, which trains) from INFO on, the other commands' from
+        # WARNING on
+        level = logging.INFO if args.command in ("train", "demo") else logging.WARNING
+        with console_logging(level):
             return int(args.func(args) or 0)
     except BrokenPipeError:  # the reader went away (`attnkit predict ... | head -1`)
         return _broken_pipe()

@@ -117,6 +117,9 @@ def _table(obj: Any, where: str) -> _Table:
     """``obj`` (a DataFrame, a Dataset or a list of dicts) as a ``_Table``."""
     if _is_dataframe(obj):
         columns = [str(c) for c in obj.columns]
+        twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
+        if twice is not None:  # (to_dict would keep one of them, silently)
+            raise DataError(f"{where} has two columns named '{twice}': rename or drop one")
         rows = [{str(k): v for k, v in r.items()} for r in obj.to_dict("records")]
         return _Table(rows, columns, "DataFrame", where)
     if _is_dataset(obj):
@@ -146,8 +149,12 @@ def _check_splits(data: Mapping) -> None:
         raise DataError(f"data= is an empty dict; give {ACCEPTED}")
     for key in data:
         if key not in SPLITS:
+            kept = ", ".join(f"{s!r}: data[{s!r}]" for s in SPLITS if s in data)
             raise DataError(
                 f"data= has a split {str(key)[:60]!r}; a dict of splits has the keys "
+                f"{', '.join(SPLITS)}: pass only those (data={{{kept}}})"
+                if kept
+                else f"data= has a split {str(key)[:60]!r}; a dict of splits has the keys "
                 f"{', '.join(SPLITS)} (a table of columns: pass a DataFrame or a list of dicts)"
             )
     if "train" not in data:

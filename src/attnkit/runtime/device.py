@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ __all__ = [
     "cpu_flags",
     "apply_threads",
     "busy_note",
+    "threads_kept",
     "cpu_has_native_bf16",
     "default_threads",
     "inference",
@@ -235,6 +236,19 @@ def busy_note(threads: int) -> str | None:
         f"note: this machine is busy (load average {load:.1f} on {cores} cores); if training "
         "is slow, try --threads 1 (threads that share a busy core wait for each other)"
     )
+
+
+@contextlib.contextmanager
+def threads_kept() -> Iterator[None]:
+    """torch's intra-op thread count as it is now, put back when the block ends: training
+    sets ``training.num_threads`` for its own work only (a notebook's torch is not left on
+    the count a recipe chose)."""
+    threads = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
 
 
 def apply_threads(threads: int | None = None) -> int:

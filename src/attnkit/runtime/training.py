@@ -63,6 +63,7 @@ from attnkit.runtime.device import (
     cpu_has_native_bf16,
     resolve_device,
     resolve_precision,
+    threads_kept,
     to_device,
 )
 from attnkit.runtime.run import RunDir
@@ -298,9 +299,11 @@ class Trainer:
         over (an old metrics.jsonl is removed).
 
         Runs inside ``attnkit.core.logs.verbosity``: where nothing else decides (no logging
-        configured, the ``attnkit`` level unset) its lines and bar are shown.
+        configured, the ``attnkit`` level unset) its lines and bar are shown. torch's
+        intra-op threads (``training.num_threads``) are set for training only: the caller's
+        count is put back afterwards (a notebook's torch is not left on 1 thread).
         """
-        with verbosity():
+        with threads_kept(), verbosity():
             return self._fit(resume)
 
     def _fit(self, resume: bool) -> TrainResult:
@@ -636,8 +639,8 @@ class Trainer:
             return
         for callback in self.callbacks:
             method = getattr(callback, event, None)
-            if callable(method):
-                method(*args)
+            if callable(method):  # each its own copy of a row: one may keep, another change
+                method(*(dict(a) if isinstance(a, dict) else a for a in args))
 
     def _say(self, line: str) -> None:
         """An evaluation line, logged at INFO (DEBUG with ``training.progress: false``)

@@ -116,19 +116,24 @@ def korean_font_subset(chars: str) -> bytes:
     from fontTools import subset  # (fontTools comes with matplotlib)
     from fontTools.ttLib import TTFont
 
-    logging.getLogger("fontTools.subset").setLevel(logging.ERROR)
     options = subset.Options()
     options.flavor = "woff"
     options.layout_features = []
     options.name_IDs = [1, 2]
     options.notdef_outline = True
-    font = TTFont(path, lazy=True)
-    subsetter = subset.Subsetter(options)
-    subsetter.populate(text=chars)
-    subsetter.subset(font)
-    out = io.BytesIO()
-    font.flavor = "woff"
-    font.save(out)
+    quiet = logging.getLogger("fontTools.subset")  # its notes on the tables it drops:
+    level = quiet.level  # silenced while subsetting only (the user's logging is theirs)
+    quiet.setLevel(logging.ERROR)
+    try:
+        font = TTFont(path, lazy=True)
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(text=chars)
+        subsetter.subset(font)
+        out = io.BytesIO()
+        font.flavor = "woff"
+        font.save(out)
+    finally:
+        quiet.setLevel(level)
     return out.getvalue()
 
 
