@@ -27,7 +27,7 @@ def test_threads_benchmark_measures_four_cells_and_renders(tmp_path, tiny_data):
             str(ROOT / "benchmarks/threads.py"),
             str(recipe),
             "--steps",
-            "30",
+            "20",
             "--runs",
             str(tmp_path / "runs"),
             "--json",
@@ -46,7 +46,7 @@ def test_threads_benchmark_measures_four_cells_and_renders(tmp_path, tiny_data):
         run = tmp_path / "runs" / f"threads-tiny-{threads}"
         saved = json.loads((run / "config.json").read_text())
         assert saved["training"]["num_threads"] == threads and saved["precision"] == "fp32"
-        assert '"step": 30' in (run / "metrics.jsonl").read_text()
+        assert '"step": 20' in (run / "metrics.jsonl").read_text()
     from report import render
 
     table = render([record])
