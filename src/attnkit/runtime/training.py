@@ -742,11 +742,6 @@ class LineProgress:
     def set_postfix(self, **values: str) -> None:
         self.postfix = values
 
-    def write(self, text: str) -> None:
-        """A line of its own on stdout, printed even without progress, as tqdm's ``write``
-        does (the Trainer logs its evaluation lines instead: ``external_write_mode``)."""
-        print(text, flush=True)
-
     def close(self) -> None:
         pass
 
