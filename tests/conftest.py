@@ -165,3 +165,21 @@ def served_runs(tmp_path_factory) -> dict[str, Path]:
         "bot": LEGACY_RUNS / "chat-lstm",
         "verse": root / "verse",
     }
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium through Playwright, one per test module (the explorer's browser
+    tests; skipped with the reason when Playwright or a Chromium binary is missing)."""
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (make test installs it)"
+    )
+    from browser_support import find_chromium
+
+    path, why = find_chromium()
+    if path is None:
+        pytest.skip(why)
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        yield launched
+        launched.close()

@@ -92,6 +92,39 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// ---------------------------------------------------------------------------- language
+// Every explanatory note is written twice: <span data-l="en"> and <span data-l="ko">. The
+// page's <html lang> picks which one shows (CSS); the default is the browser's language,
+// the switch in the header changes it (and is remembered where the browser allows).
+const LANGS = ["ko", "en"];
+function tr(en, ko) {
+  const both = document.createDocumentFragment();
+  both.append(el("span", { "data-l": "en" }, ...[en].flat()), el("span", { "data-l": "ko" }, ...[ko].flat()));
+  return both;
+}
+// Replace a node's content by a note in both languages.
+function say(node, en, ko) {
+  node.replaceChildren(tr(en, ko));
+  return node;
+}
+const lang = () => document.documentElement.lang;
+function setLang(value) {
+  const chosen = LANGS.includes(value) ? value : "en";
+  document.documentElement.lang = chosen;
+  $("lang").value = chosen;
+  try {
+    localStorage.setItem("attnkit-lang", chosen);
+  } catch (err) { /* a file:// page may not keep it: the browser's language next time */ }
+}
+function initialLang() {
+  try {
+    const kept = localStorage.getItem("attnkit-lang");
+    if (LANGS.includes(kept)) return kept;
+  } catch (err) { /* no storage: fall back to the browser's language */ }
+  const wanted = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || ""];
+  return /^ko\b/i.test(wanted[0] || "") ? "ko" : "en";
+}
+
 const SVG_NS = "http://www.w3.org/2000/svg";
 function svg(tag, attrs = {}) {
   const node = document.createElementNS(SVG_NS, tag);
@@ -1057,6 +1090,7 @@ async function ask(event) {
 
 function wire() {
   const on = (id, ev, fn) => $(id).addEventListener(ev, fn);
+  on("lang", "change", () => setLang($("lang").value));
   on("pick-trace", "change", () => { S.alt = Number($("pick-trace").value); render(); });
   on("emb-input", "change", () => { S.emb = Number($("emb-input").value); S.pos = 0; renderEmbeddings(); });
   on("emb-pos", "change", () => { S.pos = Number($("emb-pos").value); renderEmbeddings(); });
@@ -1082,6 +1116,7 @@ function wire() {
 
 // Draw once the inline Korean font is ready (canvas text does not wait for a font).
 async function start() {
+  setLang(initialLang());
   wire();
   const fontReady = document.fonts ? document.fonts.load('12px "attnkit-ko"', "한글") : null;
   const later = new Promise((resolve) => setTimeout(resolve, 1500));
