@@ -467,12 +467,12 @@ function setupHeadPickers() {
   S.stack = Number(fillSelect($("pick-stack"), ss.map((s, i) => [i, `${s.name} (${s.kind})`]), S.stack));
   const stack = ss[S.stack];
   if (!stack) return;
-  S.layer = Number(fillSelect($("pick-layer"), stack.layers.map((l, i) => [i, `layer ${l.index + 1}`]), S.layer));
+  S.layer = Number(fillSelect($("pick-layer"), stack.layers.map((l, i) => [i, `layer ${l.index}`]), S.layer));
   const layer = stack.layers[S.layer];
   S.attn = Number(fillSelect($("pick-attn"), layer.attention.map((a, i) => [i, ROLE[a.role] || a.role]), S.attn));
   const a = layer.attention[S.attn];
   if (!a) return;
-  S.head = Number(fillSelect($("pick-head"), Array.from({ length: a.num_heads }, (_, h) => [h, `head ${h + 1}`]), S.head));
+  S.head = Number(fillSelect($("pick-head"), Array.from({ length: a.num_heads }, (_, h) => [h, `head ${h}`]), S.head));
   const Tq = arr(a.weights).shape[1];
   const q = tokensOf(a.query, Tq);
   S.query = Number(fillSelect($("pick-query"), q.map((t, i) => [i, `${i}: ${t}`]), Math.min(S.query, Tq - 1)));
@@ -504,7 +504,7 @@ function renderHead() {
   if (a.q) {
     $("qkv-note").textContent = lstm
       ? "The decoder state s_t is the query; the encoder outputs h_i are the keys and the values (rows: tokens, columns: dimensions)."
-      : `Q = X W^Q, K = X W^K, V = X W^V, split into ${a.num_heads} heads of d_k = ${a.d_head}; shown: head ${h + 1} (rows: tokens, columns: its dimensions).`;
+      : `Q = X W^Q, K = X W^K, V = X W^V, split into ${a.num_heads} heads of d_k = ${a.d_head}; shown: head ${h} (rows: tokens, columns: its dimensions).`;
     const caps = lstm ? ["s_t (decoder states: queries)", "h_i (encoder outputs: keys)", "h_i (encoder outputs: values)"]
       : ["Q (queries)", "K (keys)", "V (values)"];
     qkv.replaceChildren(...[[caps[0], a.q, qt, qi], [caps[1], a.k, kt], [caps[2], a.v, kt]].map(([cap, x, labels, strong]) => {
@@ -579,7 +579,7 @@ function renderHead() {
     ? "c_t = Σ_i α_t,i h_i: the context vector, the encoder outputs weighted by the attention distribution"
     : "attention value = Σ_j α_j v_j (softmax(QK^T/√d_k) V, one row): the values weighted by the attention distribution";
   const out = a.output_norms ? `; after concatenating the ${a.num_heads} heads and W^O: ‖output‖ = ${fmt(vec(a.output_norms)[qi])}` : "";
-  $("head-out").textContent = `‖head ${h + 1} output‖ = ${fmt(outNorm)} for "${qt[qi]}"${out}`;
+  $("head-out").textContent = `‖head ${h} output‖ = ${fmt(outNorm)} for "${qt[qi]}"${out}`;
   const d = trace().dropout || {};
   $("dropout-note").textContent = `dropout: off at inference (eval mode)${d.p ? `; during training p = ${d.p} of these weights were zeroed` : ""}.`;
   markThumb();
@@ -589,7 +589,7 @@ function renderHead() {
 function allAttention() {
   const out = [];
   stacks().forEach((s, si) => s.layers.forEach((l, li) => l.attention.forEach((a, ai) => {
-    out.push({ key: `${si}.${li}.${ai}`, si, li, ai, a, label: `${s.name} ${l.index + 1} · ${ROLE[a.role] || a.role}` });
+    out.push({ key: `${si}.${li}.${ai}`, si, li, ai, a, label: `${s.name} ${l.index} · ${ROLE[a.role] || a.role}` });
   })));
   return out;
 }
@@ -603,7 +603,7 @@ function renderModelView() {
   if (!all.length) return;
   const H = Math.max(...all.map((x) => x.a.num_heads));
   box.style.gridTemplateColumns = `auto repeat(${H}, max-content)`;
-  box.append(el("span"), ...Array.from({ length: H }, (_, h) => el("span", { class: "lbl", text: `head ${h + 1}` })));
+  box.append(el("span"), ...Array.from({ length: H }, (_, h) => el("span", { class: "lbl", text: `head ${h}` })));
   const size = Math.max(48, Math.min(96, Math.floor(((box.clientWidth || 900) - 160) / H) - 8));
   for (const x of all) {
     box.append(el("span", { class: "lbl", text: x.label }));
@@ -613,7 +613,7 @@ function renderModelView() {
         continue;
       }
       const W = mat(x.a.weights, h);
-      const c = el("canvas", { class: "thumb", "data-key": x.key, "data-head": h, title: `${x.label}, head ${h + 1}` });
+      const c = el("canvas", { class: "thumb", "data-key": x.key, "data-head": h, title: `${x.label}, head ${h}` });
       const cell = Math.max(1, Math.floor(size / Math.max(W.rows, W.cols)));
       heatmap(c, W, { scale: "seq", max: 1, cell, cellH: cell, maxWidth: size,
         pick: () => {
@@ -621,7 +621,7 @@ function renderModelView() {
           renderHead();
           $("head").scrollIntoView();
         } });
-      c.onmousemove = (event) => tipAt(event, `${x.label}, head ${h + 1}`);
+      c.onmousemove = (event) => tipAt(event, `${x.label}, head ${h}`);
       box.append(c);
     }
   }
@@ -652,7 +652,7 @@ function renderHeadView() {
     });
     const swatch = el("i");
     swatch.style.background = HEAD_COLORS[h % HEAD_COLORS.length];
-    return el("label", {}, box, swatch, `head ${h + 1}`);
+    return el("label", {}, box, swatch, `head ${h}`);
   }));
   const W0 = mat(x.a.weights, 0);
   const qt = tokensOf(x.a.query, W0.rows);
@@ -733,8 +733,8 @@ function renderResidual() {
     const active = r.ffn_active ? vec(r.ffn_active) : null;
     for (const sub of r.sublayers) {
       const name = { attention: "attention", cross_attention: "cross-attention", ffn: "FFN" }[sub.name] || sub.name;
-      stages.push({ label: `${s.name} ${l.index + 1} ${name}`, stack: s.name, tok: pick(sub.after), mean: mean(sub.after) });
-      rows.push({ cells: [`${s.name} layer ${l.index + 1}`, name,
+      stages.push({ label: `${s.name} ${l.index} ${name}`, stack: s.name, tok: pick(sub.after), mean: mean(sub.after) });
+      rows.push({ cells: [`${s.name} layer ${l.index}`, name,
         i === null ? "" : fmt(pick(sub.sublayer)), i === null ? "" : fmt(pick(sub.after)), fmt(mean(sub.after)),
         sub.name === "ffn" && active && i !== null ? pct(active[i]) : ""] });
     }
