@@ -56,6 +56,7 @@ $(VENV)/.browser: $(VENV)/.dev
 
 demo: $(VENV)/.base
 	$(PY) -m attnkit.app.demo
+	@echo "   (attnkit is installed in $(VENV): run $(VENV)/bin/attnkit explain ..., or source $(VENV)/bin/activate first)"
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .

@@ -282,10 +282,11 @@ def test_lstm_seq2seq_alignment_is_the_apis(browser, served_runs, tmp_path: Path
     rows, cols = a.weights.shape
     assert (rows, cols) == (len(a.output), len(a.source))
     grid = Heatmap(page, "#s2s-align", rows, cols)
+    inputs = traces_of(path)[0]["inputs"][1]["tokens"]  # decoder rows: "input ⇒ output"
     for i in range(rows):
         tips = [grid.tip(i, j) for j in range(cols)]
         assert [tip.rsplit(": ", 1)[0] for tip in tips] == [
-            f"{a.output[i]} ← {src}" for src in a.source
+            f"{inputs[i]} ⇒ {a.output[i]} ← {src}" for src in a.source
         ]
         assert_shown([tip.rsplit(": ", 1)[1] for tip in tips], a.weights[i])
     for step in range(1, rows + 1):  # the head panel follows the step: query = its row

@@ -1106,14 +1106,19 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     (``attnkit serve``'s server, this run only), or with --html write it as one offline file."""
     text = _check_text(args.text, 1)
     pair = None if args.pair is None else _check_text(args.pair, 2)
+    target = None if args.target is None else _check_text(args.target, 2)
     _sampling_args(args)  # --temperature, --top-k, --seed in their ranges
     if args.steps < 0:
         raise UsageError(f"--steps must be >= 0, got {args.steps}")
     if args.max_tokens < 2:
         raise UsageError(f"--max-tokens must be >= 2, got {args.max_tokens}")
+    if args.pad_to is not None and args.pad_to < 1:
+        raise UsageError(f"--pad-to must be >= 1, got {args.pad_to}")
     options = {"pair": pair, "beam": args.beam, "steps": args.steps,
                "temperature": args.temperature, "top_k": args.top_k, "seed": args.seed,
-               "max_tokens": args.max_tokens}  # fmt: skip
+               "max_tokens": args.max_tokens, "pad_to": args.pad_to}  # fmt: skip
+    if target is not None:
+        options["target"] = target
     if args.html is None:
         from attnkit.app.serve import Limits, serve
         from attnkit.core.extras import needs
@@ -1129,6 +1134,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             ("--beam", args.beam, limits.max_beam),
             ("the text's characters", len(text), limits.max_chars),
             ("--pair's characters", len(pair or ""), limits.max_chars),
+            ("--target's characters", len(target or ""), limits.max_chars),
         ):
             if value > most:
                 raise UsageError(f"{option} must be at most {most} when served (--html has no "
@@ -1167,7 +1173,11 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
                     "qa: the question)")  # fmt: skip
     ex.add_argument("--html", metavar="FILE", help="write the page to FILE instead of serving it")
     ex.add_argument("--pair", metavar="TEXT", help="the second sentence of a sentence-pair run; "
-                    "a qa run's context")  # fmt: skip
+                    "a qa run's context; a bert-pretrain run's sentence B (next-sentence "
+                    "prediction: IsNext)")  # fmt: skip
+    ex.add_argument("--target", metavar="TEXT", help="translate/chat runs: a reference output, "
+                    "to see teacher forcing (the decoder fed the reference shifted right, as "
+                    "in training) beside free decoding")  # fmt: skip
     ex.add_argument("--steps", type=int, default=8, metavar="N",
                     help="lm runs: tokens to generate, one step each (default 8)")  # fmt: skip
     ex.add_argument("--beam", type=_positive_int, default=4,
@@ -1181,6 +1191,10 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("--seed", type=int, default=0, help="lm runs: random seed (default 0)")
     ex.add_argument("--max-tokens", type=int, default=128, metavar="N",
                     help="cut a longer input to N tokens, with a note on the page (default 128)")  # fmt: skip
+    ex.add_argument("--pad-to", type=int, default=None, metavar="N",
+                    help="classify, mlm, tag, translate, chat runs: pad the text with [PAD] to "
+                    "N tokens, as in a batch beside a longer text, to see the padding mask at "
+                    "work")  # fmt: skip
     ex.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this "
                     "machine only)")  # fmt: skip
     ex.add_argument("--port", type=int, default=8000, help="port (default 8000)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -214,14 +215,23 @@ def run_demo(out: str | Path = "demo_out", toy: bool = False, steps: int = 600) 
     if toy:
         print("2) ", end="")
         _toy(folder, steps)
+        print(
+            "3) next, the explorer on a trained run: attnkit train nsmc-quick, then "
+            'attnkit explain runs/nsmc-quick "정말 최고의 영화"'
+        )
         return 0
     print("2) Korean sentiment (NSMC), the bundled recipe nsmc-quick")
     _sentiment("nsmc-quick", recipes["nsmc-quick"], KOREAN, folder)
     print("3) English sentiment (IMDB), the bundled recipe imdb-quick")
     _sentiment("imdb-quick", recipes["imdb-quick"], ENGLISH, folder)
-    print(
-        f'4) done. Try: attnkit predict {folder}/nsmc-quick "정말 최고의 영화" --explain heat.png'
-    )
+    run = shlex.quote(str(folder / "nsmc-quick"))
+    page = shlex.quote(str(folder / "explain.html"))
+    text = "정말 최고의 영화"
+    print("4) done. Step through the Korean model's forward pass in the browser (the explorer):")
+    print(f'   attnkit explain {run} "{text}"                   # serves the page')
+    print(f'   attnkit explain {run} "{text}" --html {page}   # one offline file')
+    print(f'   attnkit predict {run} "{text}" --explain heat.png   # a heatmap PNG')
+    print("   the course map, each concept -> its code, explorer section and lab: docs/concepts.md")
     return 0
 
 

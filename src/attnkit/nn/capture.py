@@ -28,8 +28,11 @@ What is recorded (``Record.kind`` -> ``Record.data`` keys; tensors detached, as 
     token_embedding  ids, output (after the sqrt(d_model) scale), scale
     position         kind ("sinusoidal" | "learned"), offset, positions (T,), rows (T, d)
     segment          ids, output
-    add_norm         input, sublayer (the sublayer's output), output, norm_first
-    ffn              hidden (after the activation, (B, T, d_ff)), output
+    add_norm         input, sublayer (the sublayer's output), output, norm_first; its
+                     LayerNorm's norm_input (what it normalised: x + sublayer(x) post-norm,
+                     x pre-norm), norm_output (LayerNorm(norm_input)), gamma, beta, eps
+    ffn              hidden (after the activation, (B, T, d_ff)), output, activation (its
+                     name: "relu" | "gelu" | "gelu_tanh")
     scalar_mix       scalars (s), weights (softmax(s)), gamma, layers (list), output
     tap              input, output of a module named in ``capture(taps=...)`` (a forward
                      hook, registered only inside the ``with`` block)

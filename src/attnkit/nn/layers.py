@@ -200,12 +200,14 @@ class FeedForward(nn.Module):
         self.linear2 = nn.Linear(d_ff, d_model)  # W_2
         self.dropout = Dropout(dropout)
         self.activation = _ACTIVATIONS[activation]
+        self.activation_name = activation  # (what the explainer prints: its formula)
 
     def forward(self, x: Tensor) -> Tensor:
         hidden = self.activation(self.linear1(x))  # (B, T, d_ff)
         out = self.linear2(self.dropout(hidden))
         if _capture.ACTIVE:
-            _capture.record("ffn", self, hidden=hidden, output=out)
+            _capture.record("ffn", self, hidden=hidden, output=out,
+                            activation=self.activation_name)  # fmt: skip
         return out
 
 
@@ -226,14 +228,19 @@ class AddNorm(nn.Module):
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.norm_first:
-            s = sublayer(self.norm(x))
+            z = x
+            normed = self.norm(x)
+            s = sublayer(normed)
             out = x + self.dropout(s)
         else:
             s = sublayer(x)
-            out = self.norm(x + self.dropout(s))
+            z = x + self.dropout(s)
+            out = normed = self.norm(z)
         if _capture.ACTIVE:
+            n = self.norm
             _capture.record("add_norm", self, input=x, sublayer=s, output=out,
-                            norm_first=self.norm_first)  # fmt: skip
+                            norm_first=self.norm_first, norm_input=z, norm_output=normed,
+                            gamma=n.weight, beta=n.bias, eps=n.eps)  # fmt: skip
         return out
 
 

@@ -34,8 +34,10 @@ from attnkit.data.ner_features import (
     word_predictions,
 )
 from attnkit.data.qa_features import decode_span, make_features
+from attnkit.data.segments import pair_ids
 from attnkit.data.tokenization import cut_text
 from attnkit.models.elmo_classifier import add_boundaries
+from attnkit.nn.attention import SCORE_NAMES, make_score, masked_softmax
 from attnkit.nn.capture import Recorder, capture
 from attnkit.nn.generation import top_k_top_p_filter
 from attnkit.nn.layers import SinusoidalPositionalEncoding
@@ -61,6 +63,8 @@ class Options:
     top: int = 10
     qkv: str = "auto"
     pair: str | None = None
+    target: str | None = None  # seq2seq: a reference target (teacher forcing)
+    pad_to: int | None = None  # pad the input with [PAD] to this many tokens (``PADDED``)
 
 
 @dataclass
@@ -141,6 +145,45 @@ def _cut_note(what: str, bound: int, keep: str = "beginning") -> str:
     return f"the {what} was cut to {bound} tokens (its {keep} kept): the explainer's bound"
 
 
+# the families whose batches pad texts to a common length, and why the others are not
+PADDED = ("classifier", "mlm", "tag", "seq2seq")
+NOT_PADDED = {
+    "lm": "an lm (GPT) run reads one prompt at a time, and is trained on contiguous blocks "
+    "of text (only the last block may be padded, at its end, which the look-ahead mask already "
+    "hides from every real token): its look-ahead mask is the one to look at (pad_to applies "
+    "to classify, mlm, bert-pretrain, tag, translate and chat runs)",
+    "bilm": "a bilm run is explained one text at a time (pad_to applies to classify, mlm, "
+    "bert-pretrain, tag, translate and chat runs)",
+    "qa": "a qa run reads its context in windows of its own (pad_to applies to classify, mlm, "
+    "bert-pretrain, tag, translate and chat runs)",
+}
+
+
+def pad_input(ids: list[int], pad_id: int, pad_to: int | None, bound: int,
+              types: list[int] | None = None) -> tuple[list[int], list[bool], list[int] | None]:  # fmt: skip
+    """``ids`` padded with ``pad_id`` to ``pad_to`` tokens as ``pad_batch`` pads them in a
+    batch whose longest text has ``pad_to`` tokens: (ids, mask (True = a real token, False =
+    padding), segment ids padded with 0). ``pad_to`` None: as they are, every token real.
+    ``bound``: the most tokens the run reads (its data.max_len, the explainer's bound)."""
+    if pad_to is None:
+        return list(ids), [True] * len(ids), types
+    if pad_to > bound:
+        raise InputError(f"pad_to must be at most {bound} (the most tokens this run reads), "
+                         f"got {pad_to}")  # fmt: skip
+    if pad_to < len(ids):
+        raise InputError(f"pad_to {pad_to} is shorter than the text's {len(ids)} tokens: padding "
+                         f"only lengthens a text (give pad_to >= {len(ids)})")  # fmt: skip
+    # the text beside a longer one in a batch: pad_batch pads it to the longest's length
+    padded, mask = pad_batch([list(ids), [pad_id] * pad_to], pad_id)
+    out_types = None if types is None else pad_batch([list(types), [0] * pad_to], 0)[0][0].tolist()
+    return padded[0].tolist(), mask[0].tolist(), out_types
+
+
+def _pad_note(n_pad: int, pad_to: int) -> str:
+    return (f"padded with {n_pad} [PAD] token{'s' if n_pad != 1 else ''} to {pad_to} tokens "
+            "(pad_to), as in a batch beside a longer text: the padding mask hides them")  # fmt: skip
+
+
 # --------------------------------------------------------------------------------------
 # classifier
 # --------------------------------------------------------------------------------------
@@ -160,19 +203,36 @@ def classifier(predictor: Any, text: str, opts: Options) -> Part:
         bounded, bound = True, opts.max_tokens
     elif cut[0]:
         notes.append(f"the input was cut to the run's data.max_len = {cfg.data.max_len} tokens")
-    input_ids, mask = pad_batch(ids, tk.pad_id)
-    batch = {
-        "input_ids": input_ids.to(predictor.device),
-        "attention_mask": mask.to(predictor.device),
-    }
-    if types is not None:
-        batch["token_type_ids"] = torch.tensor(types, device=predictor.device)
+    length = len(ids[0])
+    padded, real, padded_types = pad_input(ids[0], tk.pad_id, opts.pad_to,
+                                           min(int(cfg.data.max_len), opts.max_tokens),
+                                           None if types is None else types[0])  # fmt: skip
+    n_pad = len(padded) - length
+    if n_pad:
+        notes.append(_pad_note(n_pad, len(padded)))
+
+    def batch_of(ids_row: list[int], mask_row: list[bool], types_row: list[int] | None) -> dict:
+        b = {"input_ids": torch.tensor([ids_row], device=predictor.device),
+             "attention_mask": torch.tensor([mask_row], device=predictor.device)}  # fmt: skip
+        if types_row is not None:
+            b["token_type_ids"] = torch.tensor([types_row], device=predictor.device)
+        return b
+
+    batch = batch_of(padded, real, padded_types)
     taps = _taps(model, pooled=("head", "classifier"), token=("tok_embed", "embeddings.word",
                  "embed"), position=("pos.embedding",))  # fmt: skip
     if not isinstance(taps.get("pooled"), nn.Linear):  # (the n-gram model has no head)
         taps.pop("pooled", None)
     with torch.no_grad(), capture(model, taps) as rec:
         logits = classifier_output(model, batch).logits[0].float().cpu()
+    if n_pad:  # the prediction of the padded text is the text's own: the mask sees to it
+        with torch.no_grad():
+            alone = classifier_output(model, batch_of(ids[0], [True] * length,
+                                      None if types is None else types[0])).logits[0]  # fmt: skip
+        gap = float((alone.float().cpu() - logits).abs().max())
+        notes.append(f"the logits with the padding equal the text's own, alone (largest "
+                     f"difference {gap:.1e})" if gap < 1e-4 else f"the padding changes this "
+                     f"model's logits (by up to {gap:.3g}): it does not mask padding everywhere")  # fmt: skip
     probs = (logits / predictor.temperature).softmax(-1)
     c = cfg.model
     pooled = rec.of("tap", "pooled")
@@ -195,15 +255,14 @@ def classifier(predictor: Any, text: str, opts: Options) -> Part:
         view["elmo"] = elmo_mix(mix[0], trim=True)
     elif mix:  # a frozen BERT's layers, mixed for the head (freeze_encoder)
         view["mix"] = elmo_mix(mix[0])
-    inputs = [input_part("input", tk, ids[0], None if types is None else types[0], bounded,
-                         bound)]  # fmt: skip
+    inputs = [input_part("input", tk, padded, padded_types, bounded, bound, padded=n_pad)]
     full = _full_qkv(opts.qkv, rec)
     stack = stack_part(rec, _stack_name(rec), "input", _norm_first(rec), full)
     emb = None
     if not elmo:
         emb = embedding_part(rec, "input", first_layer_input(rec), "token", "position",
                              layer_norm=c.EMBEDDING_LAYER_NORM,
-                             table=_pe_table(model, len(ids[0])))  # fmt: skip
+                             table=_pe_table(model, len(padded)))  # fmt: skip
     return Part(inputs, [emb] if emb else [], [stack] if stack else [], view, notes)
 
 
@@ -336,7 +395,10 @@ def lm(predictor: Any, text: str, opts: Options) -> Part:
 # masked LM
 # --------------------------------------------------------------------------------------
 def mlm(predictor: Any, text: str, opts: Options) -> Part:
-    """An mlm or bert-pretrain run: [MASK] fill-in."""
+    """An mlm or bert-pretrain run: [MASK] fill-in (a bert-pretrain run given a pair:
+    ``mlm_pair``, its NSP head too)."""
+    if opts.pair is not None:
+        return mlm_pair(predictor, text, opts)
     model, tk, cfg = predictor.model, predictor.tokenizer, predictor.config
     if not isinstance(text, str) or not text.strip():
         raise InputError("input is empty or whitespace only")
@@ -344,13 +406,18 @@ def mlm(predictor: Any, text: str, opts: Options) -> Part:
     bound = min(cfg.data.max_len, opts.max_tokens)
     ids, cut = tk.encode(text, max_len=bound, add_cls=wrap, add_sep=wrap, return_truncated=True)
     notes = [_cut_note("input", bound)] if cut else []
+    length = len(ids)
+    ids, real, _ = pad_input(ids, tk.pad_id, opts.pad_to, bound)
+    if len(ids) > length:
+        notes.append(_pad_note(len(ids) - length, len(ids)))
     x = torch.tensor([ids], device=predictor.device)
+    mask = None if opts.pad_to is None else torch.tensor([real], device=predictor.device)
     where = x == tk.mask_id
     if not where.any():
         raise InputError("the text has no [MASK] token to fill in")
     taps = _taps(model, token=("embeddings.word",))
     with torch.no_grad(), capture(model, taps) as rec:
-        logits = model(x, None, positions=where).logits.float().cpu()  # (masks, V)
+        logits = model(x, mask, positions=where).logits.float().cpu()  # (masks, V)
     probs = logits.softmax(-1)
     positions = where[0].nonzero().flatten().tolist()
     view = {
@@ -365,7 +432,7 @@ def mlm(predictor: Any, text: str, opts: Options) -> Part:
     emb = embedding_part(rec, "input", first_layer_input(rec), "token", None,
                          layer_norm=c.EMBEDDING_LAYER_NORM,
                          table=_pe_table(model, len(ids)))  # fmt: skip
-    inputs = [input_part("input", tk, ids, None, cut, bound)]
+    inputs = [input_part("input", tk, ids, None, cut, bound, padded=len(ids) - length)]
     return Part(inputs, [emb] if emb else [], [stack] if stack else [], view, notes)
 
 
@@ -420,10 +487,24 @@ def seq2seq(predictor: Any, text: str, opts: Options) -> Part:
     elif truncated:
         notes.append(f"the source was cut to the run's data.max_len = {bound} tokens")
     src, src_mask = predictor._batch([ids])
+    source = list(ids)
+    if opts.pad_to is not None:  # the source beside a longer one in a batch
+        source, real, _ = pad_input(ids, tk.pad_id, opts.pad_to,
+                                    min(int(predictor.max_len), opts.max_tokens))  # fmt: skip
+        if len(source) > len(ids):
+            notes.append(_pad_note(len(source) - len(ids), len(source)))
+        src = torch.tensor([source], device=predictor.device)
+        src_mask = torch.tensor([real], device=predictor.device)
     limit = predictor._limit(min(predictor.max_len, opts.max_tokens))
     with torch.no_grad():
         out = decode(model, src, src_mask, tk.bos_id, tk.eos_id, tk.pad_id, limit,
                      beam=opts.beam)[0]  # fmt: skip
+        if len(source) > len(ids):  # the padded source decodes as the source alone
+            alone = decode(model, *predictor._batch([ids]), tk.bos_id, tk.eos_id, tk.pad_id,
+                           limit, beam=opts.beam)[0]  # fmt: skip
+            notes.append("the output with the padding is the source's own, alone"
+                         if list(alone) == list(out) else "the padding changes this model's "
+                         f"output (alone: {tk.decode(alone)!r})")  # fmt: skip
     ended = len(out) < limit
     tgt = [tk.bos_id, *(out if ended else out[:-1])]
     tgt_in = torch.tensor([tgt], device=predictor.device)
@@ -432,6 +513,7 @@ def seq2seq(predictor: Any, text: str, opts: Options) -> Part:
     stacks: list[dict[str, Any]] = []
     embeddings: list[dict[str, Any]] = []
     alignment = None
+    functions = None  # the five score functions on the decoder's queries (``score_functions``)
     if transformer:
         with torch.no_grad(), capture(model) as enc:
             memory, _ = model.encode(src, src_mask)
@@ -447,12 +529,13 @@ def seq2seq(predictor: Any, text: str, opts: Options) -> Part:
             if stack:
                 stacks.append(stack)
             emb = embedding_part(rec, inp, first_layer_input(rec),
-                                 table=_pe_table(model, max(len(ids), len(tgt))))  # fmt: skip
+                                 table=_pe_table(model, max(len(source), len(tgt))))  # fmt: skip
             if emb:
                 embeddings.append(emb)
         last = [r for r in dec.of("attention") if r["role"] == "cross"][-1]
         alignment = last["weights"][0].mean(0)
         score = None
+        functions = score_functions(last["q"][0], last["k"][0], src_mask[0], None, last.module)
     else:
         taps = _taps(model, source=("src_embed",))
         with torch.no_grad(), capture(model, taps) as rec:
@@ -470,6 +553,7 @@ def seq2seq(predictor: Any, text: str, opts: Options) -> Part:
                                "norm_first": False,
                                "layers": [{"index": 0, "attention": [part], "residual": None}]})  # fmt: skip
                 alignment = torch.cat([r["weights"][0] for r in rec.of("softmax")], 0)
+                functions = _lstm_score_functions(rec, model.score, src_mask[0])
     probs = logits[0].float().cpu().softmax(-1)  # (T_out, V)
     chosen = [*out, *([tk.eos_id] if ended else [])]
     steps = [
@@ -488,9 +572,69 @@ def seq2seq(predictor: Any, text: str, opts: Options) -> Part:
         "steps": steps,
         "score": score,
     }
-    inputs = [input_part("source", tk, ids, None, truncated, bound),
+    view["score_functions"] = functions
+    if opts.target is not None:
+        view["teacher_forcing"] = teacher_forcing(predictor, src, src_mask, opts.target,
+                                                  chosen, probs, opts.top)  # fmt: skip
+    inputs = [input_part("source", tk, source, None, truncated, bound,
+                         padded=len(source) - len(ids)),
               input_part("target", tk, tgt, None, not ended, limit)]  # fmt: skip
     return Part(inputs, embeddings, stacks, view, notes)
+
+
+# --------------------------------------------------------------------------------------
+# the five score functions of the course (lecture 002) on one seq2seq run's queries
+# --------------------------------------------------------------------------------------
+SCORE_SEED = 0  # the untrained illustrations' parameters: drawn under this seed, every time
+SCORE_FUNCTIONS_BYTES = 400_000  # all heads' functions kept under this, else head 0's only
+
+
+def score_functions(query: Tensor, keys: Tensor, key_mask: Tensor, own: Any | None,
+                    module: str) -> dict[str, Any]:  # fmt: skip
+    """``ScoreFunctions``: the scores and softmax weights of dot, scaled dot, general, concat
+    and location for each query (``query`` (H, T, Dq), ``keys`` (H, S, Dk), ``key_mask`` (S,)
+    True = may attend). ``own``: the run's own ``Score`` module (an LSTM's, with its trained
+    parameters); None: a Transformer's cross-attention, whose own score is scaled dot of
+    its projected (trained) q and k. The score functions with parameters that are not the
+    run's are freshly initialised under ``SCORE_SEED``: untrained illustrations."""
+    h, t, dq = query.shape
+    s, dk = keys.size(1), keys.size(2)
+    kept = h if 5 * 2 * h * t * s * 4 <= SCORE_FUNCTIONS_BYTES else 1
+    q, k = query[:kept].float().cpu(), keys[:kept].float().cpu()
+    mask = key_mask.bool().cpu()[None, None, :].expand(kept, t, s)
+    own_name = "scaled_dot" if own is None else own.name
+    out = []
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SCORE_SEED)
+        for name in SCORE_NAMES:
+            if name == own_name and own is not None:  # where the model runs, as it ran
+                fn, parameters = own, "trained"
+                scores = own(query[:kept], keys[:kept]).float().cpu()
+            else:
+                fn = make_score(name, d_query=dq, d_key=dk, d_attn=dq, max_len=s)
+                parameters = "none" if name in ("dot", "scaled_dot") else "untrained"
+                scores = fn(q, k)  # (kept, T, S)
+            out.append({
+                "name": name,
+                "formula": fn.formula,
+                "own": name == own_name,
+                "parameters": parameters,
+                "scores": pending(scores, "score_functions"),
+                "weights": pending(masked_softmax(scores, mask), "score_functions"),
+            })  # fmt: skip
+    return {"module": module, "query": "target", "key": "source", "num_heads": int(h),
+            "heads": int(kept), "own": own_name, "seed": SCORE_SEED, "functions": out}  # fmt: skip
+
+
+def _lstm_score_functions(rec: Recorder, own: Any, key_mask: Tensor) -> dict[str, Any] | None:
+    """``score_functions`` of an LSTM decoder: queries s_t (the ``score`` records), keys the
+    encoder outputs h_i (the values ``attend`` read: the score function's own input)."""
+    found, attend = rec.of("score"), rec.of("attend")
+    if not found or not attend:
+        return None
+    query = torch.cat([r["query"][0] for r in found], 0)[None]  # (1, T, H)
+    keys = attend[0]["values"][0][None]  # (1, S, H)
+    return score_functions(query, keys, key_mask, own, found[0].module)
 
 
 # --------------------------------------------------------------------------------------
@@ -526,11 +670,14 @@ def tag(predictor: Any, text: str, opts: Options) -> Part:
     cut = bool(feature.truncated or chars_cut)
     notes = [f"the text was cut to {bound} word pieces: the words that did not fit are "
              "labelled O"] if cut else []  # fmt: skip
-    ids = feature.input_ids
+    length = len(feature.input_ids)
+    ids, real, _ = pad_input(feature.input_ids, tk.pad_id, opts.pad_to, bound)
+    if len(ids) > length:
+        notes.append(_pad_note(len(ids) - length, len(ids)))
     x = torch.tensor([ids], device=predictor.device)
     taps = _taps(model, token=("embeddings.word",))
     with torch.no_grad(), capture(model, taps) as rec:
-        logits = model(x, torch.ones_like(x, dtype=torch.bool)).logits[0].float().cpu()
+        logits = model(x, torch.tensor([real], device=predictor.device)).logits[0].float().cpu()
     probs = logits.softmax(-1)  # (T, C)
     predicted = logits.argmax(-1)
     labels = predictor.labels
@@ -564,7 +711,7 @@ def tag(predictor: Any, text: str, opts: Options) -> Part:
         "entities": entities,
     }
     embeddings, stacks = _bert_parts(rec, model, len(ids), _full_qkv(opts.qkv, rec))
-    inputs = [input_part("input", tk, ids, None, cut, bound)]
+    inputs = [input_part("input", tk, ids, None, cut, bound, padded=len(ids) - length)]
     return Part(inputs, embeddings, stacks, view, notes)
 
 
@@ -651,3 +798,120 @@ def qa(predictor: Any, text: str, opts: Options) -> Part:
     inputs = [input_part("input", tk, f.input_ids, f.token_type_ids,
                          len(features) > 1 or question_cut, bound)]  # fmt: skip
     return Part(inputs, embeddings, stacks, view, notes)
+
+
+# --------------------------------------------------------------------------------------
+# teacher forcing (seq2seq, a reference target given) and NSP (bert-pretrain, a pair)
+# --------------------------------------------------------------------------------------
+def _token(tk: Any, i: int, probability: float | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"token": tk.id_to_token(int(i)) or "?", "id": int(i)}
+    if probability is not None:
+        out["probability"] = float(probability)
+    return out
+
+
+def teacher_forcing(predictor: Any, src: Tensor, src_mask: Tensor, target: str,
+                    chosen: list[int], free_probs: Tensor, top: int) -> dict[str, Any]:  # fmt: skip
+    """``TeacherForcing``: the decoder fed the reference shifted right ([BOS] y_1 ..
+    y_{n}, as training feeds it) beside the decoder fed its own outputs (``chosen``: the
+    free decoding's tokens, [EOS] included when it stopped; ``free_probs`` (T, V): its
+    distributions)."""
+    model, tk = predictor.model, predictor.tokenizer
+    if not isinstance(target, str) or not target.strip():
+        raise InputError("the reference target is empty or whitespace only")
+    # training cuts a target to data.max_len - 1 tokens ([BOS] + target fits max_len)
+    ref, cut = tk.encode(target, max_len=max(1, int(predictor.max_len) - 1),
+                         return_truncated=True)  # fmt: skip
+    if not ref:
+        raise InputError("the reference target has no tokens the run's tokenizer knows")
+    gold = [*ref, tk.eos_id]
+    tgt_in = torch.tensor([[tk.bos_id, *ref]], device=predictor.device)
+    with torch.no_grad():
+        logits = model(src, tgt_in, src_mask).logits[0].float().cpu()  # (n + 1, V)
+    logp = logits.log_softmax(-1)
+    probs = logp.exp()
+    steps = []
+    for t, y in enumerate(gold):
+        free = t < len(chosen)
+        steps.append({
+            "step": t + 1,
+            "input_train": _token(tk, int(tgt_in[0, t])),
+            "reference": _token(tk, y, probs[t, y]),
+            "top": _top(tk, probs[t], top),
+            "input_free": _token(tk, tk.bos_id if t == 0 else chosen[t - 1]) if free else None,
+            "free": _token(tk, chosen[t], free_probs[t, chosen[t]]) if free else None,
+            "free_reference_probability": float(free_probs[t, y]) if free else None,
+        })  # fmt: skip
+    training = getattr(predictor.config, "training", None)
+    ratio = getattr(training, "teacher_forcing_ratio", None)
+    return {
+        "reference_text": target,
+        "reference": _tokens(tk, gold),
+        "reference_ids": [int(i) for i in gold],
+        "truncated": bool(cut),
+        "ratio": None if ratio is None else float(ratio),
+        "loss": float(-logp[torch.arange(len(gold)), torch.tensor(gold)].mean()),
+        "steps": steps,
+    }
+
+
+NO_NSP_HEAD = (
+    "this run has no next-sentence (NSP) head: model.arch bert-mlm learns the masked LM only "
+    "(RoBERTa's choice); train model.arch bert-pretraining for IsNext / NotNext"
+)
+
+
+def mlm_pair(predictor: Any, text: str, opts: Options) -> Part:
+    """A bert-pretrain run given a pair: [CLS] A [SEP] B [SEP] with segments 0 / 1, as its
+    NSP pairs were built; the NSP head's IsNext / NotNext and the fill-ins of any [MASK]."""
+    model, tk, cfg = predictor.model, predictor.tokenizer, predictor.config
+    if not predictor.can("next_sentence"):
+        raise InputError("a second sentence is read by a bert-pretrain run (next-sentence "
+                         "prediction), not by this mlm run: give one text")  # fmt: skip
+    pair = opts.pair
+    if not isinstance(text, str) or not text.strip() or not isinstance(pair, str) or (
+            not pair.strip()):  # fmt: skip
+        raise InputError("both sentences (A and B) must be non-empty")
+    if getattr(opts, "pad_to", None) is not None:
+        raise InputError("pad_to pads one text: a bert-pretrain run's sentence pair (next-"
+                         "sentence prediction) is read as it is, without pad_to")  # fmt: skip
+    bound = min(int(cfg.data.max_len), opts.max_tokens)
+    a = tk.encode(text, max_len=cfg.data.max_len)  # as predictor.next_sentence cuts them
+    b = tk.encode(pair, max_len=cfg.data.max_len)
+    ids, types, cut = pair_ids(tk, a, b, bound)
+    notes = [_cut_note("pair", bound, "longer sentence cut first")] if cut else []
+    x = torch.tensor([ids], device=predictor.device)
+    t = torch.tensor([types], device=predictor.device)
+    where = x == tk.mask_id
+    taps = _taps(model, token=("embeddings.word",))
+    with torch.no_grad(), capture(model, taps) as rec:
+        out = model(x, None, t, positions=where)
+    probs = out.logits.float().cpu().softmax(-1)  # (masks, V)
+    positions = where[0].nonzero().flatten().tolist()
+    has_head = bool(cfg.model.predicts_next_sentence) and getattr(
+        out, "next_sentence_logits", None) is not None  # fmt: skip
+    if has_head:
+        nsp_logits = out.next_sentence_logits[0].float().cpu()
+        p = nsp_logits.softmax(-1)
+        nsp = {"available": True, "is_next": float(p[0]), "not_next": float(p[1]),
+               "logits": nsp_logits.tolist(),
+               "note": "P(IsNext) = softmax(W h_[CLS]' + b)_0 over the pooled [CLS] vector "
+               "h_[CLS]' = tanh(W_p h_[CLS] + b_p): how likely B follows A"}  # fmt: skip
+    else:
+        nsp = {"available": False, "is_next": None, "not_next": None, "logits": None,
+               "note": NO_NSP_HEAD}  # fmt: skip
+        notes.append(NO_NSP_HEAD)
+    view = {
+        "kind": "mlm",
+        "masks": [
+            {"position": q, "top": _top(tk, probs[i], opts.top)} for i, q in enumerate(positions)
+        ],  # fmt: skip
+        "nsp": nsp,
+    }
+    full = _full_qkv(opts.qkv, rec)
+    stack = stack_part(rec, "encoder", "input", _norm_first(rec), full)
+    emb = embedding_part(rec, "input", first_layer_input(rec), "token", None,
+                         layer_norm=cfg.model.EMBEDDING_LAYER_NORM,
+                         table=_pe_table(model, len(ids)))  # fmt: skip
+    inputs = [input_part("input", tk, ids, types, cut, bound)]
+    return Part(inputs, [emb] if emb else [], [stack] if stack else [], view, notes)

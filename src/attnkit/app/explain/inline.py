@@ -102,16 +102,24 @@ def explain(
     max_tokens: int = 128,
     device: str = "cpu",
     height: int = 760,
+    pad_to: int | None = None,
+    target: str | None = None,
 ) -> Explanation:
     """Step ``text`` through ``run``'s forward pass: an ``Explanation`` that Jupyter shows as
     the inline explorer, with ``.save(path)`` and the captured data (``.trace``).
 
     run: a run directory, what ``attnkit.train`` returns (its ``run_dir``), or a predictor
         from ``attnkit.load`` (used as it is; a run is loaded in float32 on ``device``).
-    pair: a sentence-pair classifier's second sentence; a qa run's context.
+    pair: a sentence-pair classifier's second sentence; a qa run's context; a
+        bert-pretrain run's sentence B (next-sentence prediction).
     beam: seq2seq runs: the beam shown beside greedy decoding (1: greedy only).
     steps, temperature, top_k, seed: lm runs: the tokens generated, one step each.
     max_tokens: a longer input is cut to this many tokens (a note on the page says so).
+    pad_to: classify, mlm, tag, translate and chat runs: the text (a seq2seq run's source)
+        padded with [PAD] to this many tokens, as in a batch beside a longer text (the
+        course's "I am sam <pad>"): the padding mask hides them.
+    target: translate / chat runs: a reference output, shown decoded with teacher forcing
+        (the reference shifted right, as in training) beside the free decoding.
     """
     if isinstance(text, bool) or not isinstance(text, str) or not text.strip():
         raise InputError("explain needs a non-empty text (a string)")
@@ -137,5 +145,7 @@ def explain(
         top_k=top_k,
         seed=seed,
         max_tokens=max_tokens,
+        pad_to=pad_to,
+        target=target,
     )
     return Explanation(traces, text, height=height)

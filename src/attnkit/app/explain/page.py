@@ -195,17 +195,29 @@ def explain_traces(
     top_k: int = 0,
     seed: int | None = 0,
     max_tokens: int = 128,
+    pad_to: int | None = None,
+    target: str | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """The traces the page shows for one text, as ``(label, trace)`` pairs: one trace; for a
     seq2seq run with ``beam`` > 1, greedy decoding and beam search side by side. ``steps``,
     ``temperature``, ``top_k`` and ``seed`` are an lm run's generation; ``pair`` a BERT
-    sentence-pair classifier's second sentence or a qa run's context
-    (``attnkit.app.explain.trace``)."""
+    sentence-pair classifier's second sentence, a qa run's context or a bert-pretrain
+    run's sentence B (next-sentence prediction); ``pad_to`` pads the text with [PAD] as a
+    batch would; ``target`` is a translate / chat run's reference output (teacher
+    forcing) (``attnkit.app.explain.trace``)."""
     family = family_of(predictor)
-    if pair is not None and family not in ("classifier", "qa"):
-        raise InputError("a second sentence is read only by sentence-pair classifiers (and by "
-                         "qa runs: the context)")  # fmt: skip
+    nsp = family == "mlm" and predictor.can("next_sentence")
+    if pair is not None and family not in ("classifier", "qa") and not nsp:
+        raise InputError("a second sentence is read only by sentence-pair classifiers, qa runs "
+                         "(the context) and bert-pretrain runs (next-sentence prediction)")  # fmt: skip
+    if target is not None and family != "seq2seq":
+        raise InputError("a reference target (teacher forcing) is read only by translate / "
+                         "chat runs")  # fmt: skip
     options: dict[str, Any] = {"pair": pair, "max_tokens": max_tokens}
+    if target is not None:
+        options["target"] = target
+    if pad_to is not None:
+        options["pad_to"] = pad_to
     if family == "lm":
         options.update(steps=steps, temperature=temperature, top_k=top_k, seed=seed)
     if family != "seq2seq":

@@ -31,7 +31,7 @@ __all__ = [
 
 # keys whose arrays may be stored as float16 when the trace is over its budget, in the
 # order they are given up (the full Q/K/V first, the weights last)
-DOWNCAST_ORDER = (("q", "k", "v", "head_out"), ("scores",), ("token", "sum", "rows",
+DOWNCAST_ORDER = (("q", "k", "v", "head_out", "layer_norm"), ("scores",), ("token", "sum", "rows",
                   "segment", "table"), ("weights",))  # fmt: skip
 QKV_FULL_LIMIT = 1_000_000  # bytes: qkv="auto" keeps the full Q/K/V of a trace under this
 
@@ -74,7 +74,7 @@ def norms(x: Tensor) -> Tensor:
 # shows scores, mask and softmax exactly as they were computed
 COARSEN = {
     "scores": "the scores before the mask are kept for the first layer of each stack only "
-    "(the page would be over its size budget): pick layer 1 to see them",
+    "(the page would be over its size budget): pick layer 0 to see them",
     "weights": "the attention weights of the layers after the first are stored in steps of "
     "1/255 (uint8; the page would be over its size budget): rows sum to 1 within ~0.01",
 }
@@ -163,8 +163,11 @@ def input_part(
     segments: list[int] | None = None,
     truncated: bool = False,
     bound: int = 0,
+    padded: int = 0,
 ) -> dict[str, Any]:
-    """``Input``: the token strings of ``ids`` (as the tokenizer spells them)."""
+    """``Input``: the token strings of ``ids`` (as the tokenizer spells them); ``padded``:
+    how many of its last ids are padding added to it (``pad_to``), masked."""
+    pad_id = getattr(tokenizer, "pad_id", None)
     return {
         "name": name,
         "tokens": [tokenizer.id_to_token(i) or "?" for i in ids],
@@ -172,6 +175,8 @@ def input_part(
         "segments": None if segments is None else [int(s) for s in segments],
         "truncated": bool(truncated),
         "bound": int(bound),
+        "padded": int(padded),
+        "pad_id": None if pad_id is None else int(pad_id),
     }
 
 
@@ -302,6 +307,7 @@ def _residual(rec: Recorder, layer: str, decoder: bool) -> dict[str, Any] | None
             "name": names[i] if i < len(names) else r.module.rsplit(".", 1)[-1],
             "sublayer": pending(norms(r["sublayer"][0]), "residual"),
             "after": pending(norms(r["output"][0]), "residual"),
+            "norm": layer_norm_part(r),
         }
         for i, r in enumerate(add_norms)
     ]
@@ -314,6 +320,34 @@ def _residual(rec: Recorder, layer: str, decoder: bool) -> dict[str, Any] | None
         "sublayers": sublayers,
         "ffn_active": active,
         "output": pending(norms(add_norms[-1]["output"][0]), "residual"),
+        "activation": None if ffn is None else ffn.data.get("activation"),
+        "norm_first": bool(add_norms[0]["norm_first"]),
+    }
+
+
+LN_DIMS = 8  # the first dimensions of a LayerNorm's input and output kept per token
+
+
+def layer_norm_part(r: Record) -> dict[str, Any] | None:
+    """The LayerNorm of one ``add_norm`` record: per token its statistics over d_model
+    (mean, std = sqrt of the biased variance) and the first ``LN_DIMS`` dimensions of
+    what it read and wrote; its gamma, beta (all d_model) and eps (None: an old record)."""
+    if "norm_input" not in r.data:
+        return None
+    z = r["norm_input"][0].float()  # (T, d)
+    var, mean = torch.var_mean(z, dim=-1, unbiased=False)
+    k = min(LN_DIMS, z.size(-1))
+    gamma, beta = r["gamma"].float(), r["beta"].float()
+    return {
+        "eps": float(r["eps"]),
+        "mean": pending(mean, "residual"),
+        "std": pending(var.sqrt(), "residual"),
+        "gamma": pending(gamma, "residual"),
+        "beta": pending(beta, "residual"),
+        "gamma_norm": float(norms(gamma)),
+        "beta_norm": float(norms(beta)),
+        "x": pending(z[:, :k], "layer_norm"),
+        "normalized": pending(r["norm_output"][0][:, :k], "layer_norm"),
     }
 
 

@@ -14,6 +14,13 @@ Changes
 - ``LMStep.distribution`` (the step's logits: all of them, or the best 64) and
   ``LMView.banned``: what the page's temperature / top-k controls compute from.
 - families "tag" (``TagView``) and "qa" (``QAView``).
+- ``Residual.activation``, ``Residual.norm_first`` and each sublayer's ``norm``
+  (``LayerNormStats``: mean, std, gamma, beta of its LayerNorm).
+- ``Seq2SeqView.teacher_forcing`` (a reference target given) and ``MLMView.nsp`` (a
+  bert-pretrain run given a pair).
+- ``Input.padded`` and ``Input.pad_id`` (``trace(..., pad_to=N)``: the text padded with
+  [PAD] as in a batch); ``Seq2SeqView.score_functions`` (``ScoreFunctions``: the five
+  score functions of lecture 002 on the decoder's queries).
 
 Arrays
 ------
@@ -32,7 +39,8 @@ numbers (Python floats of the float32 values).
 
 Size: for a 6-layer, d_model 256, 4-head model reading 128 tokens the whole trace's JSON
 is about 3.7 MB (``scores`` in float16; benchmarks/explain_speed.py). Float16 groups, in
-the order given up: the full Q/K/V/head_out, scores, the embedding arrays (token, sum,
+the order given up: the full Q/K/V/head_out (with the LayerNorms' ``x`` and ``normalized``),
+scores, the embedding arrays (token, sum,
 rows, segment, table), weights. When the arrays are still over the budget with all of
 them in float16 (8 heads and more at 128 tokens: they grow as layers x heads x T^2), the
 trace is coarsened further, in this order, as far as needed (``encoding.coarsened``, and a
@@ -83,6 +91,13 @@ view          the family's part (``ClassifierView``, ``LMView``, ``Seq2SeqView``
     ids        [int]
     segments   [int] | None: segment (token type) ids of a BERT pair (0 = A, 1 = B)
     truncated  bool: the text was cut (see ``notes``); bound: the cut's token limit
+    padded     int: how many of the last tokens are padding added to the text (or a
+               seq2seq source) (``pad_to``: as in a batch beside a longer text; the padding mask hides
+               them, their attention weights are 0); 0 otherwise. A [PAD] typed in the
+               text is not padding: the mask comes from each text's length in its batch
+               (``attnkit.data.batching.pad_batch``), never from the token's id, so the
+               model reads a typed [PAD] like any other token
+    pad_id     int | None: the tokenizer's [PAD] id
 
 ``Embedding`` (the vectors entering the first layer, per position)
     input         the ``Input.name`` it belongs to
@@ -144,6 +159,22 @@ view          the family's part (``ClassifierView``, ``LMView``, ``Seq2SeqView``
     ffn_active  Array (T) | None: the fraction of the FFN's d_ff units that are > 0 after the
                 activation (ReLU / GELU) per token
     output      Array (T): the stream leaving the layer (= the last ``after``)
+    activation  "relu" | "gelu" | "gelu_tanh" | None: the FFN's activation (the run's
+                model.activation; None: no FFN record)
+    norm_first  bool: pre-norm, x + Sublayer(LayerNorm(x)), or post-norm,
+                LayerNorm(x + Sublayer(x)) (as the ``Stack``'s)
+    each ``sublayers`` item also has "norm": ``LayerNormStats`` | None, the LayerNorm of
+    that Add & Norm
+
+``LayerNormStats`` (one LayerNorm over d_model: LN(z) = gamma * (z - mean) /
+sqrt(std^2 + eps) + beta; z = x + Sublayer(x) post-norm, x pre-norm)
+    eps         float
+    mean, std   Array (T): per token, the mean and the standard deviation (square root of
+                the biased variance) of z over its d_model numbers
+    gamma, beta Array (d_model): the learned scale and shift
+    gamma_norm, beta_norm  float: ||gamma||, ||beta||
+    x           Array (T, k): the first k = min(8, d_model) numbers of z per token
+    normalized  Array (T, k): the same numbers of LN(z)
 
 Family views
 ------------
@@ -182,11 +213,52 @@ bert-classifier, elmo, ngram)
     heads; LSTM: alpha_t); steps [{"step": t (1-based), "chosen": {"token", "id"},
     "top": [{"token", "id", "probability"}]}]: the decoder's distribution at each step
     (teacher-forced over the decoded output, which gives the decoding's own numbers);
-    score {"name", "formula"} | None (LSTM: the score function; None without attention)
+    score {"name", "formula"} | None (LSTM: the score function; None without attention);
+    score_functions ``ScoreFunctions`` | None (None: no attention);
+    teacher_forcing ``TeacherForcing`` | absent (only when a reference target was given:
+    ``trace(..., target=TEXT)``)
+
+``TeacherForcing`` (the decoder at training time vs at inference, for one reference)
+    reference_text str; reference [str] the reference's tokens y_1 .. y_n (+ "[EOS]": what
+    training predicts last); reference_ids [int]; truncated bool (cut to the run's
+    data.max_len - 1 tokens, as training cuts targets); ratio float | None: the run's
+    training.teacher_forcing_ratio (the probability of feeding the gold previous token;
+    1.0: always); loss float: the mean cross-entropy (nats) of the reference under teacher
+    forcing (what training minimises); steps [{"step": t (1-based), "input_train": {"token",
+    "id"} (the reference shifted right: [BOS], y_1 .. y_{t-1}), "reference": {"token", "id",
+    "probability"} (P(y_t | source, [BOS] y_1 .. y_{t-1})), "top": [{"token", "id",
+    "probability"}] (teacher-forced), "input_free": {"token", "id"} | None (the model's own
+    previous output when decoding freely: [BOS], then what it chose; None past the end of
+    the free decoding), "free": {"token", "id", "probability"} | None (what free decoding
+    chose at step t, and its probability), "free_reference_probability": float | None
+    (P(y_t) given the model's own previous outputs instead)}]
+
+``ScoreFunctions`` (the course's score table, lecture 002, on one run's decoder queries)
+    module     the attention they stand beside (LSTM: its score module, e.g. "score";
+               Transformer: the last decoder layer's cross-attention)
+    query, key "target", "source": the ``Input`` names of the queries (rows) and keys
+    num_heads  H of that attention; heads: how many are kept (H, or 1 when all of them
+               would take over 400 kB: head 0 only)
+    own        the run's own score function ("scaled_dot" for a Transformer)
+    seed       int: the seed the untrained illustrations' parameters are drawn under
+    functions  [{"name": "dot" | "scaled_dot" | "general" | "concat" | "location",
+               "formula": str, "own": bool, "parameters": "trained" (the run's own
+               trained parameters) | "none" (no parameters: computed on the run's own
+               queries and keys) | "untrained" (freshly initialised under ``seed``: an
+               illustration, not what the run learned), "scores": Array (heads, T, S),
+               "weights": Array (heads, T, S) (softmax over the visible keys)}], in this
+               order. Queries and keys: an LSTM's decoder states s_t and encoder outputs
+               h_i (the own function's scores and weights equal the stack's); a
+               Transformer's projected q = W^Q s, k = W^K h of each head
 
 ``MLMView`` (family "mlm": task mlm and bert-pretrain runs)
     kind "mlm"; masks [{"position": int, "top": [{"token", "id", "probability"}]}], one
-    per [MASK] left to right (what ``predictor.fill_mask`` returns)
+    per [MASK] left to right (what ``predictor.fill_mask`` returns); nsp | absent (only
+    for a bert-pretrain run given a pair: ``inputs[0]`` is then [CLS] A [SEP] B [SEP] with
+    segments 0 / 1): {"available": bool (the run has an NSP head: model.arch
+    bert-pretraining), "is_next", "not_next": float | None (softmax of the NSP head's two
+    logits over the pooled [CLS] vector: what ``predictor.next_sentence`` reports),
+    "logits": [float, float] | None (IsNext, NotNext), "note": str}
 
 ``BiLMView`` (family "bilm": ELMo's biLM)
     kind "bilm"; forward [{"position", "top": [...]}] (token t + 1 from tokens <= t);
@@ -223,9 +295,15 @@ bert-classifier, elmo, ngram)
 from __future__ import annotations
 
 import base64
+import sys
 from typing import Any, Literal, TypedDict
 
 import numpy as np
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired
+else:  # Python 3.10: torch's own dependency has it
+    from typing_extensions import NotRequired
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -236,6 +314,7 @@ __all__ = [
     "Embedding",
     "Input",
     "LMStep",
+    "LayerNormStats",
     "LMView",
     "Layer",
     "MLMView",
@@ -269,6 +348,8 @@ class Input(TypedDict):
     segments: list[int] | None
     truncated: bool
     bound: int
+    padded: NotRequired[int]
+    pad_id: NotRequired[int | None]
 
 
 class Positional(TypedDict, total=False):
@@ -317,6 +398,20 @@ class Residual(TypedDict):
     sublayers: list[dict[str, Any]]
     ffn_active: Array | None
     output: Array
+    activation: str | None
+    norm_first: bool
+
+
+class LayerNormStats(TypedDict):
+    eps: float
+    mean: Array
+    std: Array
+    gamma: Array
+    beta: Array
+    gamma_norm: float
+    beta_norm: float
+    x: Array
+    normalized: Array
 
 
 class Layer(TypedDict):
@@ -383,11 +478,14 @@ class Seq2SeqView(TypedDict):
     alignment: Array | None
     steps: list[dict[str, Any]]
     score: dict[str, str] | None
+    teacher_forcing: NotRequired[dict[str, Any]]
+    score_functions: NotRequired[dict[str, Any] | None]
 
 
 class MLMView(TypedDict):
     kind: str
     masks: list[dict[str, Any]]
+    nsp: NotRequired[dict[str, Any]]
 
 
 class TagView(TypedDict):

@@ -93,6 +93,8 @@ def trace(
     qkv: str = "auto",
     precision: str = "auto",
     budget_bytes: int = DEFAULT_BUDGET,
+    pad_to: int | None = None,
+    target: str | None = None,
 ) -> dict[str, Any]:
     """Run ``text`` through a run's model once with every step captured; returns the trace
     (``attnkit.app.explain.schema.Trace``), JSON-serialisable.
@@ -110,6 +112,13 @@ def trace(
         (auto: when they take under 1 MB) or only their per-token norms.
     precision: "auto" | "float32" | "float16": how large arrays are stored (auto: float32
         unless over ``budget_bytes``; see the schema's "Arrays").
+    pad_to: classify, mlm, bert-pretrain, tag, translate and chat runs: the text (a seq2seq
+        run's source) padded with [PAD] to this many tokens, as in a batch beside a longer
+        text (``Input.padded``; the padding mask hides them); at most the tokens the run
+        reads, at least the text's.
+    target: translate / chat runs: a reference output, to compare the decoder at training
+        time (teacher forcing: fed the reference shifted right) with the decoder at
+        inference (fed its own outputs): ``view["teacher_forcing"]``.
     """
     if qkv not in ("auto", "norms", "full"):
         raise InputError(f"qkv must be auto, norms or full, got {qkv!r}")
@@ -121,16 +130,26 @@ def trace(
             raise InputError(f"{name} must be an integer >= {low}, got {value!r}")
     if not isinstance(text, str):
         raise InputError(f"the text must be a string, got {type(text).__name__}")
+    if pad_to is not None and (isinstance(pad_to, bool) or not isinstance(pad_to, int)
+                               or pad_to < 1):  # fmt: skip
+        raise InputError(f"pad_to must be an integer >= 1, got {pad_to!r}")
     predictor = predictor_or_run
     if isinstance(predictor_or_run, (str, Path)):
         predictor = load(predictor_or_run, precision="fp32")
     family, build = _builder(predictor)
+    if target is not None and family != "seq2seq":
+        raise InputError("a reference target (teacher forcing) is read only by translate / "
+                         "chat runs")  # fmt: skip
+    if target is not None and not isinstance(target, str):
+        raise InputError(f"the target must be a string, got {type(target).__name__}")
+    if pad_to is not None and family not in families.PADDED:
+        raise InputError(f"pad_to: {families.NOT_PADDED.get(family, 'not for this run')}")
     if not isinstance(predictor.model, nn.Module):
         raise InputError("the explainer needs the run's PyTorch model (an ONNX export has "
                          "no tensors to capture)")  # fmt: skip
     opts = families.Options(max_tokens=max_tokens, steps=steps, temperature=float(temperature),
                             top_k=int(top_k), seed=seed, beam=beam, top=top, qkv=qkv,
-                            pair=pair)  # fmt: skip
+                            pair=pair, pad_to=pad_to, target=target)  # fmt: skip
     model = predictor.model
     was_training = model.training
     model.eval()

@@ -169,7 +169,8 @@ def _explain_api(run: ServedRun) -> dict[str, Any]:
     the run's name and family, and whether it reads a second text (a sentence pair; a qa
     run's context)."""
     family = family_of(run.predictor)
-    pairs = bool(run.describe().get("pairs")) or family == "qa"
+    pairs = bool(run.describe().get("pairs")) or family == "qa" or (
+        run.predictor.can("next_sentence"))  # fmt: skip
     return {"endpoint": "/v1/explain", "model": run.name, "pairs": pairs, "family": family}
 
 
@@ -300,7 +301,11 @@ class _Server:
             "pair": pair if pair is not None else given.get("pair"),
             "beam": beam if beam is not None else given.get("beam"),
             "max_new_tokens": steps if steps is not None else given.get("steps"),
-            **{k: given[k] for k in ("temperature", "top_k", "seed") if k in given},
+            **{
+                k: given[k]
+                for k in ("temperature", "top_k", "seed", "pad_to", "target")
+                if k in given
+            },
         }
         try:
             return ExplainRequest(**fields)
@@ -327,7 +332,7 @@ class _Server:
     def refused_page(self, req: ExplainRequest, message: str) -> dict[str, str]:
         """The explorer page of a text the run refused: the message and the form."""
         run = pick_explainable(self.runs, req.model)
-        api = {**_explain_api(run), "text": req.text, "pair": req.pair}
+        api = {**_explain_api(run), "text": req.text, "pair": req.pair, "target": req.target}
         html, csp = served_page([], api, error=message)
         return {"html": html, "csp": csp}
 

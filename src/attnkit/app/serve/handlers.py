@@ -84,6 +84,8 @@ def check(endpoint: str, req: Any, limits: Limits) -> None:
         _check_chars([req.text], limits.max_chars, "text")
         if req.pair is not None:
             _check_chars([req.pair], limits.max_chars, "second sentence")
+        if req.target is not None:
+            _check_chars([req.target], limits.max_chars, "target")
         if req.beam is not None and req.beam > limits.max_beam:
             raise InputError(f"beam must be <= {limits.max_beam} here, got {req.beam}")
         most = min(limits.max_new_tokens, EXPLAIN_MAX_STEPS)
@@ -200,6 +202,8 @@ def explain(
         top_k=req.top_k,
         seed=req.seed,
         max_tokens=max_tokens,
+        pad_to=req.pad_to,
+        target=req.target,
     )
     return {"model": run.name, "traces": [{"label": k, "trace": t} for k, t in traces]}
 

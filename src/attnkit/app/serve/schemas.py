@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from attnkit.core.params import PARAMS
 
+PAD_TO_MAX = 4096  # /v1/explain's pad_to: the run's own bound (its max_len) is checked after
+
 
 def _check_text(value: Any) -> Any:
     """A string (or each string of a list) must be valid Unicode text: JSON's escapes can
@@ -129,6 +131,19 @@ class ExplainRequest(_Request):
     )
     top_k: int = Field(0, **PARAMS["top_k"].bounds(), description="lm runs: 0 = off")
     seed: int | None = Field(0, **PARAMS["seed"].bounds(), description="lm runs: the sampling seed")
+    pad_to: int | None = Field(
+        None,
+        ge=1,
+        le=PAD_TO_MAX,
+        description="classify, mlm, tag, translate, chat runs: pad the text (a seq2seq run's "
+        "source) with [PAD] to this many tokens, as in a batch beside a longer text (at most the "
+        "tokens the run reads)",
+    )
+    target: str | None = Field(
+        None,
+        description="translate/chat runs: a reference output, to see teacher forcing (the "
+        "decoder fed the reference shifted right, as in training) beside free decoding",
+    )
 
 
 REQUESTS: dict[str, type[_Request]] = {

@@ -304,14 +304,14 @@ async function start() {
     MODELS = body.models;
     LIMITS = body.limits || {};
   } catch (err) {
-    $("status").textContent = `could not reach the server: ${err.message}`;
+    $("status").textContent = `could not reach the server · 서버에 연결하지 못했습니다: ${err.message}`;
     return;
   }
   if (LIMITS.max_new_tokens) {
     $("generate-n").max = String(LIMITS.max_new_tokens);
     $("generate-n").value = String(Math.min(100, LIMITS.max_new_tokens));
   }
-  $("status").textContent = `${MODELS.length} model(s): ${MODELS.map((m) => m.name).join(", ")}`;
+  $("status").textContent = `${MODELS.length} model(s) · 모델 ${MODELS.length}개: ${MODELS.map((m) => m.name).join(", ")}`;
   for (const endpoint of ["classify", "translate", "chat", "generate", "tag", "answer"]) {
     fillModels(endpoint);
   }
