@@ -160,3 +160,16 @@ def test_the_font_subset_leaves_fonttools_logging_as_it_was() -> None:
         quiet.setLevel(before)
     if not font:
         pytest.skip("NanumGothic (koreanize-matplotlib) is not installed: nothing subset")
+
+
+def test_every_font_list_of_the_page_ends_in_its_korean_font() -> None:
+    """A machine without a Korean system font draws Hangul with the page's inline subset
+    ("attnkit-ko"): every font-family the page's CSS sets must name it, or the Korean of a
+    formula or a command shows as empty boxes."""
+    from attnkit.app.explain.page import STATIC
+
+    css = (STATIC / "explain.css").read_text(encoding="utf-8")
+    families = re.findall(r"font-family:\s*([^;]+);", css)
+    assert len(families) >= 3
+    for family in families:
+        assert '"attnkit-ko"' in family, family

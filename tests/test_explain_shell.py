@@ -416,3 +416,34 @@ def test_the_tour_follows_the_lectures_and_links_only_what_is_there(browser, pag
     o.page.click("#tour summary")
     assert o.page.evaluate("document.getElementById('tour').open")
     o.close()
+
+
+def test_every_note_of_a_trace_reads_in_korean(browser, served_runs, tmp_path: Path) -> None:
+    """The notes a trace carries (English, from Python: cuts, padding, dropout, budget
+    coarsening, a pretraining run without NSP) each have their Korean on the Korean page."""
+    from attnkit.app.explain.families import NO_NSP_HEAD
+    from attnkit.app.explain.parts import COARSEN
+
+    made = {
+        "clf-pad": write(LEGACY / "classify-transformer", "great", tmp_path / "a.html",
+                         "--pad-to", "16"),
+        "clf-cut": write(LEGACY / "classify-transformer", "the movie was great fun",
+                         tmp_path / "b.html", "--max-tokens", "3"),
+        "s2s-pad": write(LEGACY / "translate-transformer", "mann", tmp_path / "c.html",
+                         "--pad-to", "5", "--max-tokens", "5"),
+        "lm-cut": write(served_runs["verse"], "First Citizen", tmp_path / "d.html",
+                        "--max-tokens", "6", "--steps", "2"),
+    }  # fmt: skip
+    seen = 0
+    for name, path in made.items():
+        page = Page(browser, path.as_uri(), locale="ko-KR")
+        notes = page.page.locator("#notes li").all_inner_texts()
+        english = traces_of(path)[0]["notes"]  # (a seq2seq page: greedy first)
+        assert len(notes) == len(english) >= 2, (name, notes)
+        for shown, original in zip(notes, english, strict=True):
+            assert HANGUL.search(shown), f"{name}: {original!r} has no Korean"
+            seen += 1
+        for other in [*COARSEN.values(), NO_NSP_HEAD]:
+            assert HANGUL.search(page.page.evaluate("(n) => noteKo(n)", other)), other
+        page.close()
+    assert seen >= 9

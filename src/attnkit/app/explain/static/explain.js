@@ -1725,8 +1725,8 @@ function showError(message, ko) {
 // The header's notes come from the trace in English; their Korean, by pattern (a note no
 // pattern knows is shown in English in both languages).
 const NOTE_KO = [
-  [/^the (input|prompt|source|text|question) was cut to (\d+) tokens \(its (\w+) kept\): the explainer's bound(.*)$/,
-    (m) => `${{ input: "입력", prompt: "프롬프트", source: "원문", text: "문장", question: "질문" }[m[1]]}을 토큰 ${m[2]}개로 잘랐습니다(${m[3] === "end" ? "끝" : "앞"}부분을 남김): explain의 한도${m[4].replace(/\(with (\d+) new tokens\)/, "(새 토큰 $1개 포함)")}`],
+  [/^the (input|prompt|source|text|question|pair) was cut to (\d+) tokens \(its (.+?) kept\): the explainer's bound(.*)$/,
+    (m) => `${{ input: "입력", prompt: "프롬프트", source: "원문", text: "문장", question: "질문", pair: "문장 쌍" }[m[1]]}을 토큰 ${m[2]}개로 잘랐습니다(${{ end: "끝부분을 남김", "longer sentence cut first": "긴 문장부터 자름" }[m[3]] || "앞부분을 남김"}): explain의 한도${m[4].replace(/\(with (\d+) new tokens\)/, "(새 토큰 $1개 포함)")}`],
   [/^the (input|source) was cut to the run's data\.max_len = (\d+) tokens$/,
     (m) => `${m[1] === "source" ? "원문" : "입력"}을 이 실행의 data.max_len = ${m[2]} 토큰으로 잘랐습니다`],
   [/^dropout is off: eval mode \(inference\)(?:; training used p = ([\d.e-]+))?$/,
@@ -1740,7 +1740,16 @@ const NOTE_KO = [
   [/^the text was cut to (\d+) word pieces/, (m) => `문장을 단어 조각 ${m[1]}개로 잘랐습니다: 들어가지 못한 단어는 O로 표시합니다`],
   [/^the context is read in (\d+) windows of at most (\d+) tokens; shown: window (\d+)/,
     (m) => `지문을 최대 ${m[2]} 토큰짜리 창 ${m[1]}개로 나누어 읽습니다. 보이는 것은 정답이 있는 ${m[3]}번째 창입니다`],
-  [/^the question was cut to its first (\d+) tokens/, (m) => `질문을 앞 ${m[1]} 토큰으로 잘랐습니다(max_question_len)`],
+  [/^the question was cut to its first (\d+) tokens/, (m) => `질문을 앞 ${m[1]} 토큰으로 잘랐습니다(max_question_len)`],  [/^padded with (\d+) \[PAD\] tokens? to (\d+) tokens \(pad_to\)/,
+    (m) => `[PAD] 토큰 ${m[1]}개를 덧붙여 ${m[2]} 토큰으로 맞췄습니다(pad_to). 더 긴 문장과 한 배치에 들어간 것처럼: 패딩 마스크가 이 토큰들을 가립니다`],
+  [/^the logits with the padding equal the text's own, alone \(largest difference ([^)]+)\)$/,
+    (m) => `패딩을 붙여도 로짓은 문장만 읽었을 때와 같습니다(최대 차이 ${m[1]})`],
+  [/^the padding changes this model's logits \(by up to ([^)]+)\)/,
+    (m) => `패딩이 이 모델의 로짓을 바꿉니다(최대 ${m[1]}): 이 모델은 모든 곳에서 패딩을 가리지는 않습니다`],
+  [/^the output with the padding is the source's own, alone$/, () => "패딩을 붙여도 출력은 원문만 읽었을 때와 같습니다"],
+  [/^the padding changes this model's output \(alone: (.*)\)$/, (m) => `패딩이 이 모델의 출력을 바꿉니다(패딩 없이: ${m[1]})`],
+  [/^this run has no next-sentence \(NSP\) head/,
+    () => "이 실행에는 다음 문장 예측(NSP) 헤드가 없습니다: model.arch bert-mlm은 마스크드 언어 모델만 학습합니다(RoBERTa의 선택). IsNext / NotNext를 보려면 model.arch bert-pretraining으로 학습하세요"],
 ];
 function noteKo(note) {
   for (const [pattern, ko] of NOTE_KO) {
