@@ -244,3 +244,195 @@ def test_the_inline_explorer_runs_in_its_sandboxed_frame(tmp_path):
             assert requests == [host.as_uri()], requests
         finally:
             browser.close()
+
+
+# ------------------------------------------------------------------ the course labs
+# notebooks/labNNN_*.ipynb, one per lecture of ../shared/course/ (000-004). Each runs top to
+# bottom in a quick mode (ATTNKIT_LAB_QUICK=1: tiny sizes, a few steps), writes its runs
+# under runs/labNNN/ of the working folder, and ends with a LAB_SUMMARY line of its numbers.
+LABS = sorted(NOTEBOOKS.glob("lab*.ipynb"))
+LAB_DATA = {  # the datasets each lab reads (from ATTNKIT_DATA)
+    "lab000": ["nsmc"],
+    "lab001": ["nsmc"],
+    "lab002": ["nsmc"],
+    "lab003": ["nsmc", "klue", "korquad"],
+    "lab004": ["imdb"],
+}
+
+
+def _in_range(value, low, high) -> bool:
+    return isinstance(value, (int, float)) and low <= value <= high
+
+
+def _check_lab000(s: dict) -> None:
+    assert s["mha_max_abs_diff"] < 1e-5 and s["block_max_abs_diff"] < 1e-4
+    assert _in_range(s["val_accuracy"], 0, 1) and _in_range(s["positive_probability"], 0, 1)
+
+
+def _check_lab001(s: dict) -> None:
+    # BERT-base 110M and BERT-large 335M, counted on the meta device (attnkit's BERT)
+    assert s["bert_base_parameters"] == 109_482_240
+    assert s["bert_large_parameters"] == 335_141_888
+    assert s["pe_max_abs_diff"] < 1e-5 and s["layernorm_max_abs_diff"] < 1e-5
+    assert _in_range(s["fine-tuning_val_accuracy"], 0, 1)
+    assert _in_range(s["feature-based_val_accuracy"], 0, 1)
+
+
+def _check_lab002(s: dict) -> None:
+    for name in ("dot", "scaled_dot", "general", "concat", "location"):  # five distributions
+        assert abs(s[f"alpha_sum_{name}"] - 1) < 1e-5, name
+    assert s["look_ahead_hidden"] == 6  # the 6 future keys of 4 tokens get weight 0
+    assert _in_range(s["lstm_val_bleu"], 0, 100) and _in_range(s["transformer_val_bleu"], 0, 100)
+    for cell in ("rnn", "lstm", "gru"):
+        assert _in_range(s[f"nsmc_{cell}_val_accuracy"], 0, 1), cell
+
+
+def _check_lab003(s: dict) -> None:
+    assert 0.12 < s["mlm_chosen_share"] < 0.18  # 15% of the real tokens ...
+    assert 0.75 < s["mlm_mask_share"] < 0.85  # ... 80% of them [MASK]
+    assert abs(s["elmo_layer_weights_sum"] - 1) < 1e-5 and _in_range(s["nsp_probability"], 0, 1)
+    assert s["gpt_val_perplexity"] > 1
+    metrics = {"nsmc-bert": "val_accuracy", "klue-ner-bert": "val_f1",
+               "korquad-bert": "val_exact_match", "klue-nli-bert": "val_accuracy"}  # fmt: skip
+    for recipe, key in metrics.items():
+        assert _in_range(s[recipe][key], 0, 100), recipe
+
+
+def _check_lab004(s: dict) -> None:
+    assert s["hard_vs_soft_beta50_max_diff"] < 1e-6 and s["kv_max_abs_diff"] < 1e-4
+    assert _in_range(s["val_accuracy"], 0, 1) and _in_range(s["probability"], 0.5, 1)
+
+
+LAB_CHECKS = {
+    "lab000": _check_lab000,
+    "lab001": _check_lab001,
+    "lab002": _check_lab002,
+    "lab003": _check_lab003,
+    "lab004": _check_lab004,
+}
+
+
+def _stdout(outputs: list) -> str:
+    return "".join(o.get("text", "") for o in outputs if o.get("name") == "stdout")
+
+
+def test_five_labs_one_per_lecture():
+    assert [p.name.split("_")[0] for p in LABS] == sorted(LAB_CHECKS)
+    course = Path(__file__).resolve().parents[2] / "shared" / "course"
+    for path in LABS:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+        lecture = path.name[3:6]
+        cited = re.search(rf"\.\./shared/course/({lecture}_[0-9a-f]+\.txt)", text)
+        assert cited, f"{path.name} cites its lecture file"
+        if course.is_dir():
+            assert (course / cited.group(1)).is_file(), cited.group(1)
+        # every markdown cell: Korean first, with English alongside (in italics)
+        for cell in nb["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            source = "".join(cell["source"])
+            hangul = re.search(r"[가-힣]", source)
+            english = re.search(r"(^|\n)\*[^*\s]|· \*[^*\s]", source)  # *English ...*
+            assert hangul and english, f"{path.name}: {source[:60]!r}"
+            assert hangul.start() < english.start(), f"{path.name}: Korean first {source[:60]!r}"
+        setup = nb["cells"][1]
+        assert 'os.environ.get("ATTNKIT_LAB_QUICK")' in "".join(setup["source"])
+
+
+def test_committed_notebooks_have_no_outputs_and_stay_so(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    sys.path.insert(0, str(NOTEBOOKS.parent / "tools"))
+    try:
+        import strip_notebooks
+    finally:
+        sys.path.pop(0)
+    paths = sorted(NOTEBOOKS.glob("*.ipynb"))
+    assert len(paths) >= 6  # quickstart + the five labs
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None, path.name
+                assert "execution" not in cell.metadata, path.name
+    assert strip_notebooks.main(["--check", *map(str, paths)]) == 0
+    # the tool finds and strips a notebook that was run (and keeps the tags)
+    ran = json.loads(paths[0].read_text(encoding="utf-8"))
+    code = next(c for c in ran["cells"] if c["cell_type"] == "code")
+    code["execution_count"] = 3
+    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}]
+    code["metadata"]["execution"] = {"iopub.status.busy": "2026-01-01T00:00:00Z"}
+    dirty = tmp_path / "ran.ipynb"
+    dirty.write_text(json.dumps(ran), encoding="utf-8")
+    assert strip_notebooks.main(["--check", str(dirty)]) == 1
+    assert strip_notebooks.main([str(dirty)]) == 0
+    assert strip_notebooks.main(["--check", str(dirty)]) == 0
+    assert dirty.read_text(encoding="utf-8") == paths[0].read_text(encoding="utf-8")
+
+
+def test_a_labs_runs_never_overwrite_an_earlier_run(tmp_path, monkeypatch):
+    """The setup cell's ``fresh(name)``: a new folder each time (name, name-2, ...)."""
+    nb = json.loads(LABS[0].read_text(encoding="utf-8"))
+    setup = "".join(nb["cells"][1]["source"])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ATTNKIT_LAB_QUICK", "1")
+    scope: dict = {}
+    exec(compile(setup, "setup", "exec"), scope)  # noqa: S102 (our own notebook's cell)
+    assert scope["QUICK"] is True and "training.num_threads=1" in scope["FAST"]
+    first = scope["fresh"]("run")
+    assert first == Path("runs/lab000/run")
+    first.mkdir(parents=True)
+    second = scope["fresh"]("run")
+    assert second == Path("runs/lab000/run-2")
+    second.mkdir()
+    assert scope["fresh"]("run") == Path("runs/lab000/run-3")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", LABS, ids=[p.name.split("_")[0] for p in LABS])
+def test_lab_runs_top_to_bottom_in_quick_mode(path, tmp_path, monkeypatch):
+    nbclient = pytest.importorskip("nbclient")
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("ipykernel")
+    from attnkit.data.paths import resolve_data_dir
+
+    lab = path.name.split("_")[0]
+    missing = [d for d in LAB_DATA[lab] if not (resolve_data_dir() / d).is_dir()]
+    if missing:
+        pytest.skip(f"{lab} reads {', '.join(missing)}: not in the data folder (ATTNKIT_DATA)")
+    monkeypatch.setenv("ATTNKIT_LAB_QUICK", "1")
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    monkeypatch.setenv("ATTNKIT_DATA", str(resolve_data_dir().resolve()))
+    work = tmp_path / "work"
+    work.mkdir()
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(
+        nb,
+        kernel_name=_kernel(tmp_path, monkeypatch),
+        timeout=600,
+        resources={"metadata": {"path": str(work)}},  # runs/labNNN/ is written there
+    )
+    client.execute()  # a failing cell (a parity assert included) fails the test
+
+    tags = [t for c in nb.cells for t in c.get("metadata", {}).get("tags", [])]
+    parity = [t for t in tags if t.startswith("parity")]
+    assert parity, "each lab checks attnkit against the lecture's formulas"
+    for tag in parity:
+        assert "PARITY OK" in _stdout(_outputs(nb, tag)), tag
+    # the explorer inline: the whole page in a sandboxed frame
+    (frame,) = [o["data"]["text/html"] for o in _outputs(nb, "explain") if "data" in o]
+    assert frame.startswith('<iframe sandbox="allow-scripts" ')
+    page = html.unescape(re.search(r'srcdoc="([^"]*)"', frame).group(1))
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    # the numbers the lab ends with
+    (line,) = [x for x in _stdout(_outputs(nb, "summary")).splitlines() if x.startswith("LAB_")]
+    summary = json.loads(line.split(" ", 1)[1])
+    LAB_CHECKS[lab](summary)
+    # its runs: finished run folders under runs/labNNN/ of the working folder
+    runs = [p for p in (work / "runs" / lab).iterdir() if (p / "config.json").is_file()]
+    assert runs and all((p / "model.safetensors").is_file() for p in runs), runs
+    if "run" in summary:
+        assert (work / summary["run"] / "config.json").is_file()
+    assert not (NOTEBOOKS / "runs").exists()  # nothing written beside the notebooks
