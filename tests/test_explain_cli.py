@@ -280,3 +280,37 @@ def test_api_explain_fuzz_never_fails(client: TestClient) -> None:
             assert got.json()["error"]["message"]
 
     run()
+
+
+def test_show_is_inline_in_a_notebook_and_a_browser_page_elsewhere(monkeypatch) -> None:
+    """``Explanation.show()``: IPython displays it where there is a notebook shell;
+    without one the page is written to a new temporary file and opened in the browser."""
+    import IPython
+    import IPython.display
+
+    ex = attnkit.explain(LEGACY / "classify-transformer", "good movie")
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url))
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    path = ex.show()
+    assert opened == [path.as_uri()] and path.read_text(encoding="utf-8") == ex.html
+
+    class ZMQInteractiveShell:  # what Jupyter runs
+        pass
+
+    shown: list[object] = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: ZMQInteractiveShell())
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    assert ex.show() is None and shown == [ex] and len(opened) == 1
+
+
+def test_decode_array_reads_a_mask_and_names_what_it_cannot_read() -> None:
+    from attnkit.app.explain import decode_array
+
+    ex = attnkit.explain(LEGACY / "classify-transformer", "good movie", pad_to=12)
+    attention = ex.trace["stacks"][0]["layers"][0]["attention"][0]
+    mask = decode_array(attention["mask"])  # the mask itself, not only its "array"
+    assert mask.dtype == "uint8" and mask.shape[-1] == 12 and mask[0, -1] == 0
+    assert (mask == decode_array(attention["mask"]["array"])).all()
+    with pytest.raises(ValueError, match="decode_array reads an Array"):
+        decode_array(attention)

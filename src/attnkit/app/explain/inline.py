@@ -5,6 +5,7 @@ notebook (it renders inline) or a script (``.save(path)`` writes the offline pag
     ex                      # in Jupyter: the explorer, inline (a sandboxed iframe)
     ex.trace["view"]        # the numbers it shows (layout: attnkit.app.explain.schema)
     ex.save("explain.html") # the same page as `attnkit explain RUN TEXT --html FILE`
+    ex.show()               # inline in a notebook; from a script: opened in the browser
 
 The page is the one ``attnkit explain --html`` writes (``attnkit.app.explain.page``): its
 script, style, data and Hangul glyphs are inline and its Content-Security-Policy forbids
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import html
 import os
+import tempfile
+import webbrowser
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +72,24 @@ class Explanation:
         ``attnkit explain RUN TEXT --html FILE``); returns the path."""
         out = check_output(path, what="path")
         return _write_page(out, self.html)
+
+    def show(self) -> Path | None:
+        """Show the explorer: inline where IPython displays HTML (Jupyter, Colab, VS Code;
+        returns None); elsewhere (a script, a terminal) the page is written to a new
+        temporary folder and opened in the web browser (returns its path)."""
+        try:
+            from IPython import get_ipython
+            from IPython.display import display
+        except ImportError:  # no IPython: not a notebook
+            shell = None
+        else:
+            shell = get_ipython()
+        if shell is not None and type(shell).__name__ != "TerminalInteractiveShell":
+            display(self)
+            return None
+        path = self.save(Path(tempfile.mkdtemp(prefix="attnkit-explain-")) / "explain.html")
+        webbrowser.open(path.as_uri())
+        return path
 
     def _repr_html_(self) -> str:
         """The page inline: a sandboxed iframe (scripts only: no same origin, no forms, no

@@ -551,7 +551,14 @@ def encode_array(values: Any, dtype: str = "float32") -> Array:
 
 def decode_array(array: Array) -> np.ndarray:
     """An ``Array`` -> numpy array of its dtype and shape (a float16 one as float16; a
-    quantised one, with a ``scale``, as float32 values x scale)."""
+    quantised one, with a ``scale``, as float32 values x scale). An attention's ``mask``
+    ({"kinds", "array"}) is read as its array (uint8, 1 = may attend)."""
+    if isinstance(array, dict) and "dtype" not in array and "array" in array:
+        array = array["array"]  # an Attention's mask
+    if not isinstance(array, dict) or not {"dtype", "shape", "data"} <= set(array):
+        keys = sorted(array) if isinstance(array, dict) else type(array).__name__
+        raise ValueError("decode_array reads an Array of the trace ({'dtype', 'shape', "
+                         f"'data'}}), got {keys}")  # fmt: skip
     dtype = np.dtype(_DTYPES[array["dtype"]]).newbyteorder("<")
     raw = base64.b64decode(array["data"])
     out = np.frombuffer(raw, dtype=dtype).reshape(array["shape"]).astype(dtype.newbyteorder("="))
