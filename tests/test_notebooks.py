@@ -323,7 +323,7 @@ def test_five_labs_one_per_lecture():
         nb = json.loads(path.read_text(encoding="utf-8"))
         text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
         lecture = path.name[3:6]
-        cited = re.search(rf"\.\./shared/course/({lecture}_[0-9a-f]+\.txt)", text)
+        cited = re.search(rf"`({lecture}_[0-9a-f]+\.txt)`", text)
         assert cited, f"{path.name} cites its lecture file"
         if course.is_dir():
             assert (course / cited.group(1)).is_file(), cited.group(1)
