@@ -195,3 +195,21 @@ def test_a_busy_machine_suggests_fewer_threads(monkeypatch):
     assert dev.busy_note(1) is None  # one thread does not wait for another
     monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))
     assert dev.busy_note(2) is None  # a quiet machine
+
+
+@pytest.mark.parametrize("value", ["false", "true", "yes", "2", "auto"])
+def test_an_unknown_cpu_bf16_override_is_an_error_not_ignored(monkeypatch, capsys, value) -> None:
+    """``ATTNKIT_CPU_BF16`` takes 0 or 1 (or nothing); "false" once meant "the CPU decides"."""
+    from attnkit.app.cli import main
+    from attnkit.core.errors import ConfigError
+    from attnkit.runtime.device import cpu_has_native_bf16
+
+    monkeypatch.setenv("ATTNKIT_CPU_BF16", value)
+    with pytest.raises(ConfigError, match="ATTNKIT_CPU_BF16 must be 0 .* or 1"):
+        cpu_has_native_bf16()
+    assert main(["env"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ATTNKIT_CPU_BF16" in err[0] and repr(value) in err[0]
+    for accepted in ("0", "1", ""):
+        monkeypatch.setenv("ATTNKIT_CPU_BF16", accepted)
+        assert cpu_has_native_bf16() in (True, False)

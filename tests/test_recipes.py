@@ -227,3 +227,13 @@ def test_recipes_loads_no_torch():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_train_without_a_recipe_is_an_error_not_the_defaults(tmp_path) -> None:
+    """``attnkit.train(None)`` once ran the defaults' full NSMC training, silently."""
+    import attnkit
+    from attnkit.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="train needs a recipe"):
+        attnkit.train(None, out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()

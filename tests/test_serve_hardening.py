@@ -223,6 +223,23 @@ def test_errors_below_the_app_are_json(runs) -> None:
             assert reply.startswith(b"HTTP/1.1 200 "), host
 
 
+@pytest.mark.parametrize(
+    "host",
+    ["[::1].evil.com", "[::1]evil.com", "[::1]:8000.evil.com", "127.0.0.1.evil.com",
+     "127.0.0.1:80@evil.com", "localhost evil.com", "[::2]", "[zz::1]", "[::1", ""],
+)  # fmt: skip
+def test_a_host_is_parsed_whole_not_by_its_prefix(runs, host: str) -> None:
+    """The loopback server's Host check reads the whole header (a bracketed IPv6 address or
+    a name, then only a port): a name that merely starts like an allowed host is refused."""
+    app = create_app(runs, LIMITS, allowed_hosts=["127.0.0.1", "localhost", "[::1]", "::1"])
+    client = TestClient(app)
+    refused = client.get("/healthz", headers={"host": host})
+    assert refused.status_code == 400, host
+    assert "only for the hosts" in refused.json()["error"]["message"]
+    for good in ("[::1]", "[0:0:0:0:0:0:0:1]:8000", "localhost:1", "127.0.0.1"):
+        assert client.get("/healthz", headers={"host": good}).status_code == 200, good
+
+
 def test_a_refused_host_is_json_in_the_app(runs) -> None:
     app = create_app(runs, LIMITS, allowed_hosts=["127.0.0.1", "localhost"])
     response = TestClient(app, base_url="http://evil.example:8000").get("/healthz")

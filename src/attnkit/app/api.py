@@ -168,6 +168,9 @@ def train(
         if data is not None:  # the same tables again, or refused
             check_same_tables(data, saved.get(RECORD_KEY), cfg.data, str(run))
     else:
+        if config is None:  # (not the defaults' full NSMC training, silently)
+            raise ConfigError("train needs a recipe: a YAML file, the name of a bundled recipe "
+                              "(attnkit.recipes(), e.g. 'nsmc-quick') or a RunConfig")  # fmt: skip
         if isinstance(config, RunConfig):
             cfg = config
             if overrides:

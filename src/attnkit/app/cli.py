@@ -37,6 +37,27 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _threads(text: str) -> int:
+    """--threads: a positive integer, at most a few per core (``check_threads``)."""
+    from attnkit.runtime.device import check_threads
+
+    try:
+        return check_threads(_positive_int(text))
+    except ValueError as err:  # (ConfigError is one)
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _beam(text: str) -> int:
+    """--beam: a positive integer within the table the server uses (``core.params``)."""
+    from attnkit.core.params import PARAMS
+
+    value = _positive_int(text)
+    problem = PARAMS["beam"].problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"beam {problem}")
+    return value
+
+
 # ----------------------------------------------------------------------------- plot
 def _cmd_plot_pe(args: argparse.Namespace) -> int:
     from attnkit.runtime.viz import check_output_path, plot_positional_encoding
@@ -392,7 +413,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--split", default="test")
     ev.add_argument("--data-dir")
     ev.add_argument(
-        "--beam", type=_positive_int, default=1, help="translate: beam size (1 = greedy)"
+        "--beam", type=_beam, default=1, help="translate: beam size (1 = greedy)"
     )
     ev.add_argument("--json", action="store_true", help="machine-readable output")
     _add_device(ev)
@@ -992,7 +1013,7 @@ def _add_seq2seq(sub: argparse._SubParsersAction) -> None:
     tr = sub.add_parser("translate", help="translate with a trained seq2seq run")
     tr.add_argument("run", help="run directory (task translate or chat)")
     tr.add_argument("text", nargs="*", help="sentences; '-' reads one sentence per stdin line")
-    tr.add_argument("--beam", type=_positive_int, default=1, help="beam size (1 = greedy)")
+    tr.add_argument("--beam", type=_beam, default=1, help="beam size (1 = greedy)")
     tr.add_argument("--max-len", type=_positive_int, help="most output tokens (default: the run's)")
     tr.add_argument(
         "--show-attention",
@@ -1180,7 +1201,7 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
                     "in training) beside free decoding")  # fmt: skip
     ex.add_argument("--steps", type=int, default=8, metavar="N",
                     help="lm runs: tokens to generate, one step each (default 8)")  # fmt: skip
-    ex.add_argument("--beam", type=_positive_int, default=4,
+    ex.add_argument("--beam", type=_beam, default=4,
                     help="seq2seq runs: the beam shown beside greedy decoding (1: greedy "
                     "only; default 4)")  # fmt: skip
     ex.add_argument("--temperature", type=float, default=1.0,
@@ -1324,7 +1345,7 @@ def _add_threads(parser: argparse.ArgumentParser) -> None:
     if not subs:
         parser.add_argument(
             "--threads",
-            type=_positive_int,
+            type=_threads,
             help="CPU threads for torch (default: the cores this process may use; on a "
             "machine busy with other work, fewer can be faster)",
         )

@@ -13,7 +13,7 @@ server takes, and the other way round.
     top_p               (0, 1] (1: off)
     repetition_penalty  finite, > 0 (1: off)
     max_new_tokens      >= 0 (the server has its own, lower, limit)
-    beam                >= 1 (1: greedy; the server has its own limit)
+    beam                1 .. MAX_BEAM (1: greedy; the server has its own, lower limit)
 """
 
 from __future__ import annotations
@@ -82,6 +82,8 @@ class Param:
         return None if above_low and below_high else wrong
 
 
+MAX_BEAM = 64  # beams past this only cost memory (the server's own limit is lower: max_beam)
+
 PARAMS: dict[str, Param] = {
     p.name: p
     for p in (
@@ -91,7 +93,7 @@ PARAMS: dict[str, Param] = {
         Param("top_p", float, 0.0, low_open=True, high=1.0),
         Param("repetition_penalty", float, 0.0, low_open=True),
         Param("max_new_tokens", int, 0),
-        Param("beam", int, 1),
+        Param("beam", int, 1, high=MAX_BEAM),
     )
 }
 

@@ -30,6 +30,7 @@ __all__ = [
     "apply_threads",
     "busy_note",
     "threads_kept",
+    "check_threads",
     "cpu_has_native_bf16",
     "default_threads",
     "inference",
@@ -118,11 +119,15 @@ def cpu_has_native_bf16() -> bool:
 
     Without them bf16 autocast on the CPU still works but is emulated, and much slower than
     fp32 (about 20x on an AVX2 laptop). ``ATTNKIT_CPU_BF16=0|1`` overrides the answer (tests
-    use it to take the path of the other kind of CPU).
+    use it to take the path of the other kind of CPU); unset or empty: the CPU decides; any
+    other value is a ``ConfigError`` naming the accepted ones (not ignored).
     """
-    forced = os.environ.get("ATTNKIT_CPU_BF16")
+    forced = os.environ.get("ATTNKIT_CPU_BF16", "").strip()
     if forced in ("0", "1"):
         return forced == "1"
+    if forced:
+        raise ConfigError(f"ATTNKIT_CPU_BF16 must be 0 (no native bf16) or 1 (native bf16), or "
+                          f"unset (the CPU decides), got {forced!r}")  # fmt: skip
     flags = cpu_flags()
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
@@ -251,13 +256,26 @@ def threads_kept() -> Iterator[None]:
             torch.set_num_threads(threads)
 
 
+THREADS_PER_CORE = 4  # the most intra-op threads asked for, per usable core
+
+
+def check_threads(threads: int) -> int:
+    """``threads`` if it is 1 .. THREADS_PER_CORE x the usable cores, else ``ConfigError``
+    (a count in the thousands crashed OpenMP; beyond a few per core none is faster)."""
+    most = THREADS_PER_CORE * usable_cores()
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= most:
+        raise ConfigError(f"threads must be an integer from 1 to {most} ({THREADS_PER_CORE} x the "
+                          f"{usable_cores()} cores this process may use), got {threads!r}")  # fmt: skip
+    return threads
+
+
 def apply_threads(threads: int | None = None) -> int:
     """Set torch's intra-op threads to ``threads`` (None: ``default_threads()``, the cores
     this process may use; torch's own default is the machine's count, which oversubscribes
     a process confined to fewer cores). Returns the number set. On a machine where another
     process keeps a core busy, fewer threads can be faster: OpenMP threads spin waiting for
     each other (docs/results.md measures it)."""
-    n = int(threads) if threads else default_threads()
+    n = check_threads(int(threads)) if threads else default_threads()
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
     return n

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnkit.core.config import at_least, check, positive, short_repr
+from attnkit.runtime.device import THREADS_PER_CORE, usable_cores
 
 __all__ = ["REPORT_TO", "TrainingConfig"]
 
@@ -88,6 +89,12 @@ class TrainingConfig:
             at_least("training.patience", self.patience, 1, optional=True),
             at_least("training.log_every", self.log_every, 1),
             at_least("training.num_threads", self.num_threads, 1, optional=True),
+            (
+                self.num_threads is None or self.num_threads <= THREADS_PER_CORE * usable_cores(),
+                f"training.num_threads must be at most {THREADS_PER_CORE * usable_cores()} "
+                f"({THREADS_PER_CORE} x the {usable_cores()} cores this process may use), got "
+                f"{short_repr(self.num_threads)}",
+            ),
             (
                 not (self.bf16 is True and self.fp16),
                 "training.bf16 and training.fp16 exclude each other",

@@ -31,7 +31,9 @@ import asyncio
 import functools
 import importlib.util
 import io
+import ipaddress
 import json
+import re
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -388,6 +390,26 @@ async def _client_gone(receive: Callable) -> None:
             return
 
 
+# A Host header, parsed whole (RFC 3986's host [":" port]): a bracketed IPv6 address, or a
+# name / IPv4 address of letters, digits, dots and hyphens; nothing may follow but a port.
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9.-]+))(?::\d{1,5})?")
+
+
+def host_of(header: str) -> str | None:
+    """The host a Host header names, lower case and without its port ("[::1]" for an IPv6
+    address, as allowed hosts are written), or None when the header is not one host:
+    "[::1].evil.com", "a b", "127.0.0.1:80@x" and the like are refused, not cut short."""
+    found = _HOST.fullmatch(header.strip().lower())
+    if found is None:
+        return None
+    if found["v6"] is not None:
+        try:
+            return f"[{ipaddress.IPv6Address(found['v6']).compressed}]"
+        except ValueError:
+            return None
+    return found["name"]
+
+
 class _AllowedHosts:
     """ASGI middleware: a request whose Host header is not one of ``hosts`` (port left out,
     case ignored) gets 400 with the JSON error body (against DNS rebinding: a page of
@@ -395,18 +417,17 @@ class _AllowedHosts:
 
     def __init__(self, app: Any, hosts: Sequence[str]) -> None:
         self.app = app
-        self.hosts = {h.lower() for h in hosts}
+        # each allowed host as host_of reads a header ("::1" and "[::1]" alike)
+        self.hosts = {host_of(f"[{h}]" if ":" in h and not h.startswith("[") else h) or h.lower()
+                      for h in hosts}  # fmt: skip
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         raw = dict(scope["headers"]).get(b"host", b"").decode("latin-1").strip().lower()
-        if raw.startswith("["):  # [::1]:8000
-            host = raw[: raw.find("]") + 1] if "]" in raw else raw
-        else:
-            host = raw.split(":")[0]
-        if host in self.hosts:
+        host = host_of(raw)
+        if host is not None and host in self.hosts:
             await self.app(scope, receive, send)
         elif scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
