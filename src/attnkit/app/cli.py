@@ -412,9 +412,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--split", default="test")
     ev.add_argument("--data-dir")
-    ev.add_argument(
-        "--beam", type=_beam, default=1, help="translate: beam size (1 = greedy)"
-    )
+    ev.add_argument("--beam", type=_beam, default=1, help="translate: beam size (1 = greedy)")
     ev.add_argument("--json", action="store_true", help="machine-readable output")
     _add_device(ev)
     ev.set_defaults(func=_cmd_evaluate)
