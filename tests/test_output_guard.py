@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 import attnkit.app.api
 from attnkit.app.cli import main
 from attnkit.core.errors import InputError, RunError
-from attnkit.core.output_guard import check_output, is_leftover, staged_folder
+from attnkit.core.output_guard import check_output, staged_folder
 from attnkit.data.pseudo_label_files import (
     PSEUDO_LABEL_SUFFIXES,
     PseudoLabel,
@@ -193,13 +193,15 @@ def test_an_input_is_never_the_output(tmp_path):
     assert check_output(tmp_path / "other.tsv", inputs=[corpus]) == tmp_path / "other.tsv"
 
 
-def test_files_of_a_run_directory_are_refused_but_its_curves(run_copy):
-    for target in ("model.safetensors", "new.png", "last/model.safetensors", "last/x.png"):
+def test_files_of_a_run_directory_are_refused_its_curves_too(run_copy):
+    (run_copy / "last" / "a" / "b").mkdir(parents=True)
+    for target in ("model.safetensors", "new.png", "last/model.safetensors", "last/x.png",
+                   "curves.png", "last/a/b/x.png", "last/a/b/c"):  # fmt: skip
         with pytest.raises(InputError, match="is a run directory"):
             check_output(run_copy / target)
-    assert check_output(run_copy / "curves.png") == run_copy / "curves.png"
-    with pytest.raises(InputError, match="is a run directory"):
-        check_output(run_copy / "export", kind="folder")
+    for folder in ("export", "last/a/b/c", "last/a/b/c/d"):  # at any depth
+        with pytest.raises(InputError, match="is a run directory"):
+            check_output(run_copy / folder, kind="folder")
 
 
 def test_folder_outputs(tmp_path):
@@ -212,18 +214,16 @@ def test_folder_outputs(tmp_path):
         check_output(_fifo(tmp_path / "pipe"), kind="folder")
     full = tmp_path / "full"
     full.mkdir()
-    (full / ".model.onnx.tmp").mkdir()  # a killed export's leftovers do not count
-    (full / ".config.json.ab12cd_9.tmp").write_text("{")
     assert check_output(full, kind="folder", empty=True) == full
-    (full / "x").write_text("keep me")
-    with pytest.raises(InputError, match="full is not empty"):
+    (full / ".backup.20241128.tmp").write_text("the user's")  # looks like ours: it is not
+    with pytest.raises(InputError, match="full is not empty .it holds '.backup.20241128.tmp'"):
         check_output(full, kind="folder", empty=True)
+    assert (full / ".backup.20241128.tmp").read_text() == "the user's"
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "elsewhere")  # runs/big -> /mnt/disk/big
     assert check_output(tmp_path / "link", kind="folder") == tmp_path / "elsewhere"
     assert check_output(tmp_path / "a" / "b", kind="folder") == tmp_path / "a" / "b"
     assert not (tmp_path / "a").exists()  # nothing made here
-    assert is_leftover(".model.onnx.123.abcdefgh.tmp") and not is_leftover("notes.tmp")
 
 
 def test_read_only_and_unwritable_folders_are_named_before_any_work(tmp_path, monkeypatch):
@@ -302,7 +302,7 @@ def test_export_refuses_a_non_empty_folder_an_empty_name_and_a_file(
         extra = ["--quantize", "int8"] if fmt == "attnkit" else []
         code, _, err = _run(["export", tiny_run_once, "--format", fmt, *extra, "-o", full], capsys)
         assert code == 2
-        _one_line(err, f"--output {full} is not empty: choose a new or empty folder")
+        _one_line(err, f"--output {full} is not empty (it holds 'config.json'): choose a new")
         code, _, err = _run(["export", tiny_run_once, "--format", fmt, *extra, "-o", ""], capsys)
         assert code == 2
         _one_line(err, "--output is empty: give a folder name")
@@ -476,28 +476,29 @@ def _fake_onnx_export(model, task, path, vocab_size, max_len):
             "max_abs_diff": 0.0}  # fmt: skip
 
 
-def test_leftovers_of_a_killed_export_do_not_block_it_again(
-    tiny_run_once, tmp_path, capsys, monkeypatch
-):
+def test_files_that_look_like_ours_are_never_removed(tiny_run_once, tmp_path, capsys, monkeypatch):
+    """Only what this process made is removed: a name that looks like one of attnkit's
+    temporary names (a user's backup, a killed export's staging folder) stays, and a
+    folder holding one is not empty."""
     monkeypatch.setattr(attnkit.app.api, "export_onnx", _fake_onnx_export)  # the folder, not ONNX
     out = tmp_path / "onnx"
     out.mkdir()
-    (out / ".model.onnx.tmp").mkdir()  # what a SIGKILL mid-export left before
-    (out / ".model.onnx.tmp" / "model.onnx").write_bytes(b"half")
-    (out / ".config.json.abcd1234.tmp").write_text("{")
+    (out / ".backup.20241128.tmp").write_text("the user's")
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()  # fmt: skip
     stage = tmp_path / f".onnx2.{dead}.abcdefgh.tmp"  # a killed export's staging folder
     stage.mkdir()
     (stage / "model.onnx").write_bytes(b"half")
-    for target in (out, tmp_path / "onnx2"):
-        code, stdout, err = _run(["export", tiny_run_once, "--format", "onnx", "-o", target],
-                                 capsys)  # fmt: skip
-        assert code == 0, err
-        assert sorted(p.name for p in target.iterdir()) == [
-            "config.json", "model.onnx", "model.onnx.data", "tokenizer.json"]  # fmt: skip
-        assert "onnx" in json.loads((target / "config.json").read_text())
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["onnx", "onnx2"]
+    code, _, err = _run(["export", tiny_run_once, "--format", "onnx", "-o", out], capsys)
+    assert code == 2 and "is not empty" in err, err
+    assert sorted(p.name for p in out.iterdir()) == [".backup.20241128.tmp"]
+    target = tmp_path / "onnx2"
+    code, _, err = _run(["export", tiny_run_once, "--format", "onnx", "-o", target], capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in target.iterdir()) == [
+        "config.json", "model.onnx", "model.onnx.data", "tokenizer.json"]  # fmt: skip
+    assert (stage / "model.onnx").read_bytes() == b"half"  # not ours to remove
+    assert sorted(p.name for p in tmp_path.iterdir()) == [stage.name, "onnx", "onnx2"]
 
 
 def test_staged_folder_keeps_a_failed_write_from_showing(tmp_path):
@@ -569,7 +570,8 @@ NAMES = st.text(
 
 KINDS = ["new", "regular", "folder", "fifo", "socket", "link in", "dangling link in",
          "link out", "dangling link out", "link to dev", "under a file", "missing folder",
-         "input", "hard link to input", "run file", "run curves", "empty"]  # fmt: skip
+         "input", "hard link to input", "run file", "run curves", "deep in a run",
+         "empty"]  # fmt: skip
 
 
 def _make(root: Path, kind: str, name: str) -> tuple[str, str | None, list]:
@@ -618,13 +620,16 @@ def _make(root: Path, kind: str, name: str) -> tuple[str, str | None, list]:
     elif kind == "hard link to input":
         os.link(corpus, p)
         return str(p), "also an input", [corpus]
-    elif kind in ("run file", "run curves"):
+    elif kind in ("run file", "run curves", "deep in a run"):
         run = work / "run"
         run.mkdir()
         (run / "config.json").write_text("{}")
         (run / "model.safetensors").write_text("weights")
-        if kind == "run curves":
-            return str(run / "curves.png"), None, []
+        if kind == "run curves":  # a run's own figure: its training's alone
+            return str(run / "curves.png"), "is a run directory", []
+        if kind == "deep in a run":
+            (run / "last" / "a").mkdir(parents=True)
+            return str(run / "last" / "a" / name), "is a run directory", []
         return str(run / name), "is a run directory", []
     elif kind == "empty":
         return "", "is empty", []
@@ -647,9 +652,6 @@ def test_fuzz_output_paths_never_destroy_anything(kind, name):
             assert _snapshot(root) == before
             return
         assert expected is None, f"{kind}: {path} was accepted"
-        if kind == "run curves":  # the one file of a run that may be written (a figure)
-            assert target == Path(path)
-            return
         written = write_pseudo_labels(_labels(), target)
         after = _snapshot(root)
         changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}

@@ -48,7 +48,7 @@ def test_force_never_removes_a_folder_that_is_not_a_run(tmp_path: Path, tiny_dat
     mine.mkdir()
     (mine / "thesis.tex").write_text("years of work", encoding="utf-8")
     (mine / "config.json").write_text('{"not": "attnkit"}', encoding="utf-8")
-    with pytest.raises(RunError, match="not an attnkit run; --force only replaces run"):
+    with pytest.raises(RunError, match="holds a config.json but no weights .not a run"):
         attnkit.train(_cfg(tiny_data), out=mine, force=True, **QUIET)
     assert (mine / "thesis.tex").read_text(encoding="utf-8") == "years of work"
     assert sorted(p.name for p in mine.iterdir()) == ["config.json", "thesis.tex"]
@@ -143,12 +143,16 @@ def test_a_run_killed_before_its_first_checkpoint_restarts_without_force(
     for name in ("config.json", "tokenizer.json"):
         shutil.copy(finished / name, killed / name)
     (killed / "metrics.jsonl").write_text('{"step": 1, "train_loss": 0.7}\n', encoding="utf-8")
+    assert not RunDir(killed).is_unfinished()  # a config alone: not provably attnkit's
+    with pytest.raises(RunError, match="holds a config.json but no weights .not a run"):
+        attnkit.train(_cfg(tiny_data), out=killed, force=True, **QUIET)
+    (killed / ".unfinished").write_text("started by attnkit train")  # what train writes first
     assert RunDir(killed).is_unfinished()
     lines = []
     attnkit.train(_cfg(tiny_data), out=killed, log=lines.append)
     assert any("replacing the unfinished run" in line for line in lines)
-    assert RunDir(killed).has_weights()
-    with pytest.raises(RunError, match="already holds files"):  # a finished run needs --force
+    assert RunDir(killed).has_weights() and not (killed / ".unfinished").exists()
+    with pytest.raises(RunError, match="already holds a run"):  # a finished run needs --force
         attnkit.train(_cfg(tiny_data), out=killed, **QUIET)
 
 

@@ -130,7 +130,7 @@ def test_existing_run_is_not_overwritten(tmp_path, tiny_data):
     cfg = RunConfig.from_dict(tiny_recipe(tiny_data, max_steps=2))
     train(cfg, out=tmp_path / "run", log=lambda *_: None)
     before = (tmp_path / "run/model.safetensors").read_bytes()
-    with pytest.raises(RunError, match="already holds files"):
+    with pytest.raises(RunError, match="already holds a run"):
         train(cfg, out=tmp_path / "run", log=lambda *_: None)
     assert (tmp_path / "run/model.safetensors").read_bytes() == before
     with pytest.raises(RunError, match="no resumable checkpoint"):

@@ -14,28 +14,29 @@ Every verb that writes a path the user chose (``plot -o``, ``predict --explain``
   may be a link to a folder anywhere (``runs/big -> /mnt/disk/big``);
 * an output that *is* one of the command's inputs (the same file: device and inode) is
   refused, e.g. ``pseudo-label --input u.tsv -o u.tsv``;
-* nothing is written into a run directory (a folder with config.json next to its weights:
-  ``model.safetensors``, ``last/``, ``model.onnx`` or ``model.int8.safetensors``) or one of
-  its folders, except a run's own figure ``curves.png``, which training and
-  ``plot curves`` redraw;
+* nothing is written into a run (``attnkit.core.run_layout``: config.json with weights of
+  any format, a checkpoint or the unfinished mark) at any depth (``runs/cls/last/a/b``
+  too): only the training that owns a run writes in it (its curves.png included;
+  ``plot curves`` draws a run's curves into a new place);
 * the folder that receives the output must exist (it is not created for a file) and be
   writable (a read-only file system is named as such); a folder output is created where
   its nearest existing parent is a writable folder; ``empty=True`` (exports) refuses a
-  folder that holds anything but leftover temporary files of an earlier, killed attnkit.
+  folder that holds anything.
 
 Writing itself goes through a temporary name renamed into place (``attnkit.core.checkpoint`` for
 files, ``staged_folder`` here for folders), and an ``OSError`` while writing becomes
 ``cannot_write``'s one line (``cannot write X: No space left on device``) with nothing
-half-written left behind.
+half-written left behind. Temporary files and folders are removed only by the process
+that made them (it knows their names); a name that merely looks like one of attnkit's
+temporary names is never touched.
 
-A leaf module: the standard library and ``attnkit.core.errors`` only.
+A leaf module: the standard library, ``attnkit.core.errors`` and ``attnkit.core.run_layout``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -43,24 +44,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from attnkit.core.errors import AttnkitError, InputError
+from attnkit.core.run_layout import enclosing_run
 
 __all__ = [
-    "RUN_OWN_FIGURES",
     "cannot_write",
     "check_output",
-    "is_leftover",
     "run_directory",
     "staged_folder",
 ]
-
-# a folder holding config.json and one of these is a run directory (or a model export)
-RUN_WEIGHTS = ("model.safetensors", "last", "model.onnx", "model.int8.safetensors")
-RUN_OWN_FIGURES = ("curves.png",)  # a run's own figures, which may be redrawn in place
-
-# temporary names of ours: checkpoint.temp_file_beside / mkstemp (".NAME.XXXXXXXX.tmp"),
-# staged_folder (".NAME.PID.XXXXXXXX.tmp"), and the fixed ".model.onnx.tmp" of old exports
-_LEFTOVER = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$|^\.model\.onnx\.tmp$")
-_STAGED = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[a-z0-9_]{8}\.tmp$")
 
 
 def cannot_write(path: str | os.PathLike, exc: OSError) -> InputError:
@@ -113,17 +104,9 @@ def _inside(target: Path, folder: Path) -> bool:
 
 
 def run_directory(folder: str | os.PathLike) -> Path | None:
-    """``folder`` or its parent if that is a run directory (or a model export: config.json
-    next to weights), else None."""
-    folder = Path(folder)
-    for candidate in (folder, folder.parent):
-        if (candidate / "config.json").is_file() and any(
-            os.path.exists(candidate / name) for name in RUN_WEIGHTS
-        ):
-            return candidate
-        if candidate == candidate.parent:
-            break
-    return None
+    """The run (or model export) that ``folder`` is or lies in, at any depth, else None
+    (``attnkit.core.run_layout.enclosing_run``)."""
+    return enclosing_run(folder)
 
 
 def _check_writable(folder: Path, shown: Path) -> None:
@@ -221,10 +204,8 @@ def check_output(
         raise InputError(f"cannot write {p}: folder {folder} does not exist (create it first)")
     if st is not None:
         _same_as_input(p, st, inputs, p)
-    run = run_directory(Path(os.path.realpath(folder)))
-    if run is not None and not (
-        p.name in RUN_OWN_FIGURES and Path(os.path.realpath(folder)) == run
-    ):
+    run = run_directory(folder)
+    if run is not None:
         raise InputError(
             f"cannot write {p}: {run} is a run directory (its files are the model's); "
             "write outside it"
@@ -251,27 +232,26 @@ def _check_folder(path: str | os.PathLike, inputs: Iterable, what: str, empty: b
             raise InputError(f"{what} {p}: {blocker} is a file, not a folder")
     else:
         _same_as_input(p, st, inputs, p)
-    resolved = Path(os.path.realpath(p))
-    run = run_directory(resolved.parent)
+    run = run_directory(Path(os.path.realpath(p)).parent)
     if run is not None:
         raise InputError(
             f"cannot write {p}: {run} is a run directory (its files are the model's); "
             "write outside it"
         )
     if st is not None:
-        if empty and any(not is_leftover(entry.name) for entry in os.scandir(p)):
-            raise InputError(f"{what} {p} is not empty: choose a new or empty folder")
+        if empty:
+            found = sorted(entry.name for entry in os.scandir(p))
+            if found:
+                raise InputError(
+                    f"{what} {p} is not empty (it holds {found[0]!r}"
+                    f"{f' and {len(found) - 1} more' if len(found) > 1 else ''}): "
+                    "choose a new or empty folder"
+                )
         _check_writable(p, p)
     else:
         nearest = next(a for a in p.absolute().parents if os.path.isdir(a))
         _check_writable(nearest, p)
     return p
-
-
-def is_leftover(name: str) -> bool:
-    """True for the temporary names attnkit writes and renames (a process killed while
-    writing leaves them): they never make a folder count as holding something."""
-    return bool(_LEFTOVER.match(name))
 
 
 def _umask() -> int:
@@ -280,33 +260,12 @@ def _umask() -> int:
     return mask
 
 
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, another user's
-        return True
-    return True
-
-
 def _remove(entry: Path) -> None:
     if entry.is_dir() and not entry.is_symlink():
         shutil.rmtree(entry, ignore_errors=True)
     else:
         with contextlib.suppress(OSError):
             entry.unlink()
-
-
-def _remove_stale_stages(parent: Path, name: str) -> None:
-    """Staging folders for ``parent/name`` left by attnkit processes that no longer run."""
-    with contextlib.suppress(OSError):
-        for entry in parent.iterdir():
-            m = _STAGED.match(entry.name)
-            if m and m["name"] == name and not _alive(int(m["pid"])):
-                _remove(entry)
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -326,16 +285,13 @@ def staged_folder(path: str | os.PathLike, last: str = "config.json") -> Iterato
     then renamed to ``path`` (a new folder), or whose entries are moved into ``path`` (an
     existing empty one), ``last`` (config.json: what makes it a run) last. On any error
     nothing is left: the staging folder is removed, and with it whatever was written; an
-    ``OSError`` becomes ``cannot_write``'s one line. Staging folders of killed processes
-    are removed, and their leftovers inside ``path`` are ignored and removed."""
+    ``OSError`` becomes ``cannot_write``'s one line. Only what this call made is ever
+    removed (a killed process's staging folder stays, for its owner to delete)."""
     path = Path(path)
     existed = path.is_dir()
     made: list[Path] = []  # parent folders created here (removed again on failure)
     try:
         if existed:
-            for entry in list(path.iterdir()):
-                if is_leftover(entry.name) and not _alive_stage(entry.name):
-                    _remove(entry)
             stage = Path(
                 tempfile.mkdtemp(dir=path, prefix=f".export.{os.getpid()}.", suffix=".tmp")
             )
@@ -344,7 +300,6 @@ def staged_folder(path: str | os.PathLike, last: str = "config.json") -> Iterato
                 if not parent.exists():
                     parent.mkdir()
                     made.append(parent)
-            _remove_stale_stages(path.parent, path.name)
             stage = Path(
                 tempfile.mkdtemp(
                     dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp"
@@ -373,12 +328,6 @@ def staged_folder(path: str | os.PathLike, last: str = "config.json") -> Iterato
         if isinstance(exc, OSError) and not isinstance(exc, AttnkitError):
             raise cannot_write(path, exc) from None
         raise
-
-
-def _alive_stage(name: str) -> bool:
-    """True if ``name`` is a staging folder of a process that still runs."""
-    m = re.match(r"^\.export\.(?P<pid>\d+)\.[a-z0-9_]{8}\.tmp$", name)
-    return bool(m) and _alive(int(m["pid"]))
 
 
 def _undo(made: list[Path]) -> None:

@@ -26,6 +26,13 @@ from typing import Any
 
 from attnkit.core.config import short_repr
 from attnkit.core.errors import RunError
+from attnkit.core.run_layout import (  # the file names: one definition of a run
+    CONFIG_FILE,
+    INT8_WEIGHTS,
+    ONNX_FILE,
+    TOKENIZER_FILE,
+    WEIGHTS_FILE,
+)
 from attnkit.core.version import __version__
 
 __all__ = [
@@ -41,11 +48,6 @@ __all__ = [
     "read_run_json",
 ]
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-TOKENIZER_FILE = "tokenizer.json"
-INT8_WEIGHTS = "model.int8.safetensors"  # ``attnkit export --format attnkit --quantize int8``
-ONNX_FILE = "model.onnx"  # ``attnkit export --format onnx``
 RUN_SECTIONS = ("task", "data", "tokenizer", "model", "training")  # a run's config.json
 # the layout of a run's config.json this code writes and reads ("format"; 1: none, the first)
 RUN_FORMAT = 2  # 2: the model section holds every size

@@ -39,6 +39,7 @@ from attnkit.core.errors import AttnkitError, MissingFileError, RunError
 
 __all__ = [
     "ID_LIMITS",
+    "activation_bytes",
     "MAX_LAYERS",
     "MAX_LEN",
     "MAX_VOCAB",
@@ -49,6 +50,7 @@ __all__ = [
     "check_memory",
     "check_model",
     "check_size_fields",
+    "check_training_memory",
     "check_weights",
     "explain_misfit",
     "layer_counts",
@@ -232,6 +234,49 @@ def check_memory(
         raise error(
             f"{where}: the model these sizes describe ({_sizes_summary(config)}) needs "
             f"{_gb(need)} for its weights, more than the {_gb(have)} of memory available"
+        )
+
+
+def activation_bytes(config: Any, batch: int, seq_len: int) -> int:
+    """A lower estimate of the bytes one training step keeps for backward: per token and
+    layer, the activations a Transformer block saves (~16 d_model + 2 d_ff floats, an
+    LSTM's gates ~8 hidden) and the attention weights (heads x seq_len), in fp32; the
+    output layer is left out (per token for a language model, per text for a classifier).
+    Meant to refuse sizes that cannot fit, not to plan memory."""
+    width = getattr(config, "d_model", None) or getattr(config, "hidden_size", None) or 0
+    d_ff = getattr(config, "d_ff", None) or 0
+    heads = getattr(config, "num_heads", None) or 0
+    layers = (getattr(config, "num_layers", None) or 1) + (
+        getattr(config, "num_decoder_layers", None) or 0
+    )
+    per_token = layers * (16 * width + 2 * d_ff + 2 * heads * seq_len)
+    return 4 * batch * seq_len * per_token
+
+
+def check_training_memory(
+    model: nn.Module,
+    config: Any,
+    batch: int,
+    seq_len: int,
+    where: str,
+    error: type[AttnkitError] = ConfigError,
+) -> None:
+    """A one-line ``error`` if training ``model`` (a ``meta_model`` of ``config``) on
+    batches of ``batch`` sequences of ``seq_len`` tokens needs more memory than is
+    available: weights, gradients and two Adam moments (4 x the weights) plus
+    ``activation_bytes``. No check where the system does not say."""
+    have = available_memory()
+    if have is None:
+        return
+    weights = model_bytes(model)
+    activations = activation_bytes(config, batch, seq_len)
+    if 4 * weights + activations > have:
+        raise error(
+            f"{where}: a training step on batches of {batch:,} sequences of {seq_len:,} "
+            f"tokens needs about {_gb(4 * weights + activations)} ({_gb(activations)} of "
+            f"activations, {_gb(4 * weights)} for the weights, gradients and optimizer), more "
+            f"than the {_gb(have)} of memory available: lower training.batch_size (or "
+            "training.max_tokens, data.max_len)"
         )
 
 

@@ -14,6 +14,11 @@
       data/               the data it was trained on, where it came from memory
                           (``attnkit.train(..., data=DataFrame)``: attnkit.data.tables)
       .lock               held (flock) by the process training here; says who that is
+      .unfinished         written first by a new training, removed when it ends
+
+What makes a folder a run (and an unfinished one) is ``attnkit.core.run_layout``'s one
+definition, which the output guard, ``--force`` and export use too; ``clear`` removes the
+entries a run consists of (``RUN_ENTRIES``) and nothing else.
 
 Every file is written to a temporary name and renamed into place (``attnkit.core.checkpoint``),
 so a crash never leaves a half-written file.
@@ -43,6 +48,9 @@ from attnkit.core.checkpoint import (
     save_training_state,
 )
 from attnkit.core.errors import RunError
+from attnkit.core.run_layout import LOCK_FILE, RUN_ENTRIES, UNFINISHED_MARK
+from attnkit.core.run_layout import is_run as _is_run
+from attnkit.core.run_layout import is_unfinished as _is_unfinished
 from attnkit.data.tokenization import Tokenizer
 from attnkit.models.saved import (
     CONFIG_FILE,
@@ -72,7 +80,8 @@ class RunDir:
     METRICS_CSV = "metrics.csv"
     TENSORBOARD = "tensorboard"
     CURVES = "curves.png"
-    LOCK = ".lock"
+    LOCK = LOCK_FILE
+    UNFINISHED = UNFINISHED_MARK
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
@@ -117,9 +126,14 @@ class RunDir:
         return self.path / self.CURVES
 
     # ------------------------------------------------------------------ state
-    def is_run(self) -> bool:
-        """True once training has started here (config.json exists)."""
+    def has_config(self) -> bool:
+        """True if config.json is here (a run, or a bare config: see ``is_run``)."""
         return self.config_path.is_file()
+
+    def is_run(self) -> bool:
+        """True if this folder is a run: config.json with weights of any format, a
+        checkpoint, or the unfinished mark (``attnkit.core.run_layout``)."""
+        return _is_run(self.path)
 
     def has_weights(self) -> bool:
         """True once training has saved weights (after its first evaluation)."""
@@ -134,21 +148,35 @@ class RunDir:
         return not self.path.exists() or all(p.name == self.LOCK for p in self.path.iterdir())
 
     def is_unfinished(self) -> bool:
-        """A run that was started but saved nothing to continue from or to use (killed or
-        failed before its first checkpoint): it may be started again in its place."""
-        return self.is_run() and not self.has_checkpoint() and not self.has_weights()
+        """A run that attnkit started (its mark is here) and that saved nothing to continue
+        from or to use (killed or failed before its first checkpoint): it may be started
+        again in its place."""
+        return _is_unfinished(self.path)
+
+    def mark_unfinished(self) -> None:
+        """Record that a new training starts here (before any other file of it)."""
+        atomic_write_text(
+            self.path / self.UNFINISHED,
+            f"started by attnkit train, pid {os.getpid()}, "
+            f"{datetime.datetime.now().isoformat(timespec='seconds')}\n",
+        )
+
+    def mark_finished(self) -> None:
+        """Training ended with something to keep: the run is no longer unfinished."""
+        (self.path / self.UNFINISHED).unlink(missing_ok=True)
 
     def create(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
 
     def clear(self) -> None:
-        """Remove everything in the run directory but the lock (before a run replaces it)."""
-        for entry in self.path.iterdir():
-            if entry.name == self.LOCK:
-                continue
+        """Remove the entries a run consists of (``RUN_ENTRIES``: config, tokenizer,
+        weights of every format, last/, metrics, curves, data/, the unfinished mark), and
+        nothing else: a file of the user's in the folder stays (as does the lock)."""
+        for name in RUN_ENTRIES:
+            entry = self.path / name
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
-            else:
+            elif os.path.lexists(entry):
                 entry.unlink()
 
     def lock(self) -> RunLock:

@@ -658,7 +658,7 @@ class Trainer:
             return
         try:
             with needs("plot", "drawing it"):
-                viz.plot_curves(self.run.read_metrics(), self.run.curves_path)
+                viz.draw_run_curves(self.run)
         except MissingExtraError as exc:  # training needs only the core: one note, no curves
             self._curves_skipped = True
             logger.info("note: curves.png skipped: %s", exc)

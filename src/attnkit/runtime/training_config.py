@@ -11,6 +11,9 @@ from attnkit.runtime.device import THREADS_PER_CORE, usable_cores
 __all__ = ["REPORT_TO", "TrainingConfig"]
 
 REPORT_TO = ("tensorboard", "csv")  # training.report_to: the built-in trackers
+# sequences in a batch: far above any batch that trains well, far below an integer that
+# overflows; whether a batch fits in memory is checked once the data is read
+MAX_BATCH = 1 << 20
 
 
 @dataclass
@@ -88,6 +91,20 @@ class TrainingConfig:
             at_least("training.save_every", self.save_every, 1, optional=True),
             at_least("training.patience", self.patience, 1, optional=True),
             at_least("training.log_every", self.log_every, 1),
+            (
+                isinstance(self.seed, int) and 0 <= self.seed < 2**32,
+                f"training.seed must be an integer in [0, 2**32), got {short_repr(self.seed)}",
+            ),
+            (
+                self.batch_size <= MAX_BATCH,
+                f"training.batch_size must be at most {MAX_BATCH:,}, got "
+                f"{short_repr(self.batch_size)}",
+            ),
+            (
+                self.max_tokens is None or self.max_tokens <= MAX_BATCH * 1024,
+                f"training.max_tokens must be at most {MAX_BATCH * 1024:,}, got "
+                f"{short_repr(self.max_tokens)}",
+            ),
             at_least("training.num_threads", self.num_threads, 1, optional=True),
             (
                 self.num_threads is None or self.num_threads <= THREADS_PER_CORE * usable_cores(),

@@ -36,6 +36,7 @@ from attnkit.core.checkpoint import temp_file_beside
 from attnkit.core.errors import InputError
 from attnkit.core.extras import needs
 from attnkit.core.output_guard import cannot_write, check_output
+from attnkit.core.params import check_pe_size
 from attnkit.nn.layers import sinusoidal_encoding
 from attnkit.runtime.run import RunDir, read_jsonl
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "check_output_path",
     "curve_rows",
+    "draw_run_curves",
     "new_figure",
     "plot_attention",
     "plot_contributions",
@@ -179,7 +181,11 @@ def save_figure(fig: Figure, path: PathArg) -> Path:
     unique name per call), renamed over ``path`` once complete, so that ``path`` is never
     half-written. The folder must exist (``check_output_path``). The figure stays usable
     (it belongs to no pyplot state, so there is nothing to close)."""
-    path = check_output_path(path)
+    return _write_figure(fig, check_output_path(path))
+
+
+def _write_figure(fig: Figure, path: Path) -> Path:
+    """``fig`` written to ``path`` (already checked, or a run's own figure) atomically."""
     try:
         fd, tmp = temp_file_beside(path)
     except OSError as exc:
@@ -200,9 +206,9 @@ def plot_positional_encoding(
 ) -> Figure | Path:
     """The course's figure: the (max_len x d_model) sinusoidal encoding as a heatmap
     (rows = positions, columns = embedding dimensions). Returns the figure, or with
-    ``path`` the path it was written to."""
-    if max_len < 1 or d_model < 2:
-        raise ValueError("need max_len >= 1 and d_model >= 2")
+    ``path`` the path it was written to. Sizes out of range (``attnkit.core.params``: each at
+    most 8192, together at most 4,194,304 numbers) are an ``InputError``."""
+    check_pe_size(max_len, d_model)
     pe = sinusoidal_encoding(max_len, d_model).numpy()  # (max_len, d_model)
     with _style():
         fig = new_figure((10, 4.5))
@@ -325,6 +331,14 @@ def curve_rows(source: Any) -> list[dict[str, Any]]:
     if not all(isinstance(r, dict) for r in rows):
         raise InputError("plot_curves needs a run, a metrics.jsonl file or its rows (dicts)")
     return rows
+
+
+def draw_run_curves(run: RunDir) -> Path:
+    """A training's own figure: ``run``'s curves.png, redrawn from its metrics.jsonl. Only
+    the training that owns ``run`` calls this (the output guard keeps every other writer
+    out of a run); ``plot_curves(run, path)`` draws them anywhere else."""
+    fig = plot_curves(run.read_metrics())
+    return _write_figure(fig, run.curves_path)
 
 
 def plot_curves(source: Any, path: PathArg | None = None) -> Figure | Path:
