@@ -248,3 +248,32 @@ def test_a_batch_that_cannot_fit_is_refused_before_training(recipe, tmp_path, ca
                         capsys)  # fmt: skip
     _one_line(code, err, "a training step on batches of 256 sequences", "lower training.batch_size")
     assert not out.exists()
+
+
+def test_a_setting_that_means_nothing_here_is_refused(recipe, tmp_path, capsys):
+    out = tmp_path / "run"
+    code, _, err = _run(["train", recipe, "--out", out, "--set",
+                         "training.teacher_forcing_ratio=0.5"], capsys)  # fmt: skip
+    _one_line(code, err, "training.teacher_forcing_ratio applies to a seq2seq LSTM decoder",
+              "a classify run")  # fmt: skip
+    code, _, err = _run(["train", recipe, "--out", out, "--set",
+                         "training.teacher_forcing_ratio=5"], capsys)  # fmt: skip
+    _one_line(code, err, "training.teacher_forcing_ratio must be in [0, 1]")
+    assert not out.exists()
+
+
+def test_the_cpu_has_one_index(cls, capsys):
+    code, _, err = _run(["predict", cls, "good movie", "--device", "cpu:5"], capsys)
+    _one_line(code, err, "unknown device 'cpu:5': there is one cpu")
+    code, out, err = _run(["predict", cls, "good movie", "--device", "cpu:0"], capsys)
+    assert code == 0 and out.endswith("good movie\n"), err
+
+
+def test_a_lone_surrogate_from_python_is_an_input_error(cls):
+    import attnkit
+    from attnkit.core.errors import InputError
+
+    predictor = attnkit.load(cls)
+    with pytest.raises(InputError, match="text 2 is not valid Unicode .a lone surrogate"):
+        predictor.predict(["fine", "bad \ud800"])
+    assert predictor.predict(["좋은 영화"])[0].label in predictor.labels

@@ -91,7 +91,7 @@ def runs(tmp_path_factory):
     recipe.write_text(yaml.safe_dump(s2s_recipe(data)), encoding="utf-8")
     assert main(["train", str(recipe), "--out", str(root / "mt")]) == 0
     with pytest.MonkeyPatch.context() as mp:  # curves.png is tested above; it costs ~0.7 s
-        mp.setattr("attnkit.runtime.viz.plot_curves", lambda rows, path: path)
+        mp.setattr("attnkit.runtime.viz.draw_run_curves", lambda run: run.curves_path)
         # LSTM + attention translator through the API (teacher forcing 0.5)
         cfg = s2s_recipe(data, arch="lstm", attention="general")
         cfg["training"]["teacher_forcing_ratio"] = 0.5

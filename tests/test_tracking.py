@@ -33,7 +33,7 @@ from test_trainer import ToyModel, ToyTask, make_items
 @pytest.fixture(autouse=True)
 def _no_curves(monkeypatch):
     """curves.png is not under test here (and matplotlib costs seconds per figure)."""
-    monkeypatch.setattr(viz, "plot_curves", lambda *args, **kwargs: None)
+    monkeypatch.setattr(viz, "draw_run_curves", lambda *args, **kwargs: None)
 
 
 @contextlib.contextmanager

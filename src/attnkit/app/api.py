@@ -49,7 +49,7 @@ from attnkit.interop.hf_dir import save_hf_directory
 from attnkit.interop.onnx import ONNX_FILE, OnnxModel, export_onnx, onnx_signature
 from attnkit.interop.quantize import INT8_WEIGHTS, QUANTIZATION, load_int8, quantize_int8, save_int8
 from attnkit.models import archs_exporting, build_model
-from attnkit.models.sizes import check_memory, meta_model
+from attnkit.models.sizes import check_memory, check_training_memory, meta_model
 from attnkit.runtime import distributed
 from attnkit.runtime.device import (
     FP32,
@@ -162,7 +162,7 @@ def train(
         if out is None:
             raise RunError("--resume needs the run directory (--out RUN)")
         run = RunDir(out)
-        if not run.is_run() or not run.has_checkpoint():
+        if not run.has_config() or not run.has_checkpoint():
             raise RunError(f"{run} has no resumable checkpoint (last/ is missing)")
         cfg, saved = _read_run(run)
         if data is not None:  # the same tables again, or refused
@@ -314,22 +314,32 @@ def _log_machine_choices(cfg: RunConfig, precision: Precision, log) -> None:
 
 
 def _check_new_run_target(run: RunDir, force: bool) -> None:
-    """Refuse an ``out`` a new run must not write into (see ``train``)."""
+    """Refuse an ``out`` a new run must not write into (see ``train``): only an empty
+    folder, an unfinished run (one attnkit train started and marked so, which saved
+    nothing) or, with ``force``, a run (``attnkit.core.run_layout``: weights of any format,
+    a checkpoint) is written into."""
     if run.path.exists() and not run.path.is_dir():
         raise RunError(f"{run} is a file, not a folder: choose another --out")
-    if run.is_empty():
+    if run.is_empty() or run.is_unfinished():
         return
+    if not run.is_run():
+        what = (
+            "a config.json but no weights (not a run: attnkit never replaces a folder it "
+            "cannot prove is its own run; remove it yourself if it is one)"
+            if run.has_config()
+            else "files that are not an attnkit run"
+        )
+        raise RunError(f"{run} holds {what}: choose another --out")
     try:
         run.read_config()
-    except RunError:
+    except RunError as exc:
         raise RunError(
-            f"{run} holds files that are not an attnkit run; --force only replaces run "
-            "directories: choose another --out"
+            f"{run} is not a run attnkit can replace ({exc}): choose another --out"
         ) from None
-    if not run.is_unfinished() and not force:
+    if not force:
         raise RunError(
-            f"{run} already holds files; use --resume to continue it, --force to "
-            "overwrite it, or --out to choose another folder"
+            f"{run} already holds a run; use --resume to continue it, --force to "
+            "replace it, or --out to choose another folder"
         )
 
 
@@ -372,7 +382,17 @@ def _train(
     cfg.model.validate()
     # sizes that fit the bounds may still make a model larger than this machine's memory
     source = str(run.config_path) if resume else "the recipe's model section"
-    check_memory(meta_model(cfg.model, source, ConfigError), cfg.model, source, ConfigError)
+    meta = meta_model(cfg.model, source, ConfigError)
+    check_memory(meta, cfg.model, source, ConfigError)
+    # ... and a batch of the longest items (a batch never holds more than the data)
+    lengths = [spec.item_length(it) for it in data.train]
+    longest = max(lengths, default=1)
+    batch = min(cfg.training.batch_size, max(len(lengths), 1))
+    if cfg.training.max_tokens:
+        batch = min(max(cfg.training.max_tokens // max(longest, 1), 1), max(len(lengths), 1))
+    where_set = "the recipe's training section" if not resume else str(run.config_path)
+    check_training_memory(meta, cfg.model, batch, longest, where_set, ConfigError)
+    del meta
     torch.manual_seed(cfg.training.seed)
     model = build_model(cfg.model)
     n_params = sum(p.numel() for p in model.parameters())
@@ -386,6 +406,7 @@ def _train(
             log(f"replacing the {'unfinished ' if run.is_unfinished() else ''}run in {run}")
             run.clear()
         try:
+            run.mark_unfinished()  # first: until training ends, provably attnkit's own
             run.save_tokenizer(data.tokenizer)
             payload = {
                 **cfg.to_dict(),
@@ -411,7 +432,7 @@ def _train(
             model,
             task,
             data.train,
-            [spec.item_length(it) for it in data.train],
+            lengths,
             data.validation,
             [spec.item_length(it) for it in data.validation],
             cfg.training,
@@ -419,6 +440,8 @@ def _train(
             callbacks=callbacks,
         )
         result = trainer.fit(resume=resume)
+        if where.is_main:
+            run.mark_finished()
     except BaseException:
         if where.is_main and not resume and not run.has_checkpoint() and not run.has_weights():
             run.clear()  # failed or interrupted before anything worth keeping: leave nothing
@@ -428,6 +451,56 @@ def _train(
         spec.after_training(run, cfg, data, log)
     distributed.barrier()
     return result
+
+
+# the special tokens each task's predictor looks up by name, beyond [PAD] (every task pads)
+_TASK_TOKENS = {
+    "translate": ("[BOS]", "[EOS]"),
+    "chat": ("[BOS]", "[EOS]"),
+    "mlm": ("[MASK]",),
+    "bert-pretrain": ("[CLS]", "[SEP]", "[MASK]"),
+    "qa": ("[CLS]", "[SEP]"),
+    "tag": ("[CLS]", "[SEP]", "[UNK]"),
+}
+
+
+def _run_tokenizer(run: RunDir, cfg: RunConfig, saved: dict[str, Any]) -> Any:
+    """The run's tokenizer.json, refused in one ``RunError`` where it cannot be this run's
+    model's: more ids than the model's embedding has (they would index past it), another
+    vocabulary size than the one training recorded (config.json's ``vocab_size``: another
+    run's tokenizer copied in; a model whose vocabulary is larger than its tokenizer's on
+    purpose, a pretrained one's, is compared with the recorded size only), or without a
+    special token the task looks up (or that its model needs for unknown words)."""
+    path = run.tokenizer_path
+    try:
+        tokenizer = run.load_tokenizer()
+    except DataError as exc:  # not a tokenizer.json, no [UNK]: this run cannot be used
+        raise RunError(str(exc)) from None
+    size = tokenizer.vocab_size
+    model_size = getattr(cfg.model, "vocab_size", None)
+    if isinstance(model_size, int) and model_size > 0 and size > model_size:
+        raise RunError(
+            f"{path} has {size} tokens, more than the model's vocabulary of {model_size}: "
+            "it is not this run's tokenizer"
+        )
+    recorded = saved.get("vocab_size")
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded != size:
+        raise RunError(
+            f"{path} has {size} tokens, but this run was trained with a tokenizer of "
+            f"{recorded} (config.json's vocab_size): it is not this run's tokenizer"
+        )
+    needed = ["[PAD]", *_TASK_TOKENS.get(cfg.task, ())]
+    if cfg.task == "classify" and getattr(cfg.model, "READS_PAIRS", False):  # a BERT
+        needed += ["[CLS]", "[SEP]"]  # [CLS] A [SEP] (B [SEP])
+    elif cfg.task == "classify" and getattr(cfg.model, "needs_cls", False):  # cls pooling
+        needed.append("[CLS]")
+    missing = tokenizer.lacks(needed)
+    if missing:
+        raise RunError(
+            f"{path} lacks the special token{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)} (a {cfg.task} run's tokenizer needs {', '.join(needed)})"
+        )
+    return tokenizer
 
 
 def load(
@@ -461,13 +534,13 @@ def load(
         members = [load(r, map_location, quantize, precision) for r in runs]
         return get_task(members[0].config.task).ensemble(members, runs)
     run = RunDir(run_dir)
-    if not run.is_run():
+    if not run.has_config():
         raise RunError(f"{run} is not a run directory (no config.json)")
     int8_file, onnx_file = run.path / INT8_WEIGHTS, run.path / ONNX_FILE
     if not run.has_weights() and not int8_file.is_file() and not onnx_file.is_file():
         raise RunError(f"{run} has no model.safetensors yet (training has not evaluated once)")
     cfg, saved = _read_run(run)
-    tokenizer = run.load_tokenizer()
+    tokenizer = _run_tokenizer(run, cfg, saved)
     device = resolve_device(map_location) if map_location == "auto" else map_location
     if onnx_file.is_file() and not run.has_weights():  # an ONNX export: onnxruntime, CPU
         if quantize or torch.device(device).type != "cpu":
@@ -588,7 +661,7 @@ def export(
             "--format hf writes the float weights"
         )
     run = RunDir(run_dir)
-    if not run.is_run() or not run.has_weights():
+    if not run.has_config() or not run.has_weights():
         raise RunError(f"{run} is not a finished run (config.json and model.safetensors needed)")
     cfg, saved = _read_run(run)
     # a new or empty folder, writable, not a file, not the run, not inside a run

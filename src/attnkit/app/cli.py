@@ -6,6 +6,7 @@ Every user error ends in one line on stderr, ``attnkit: error: ...``, and exit c
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import warnings
@@ -58,12 +59,30 @@ def _beam(text: str) -> int:
     return value
 
 
+def _bounded(name: str) -> Callable[[str], int]:
+    """An argparse type: an integer in the range of ``PARAMS[name]`` (``core.params``)."""
+
+    def parse(text: str) -> int:
+        from attnkit.core.params import PARAMS
+
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        problem = PARAMS[name].problem(value)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    return parse
+
+
 # ----------------------------------------------------------------------------- plot
 def _cmd_plot_pe(args: argparse.Namespace) -> int:
+    from attnkit.core.params import check_pe_size
     from attnkit.runtime.viz import check_output_path, plot_positional_encoding
 
-    if args.d_model < 2:
-        raise UsageError("--d-model must be at least 2")
+    check_pe_size(args.max_len, args.d_model, cli=True)  # each, and the numbers drawn
     out = check_output_path(args.output)
     path = plot_positional_encoding(args.max_len, args.d_model, out)
     print(f"wrote {path}")
@@ -81,7 +100,9 @@ def _cmd_plot_curves(args: argparse.Namespace) -> int:
         source = RunDir(source).metrics_path
     if not source.is_file():
         raise UsageError(f"no metrics file at {source}")
-    default = source.with_name(RunDir.CURVES)
+    # a run's own curves.png is its training's: by default the figure goes here, named
+    # after the run (the output guard refuses a path inside a run)
+    default = Path(f"{source.resolve().parent.name or 'run'}-curves.png")
     out = check_output_path(default if args.output is None else args.output, inputs=[source])
     print(f"wrote {plot_curves(read_jsonl(source), out)}")
     return 0
@@ -93,13 +114,20 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
     pe = kinds.add_parser(
         "positional-encoding", help="heatmap of the sinusoidal positional encoding"
     )
-    pe.add_argument("--max-len", type=_positive_int, default=50, help="positions (rows)")
-    pe.add_argument("--d-model", type=_positive_int, default=128, help="embedding size (columns)")
+    pe.add_argument("--max-len", type=_bounded("pe_max_len"), default=50,
+                    help="positions (rows; at most 8192)")  # fmt: skip
+    pe.add_argument("--d-model", type=_bounded("pe_d_model"), default=128,
+                    help="embedding size (columns; at most 8192, and at most 4,194,304 "
+                    "numbers in all)")  # fmt: skip
     pe.add_argument("-o", "--output", default="positional_encoding.png", help="PNG path")
     pe.set_defaults(func=_cmd_plot_pe)
     curves = kinds.add_parser("curves", help="learning curves of a run (metrics.jsonl)")
     curves.add_argument("run", help="run directory or metrics.jsonl file")
-    curves.add_argument("-o", "--output", help="PNG path (default: next to metrics.jsonl)")
+    curves.add_argument(
+        "-o",
+        "--output",
+        help="PNG path (default: ./RUN-curves.png; a run's own curves.png is its training's)",
+    )
     curves.set_defaults(func=_cmd_plot_curves)
 
 
@@ -263,19 +291,23 @@ def _cmd_train(args: argparse.Namespace) -> int:
         out = args.config  # `attnkit train --resume runs/NAME` is accepted too
     if out is not None:
         _check_run_folder(out)
+    from attnkit.core.signals import terminate_as_interrupt
+
     try:
-        result = train(
-            args.config if not args.resume else None,
-            out,
-            overrides,
-            args.resume,
-            args.force,
-            device=args.device,
-            threads=args.threads,
-        )
-    except KeyboardInterrupt:
-        print(f"attnkit: interrupted; {_resume_hint(args, out)}", file=sys.stderr)
-        return 130
+        with terminate_as_interrupt():  # SIGTERM too: temp files go, checkpoints stay
+            result = train(
+                args.config if not args.resume else None,
+                out,
+                overrides,
+                args.resume,
+                args.force,
+                device=args.device,
+                threads=args.threads,
+            )
+    except KeyboardInterrupt as exc:  # Ctrl-C (130) or SIGTERM (Terminated: 143)
+        what = "terminated" if hasattr(exc, "exit_status") else "interrupted"
+        print(f"attnkit: {what}; {_resume_hint(args, out)}", file=sys.stderr)
+        return getattr(exc, "exit_status", 130)
     from attnkit.runtime.distributed import placement
 
     if not placement().is_main:  # under torchrun: rank 0 reports
@@ -441,14 +473,30 @@ def _check_text(text: str, number: int) -> str:
     return text
 
 
+def _stdin():
+    """``sys.stdin``; none (the shell closed it: ``<&-``, a service without one): one line."""
+    if sys.stdin is None:
+        raise UsageError("no standard input to read (stdin is closed)")
+    return sys.stdin
+
+
 def _stdin_stream():
     """stdin as a binary stream (read line by line, ``attnkit.data.lines``)."""
     import io
 
-    stdin = sys.stdin
+    stdin = _stdin()
     if hasattr(stdin, "buffer"):
         return stdin.buffer
     return io.BytesIO(stdin.read().encode("utf-8", "surrogateescape"))  # text-only (tests)
+
+
+def _stdin_lines(before: int, keep_blank: bool) -> list[str]:
+    """``_decode_lines`` of stdin; a stream that cannot be read (open for writing only:
+    ``0>FILE``, an I/O error) is one line."""
+    try:
+        return _decode_lines(_stdin_stream(), "on stdin", before, keep_blank=keep_blank)
+    except OSError as exc:
+        raise UsageError(f"cannot read standard input: {exc.strerror or exc}") from None
 
 
 def _decode_lines(stream, where: str, before: int, keep_blank: bool) -> list[str]:
@@ -489,7 +537,7 @@ def _read_inputs(args: argparse.Namespace) -> list[str]:
             continue
         where = "on stdin" if kind == "stdin" else f"in {item}"
         if kind == "stdin":
-            texts.extend(_decode_lines(_stdin_stream(), where, len(texts), keep_blank=False))
+            texts.extend(_stdin_lines(len(texts), keep_blank=False))
             continue
         with _open_input(item) as f:
             try:
@@ -512,15 +560,6 @@ def _open_input(path: str):
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     except ValueError:  # a NUL byte in the path
         raise UsageError(f"cannot read {path!r}: not a valid file name") from None
-
-
-def _read_file_bytes(path: str, limit: int = -1) -> bytes:
-    """The bytes of ``path`` (at most ``limit``; -1: all); an error is one line."""
-    with _open_input(path) as f:
-        try:
-            return f.read(limit)
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
@@ -728,16 +767,69 @@ def _cmd_tag(args: argparse.Namespace) -> int:
     return 0
 
 
+def _file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, from its ``st_mode``."""
+    import stat
+
+    for test, kind in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _context_file(value: str) -> bool:
+    """True if --context ``value`` names a regular file (its text is the passage), False
+    if no such file exists (``value`` is the passage itself). A path that exists but is no
+    regular file (a folder, ``/dev/zero``, a FIFO, whose open would wait for a writer) is a
+    one-line error, found with ``os.stat``: it is never opened."""
+    import stat
+
+    try:
+        mode = os.stat(value).st_mode
+    except (OSError, ValueError):  # no such file, a name too long, a NUL byte: a text
+        return False
+    if stat.S_ISREG(mode):
+        return True
+    raise UsageError(f"--context {value} is {_file_kind(mode)}, not a text file")
+
+
+def _read_regular_file(path: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of the regular file ``path``; one line for anything else. It
+    is opened without waiting (``O_NONBLOCK``: a FIFO put in its place after the check does
+    not block) and checked again once open."""
+    import stat
+
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"--context {path} is {_file_kind(mode)}, not a text file")
+        try:
+            return f.read(limit)
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
 def _cmd_answer(args: argparse.Namespace) -> int:
     context = args.context
-    if os.path.isfile(context):  # a file's text (UTF-8), else the argument is the context
+    if _context_file(context):  # a file's text (UTF-8), else the argument is the context
         from attnkit.data.lines import decode_line
         from attnkit.data.tokenization import MAX_TEXT_CHARS
 
         # a context is read up to the characters the predictor reads (MAX_TEXT_CHARS; it
         # warns when there are more): 4 bytes a character at most, and one more
         limit = 4 * MAX_TEXT_CHARS + 4
-        raw = _read_file_bytes(context, limit)
+        raw = _read_regular_file(context, limit)
         try:
             context = decode_line(raw.removeprefix(b"\xef\xbb\xbf"), len(raw) == limit)
         except UnicodeDecodeError as exc:
@@ -823,7 +915,7 @@ def _read_lines_kept(args: argparse.Namespace) -> list[str]:
     texts: list[str] = []
     for item in args.text:
         if item == "-":
-            texts.extend(_decode_lines(_stdin_stream(), "on stdin", len(texts), keep_blank=True))
+            texts.extend(_stdin_lines(len(texts), keep_blank=True))
         else:
             texts.append(_check_text(item, len(texts) + 1))
     return texts
@@ -941,6 +1033,7 @@ def _cmd_chat(args: argparse.Namespace) -> int:
 
     _sampling_args(args)
     texts = _read_lines_kept(args) if args.text else None
+    stdin = _stdin() if texts is None else None  # the prompt loop reads it: closed, an error
     predictor = _load_for(args.run, "chat", args)
 
     def answer(text: str, turn: int) -> str:
@@ -966,25 +1059,28 @@ def _cmd_chat(args: argparse.Namespace) -> int:
         for turn, text in enumerate(texts, 1):
             print(answer(text, turn))
         return 0
-    interactive = sys.stdin.isatty()
+    interactive = stdin.isatty()
     if interactive:
         print(f"chatting with {args.run} (Ctrl-D or Ctrl-C to quit)", file=sys.stderr)
     from attnkit.data.lines import decode_line, iter_lines
 
-    stdin = getattr(sys.stdin, "buffer", None)  # bytes: a line that is not UTF-8 is skipped
-    if stdin is not None:  # line by line, each bounded (attnkit.data.lines)
-        lines = iter_lines(stdin, "on stdin")
+    binary = getattr(stdin, "buffer", None)  # bytes: a line that is not UTF-8 is skipped
+    if binary is not None:  # line by line, each bounded (attnkit.data.lines)
+        lines = iter_lines(binary, "on stdin")
     else:  # a text-only stream (tests)
         lines = (
             (text.rstrip("\r\n").encode("utf-8", "surrogateescape"), False)
-            for text in iter(sys.stdin.readline, "")
+            for text in iter(stdin.readline, "")
         )
     turn = 0
     try:
         while True:
             if interactive:
                 print("> ", end="", file=sys.stderr, flush=True)
-            got = next(lines, None)
+            try:
+                got = next(lines, None)
+            except OSError as exc:  # open for writing only (0>FILE), an I/O error
+                raise UsageError(f"cannot read standard input: {exc.strerror or exc}") from None
             if got is None:  # EOF
                 break
             raw, cut = got
@@ -1129,8 +1225,12 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     _sampling_args(args)  # --temperature, --top-k, --seed in their ranges
     if args.steps < 0:
         raise UsageError(f"--steps must be >= 0, got {args.steps}")
-    if args.max_tokens < 2:
-        raise UsageError(f"--max-tokens must be >= 2, got {args.max_tokens}")
+    from attnkit.core.params import PARAMS
+
+    bound = PARAMS["max_tokens"]  # each run needs at least its layout's (checked once loaded)
+    if not bound.low <= args.max_tokens <= bound.high:
+        side = f">= {bound.low}" if args.max_tokens < bound.low else f"<= {bound.high}"
+        raise UsageError(f"--max-tokens must be {side}, got {args.max_tokens}")
     if args.pad_to is not None and args.pad_to < 1:
         raise UsageError(f"--pad-to must be >= 1, got {args.pad_to}")
     options = {"pair": pair, "beam": args.beam, "steps": args.steps,
@@ -1148,11 +1248,13 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         if not 0 < args.port < 65536:
             raise UsageError(f"--port must be in 1..65535, got {args.port}")
         limits = Limits()  # the server's: its page is asked for like any other request
+        # (a qa run's context may be longer than a text: checked exactly once it is loaded)
+        longest_pair = max(limits.max_chars, limits.max_context_chars)
         for option, value, most in (
             ("--steps", args.steps, min(EXPLAIN_MAX_STEPS, limits.max_new_tokens)),
             ("--beam", args.beam, limits.max_beam),
             ("the text's characters", len(text), limits.max_chars),
-            ("--pair's characters", len(pair or ""), limits.max_chars),
+            ("--pair's characters", len(pair or ""), longest_pair),
             ("--target's characters", len(target or ""), limits.max_chars),
         ):
             if value > most:
@@ -1209,7 +1311,9 @@ def _add_explain(sub: argparse._SubParsersAction) -> None:
     )
     ex.add_argument("--seed", type=int, default=0, help="lm runs: random seed (default 0)")
     ex.add_argument("--max-tokens", type=int, default=128, metavar="N",
-                    help="cut a longer input to N tokens, with a note on the page (default 128)")  # fmt: skip
+                    help="cut a longer input to N tokens, with a note on the page (default "
+                    "128; 2..4096, and at least the run's special tokens and one of text: "
+                    "3 for [CLS] text [SEP], 5 for a sentence pair)")  # fmt: skip
     ex.add_argument("--pad-to", type=int, default=None, metavar="N",
                     help="classify, mlm, tag, translate, chat runs: pad the text with [PAD] to "
                     "N tokens, as in a batch beside a longer text, to see the padding mask at "
@@ -1360,16 +1464,68 @@ def _broken_pipe() -> int:
     message, exit status 141 (128 + SIGPIPE, the status of a tool the signal ends: the
     output is incomplete, and `set -o pipefail` scripts see it as for any such tool).
     stdout is pointed at /dev/null so that flushing it at exit raises nothing again."""
+    _stdout_to_devnull()
+    return EXIT_BROKEN_PIPE
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout's descriptor at /dev/null: what is still buffered for it goes there at
+    exit, instead of failing again (Python would print the error and exit 120)."""
     try:
         fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # not a real file (tests)
-        return EXIT_BROKEN_PIPE
+    except (AttributeError, OSError, ValueError):  # not a real file (tests), or none
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, fd)
     finally:
         os.close(devnull)
-    return EXIT_BROKEN_PIPE
+
+
+class _Stdout:
+    """``sys.stdout`` while a command runs: the same stream, which remembers its first
+    failed write or flush (a full disk, ``> /dev/full``, a descriptor not open for writing),
+    so that ``main`` tells a lost output from any other ``OSError``, even one that a caller
+    caught (logging's handler does). A closed pipe is not one: it ends quietly (141)."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.error: OSError | None = None
+
+    def _call(self, method: str, *args):
+        try:
+            return getattr(self.stream, method)(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            if self.error is None:
+                self.error = exc
+            raise
+
+    def write(self, text: str) -> int:
+        return self._call("write", text)
+
+    def writelines(self, lines) -> None:
+        return self._call("writelines", lines)
+
+    def flush(self) -> None:
+        return self._call("flush")
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+# errors only the file system gives a writer (the disk, not the code): one line
+_WRITE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EROFS", "EDQUOT", "EFBIG") if hasattr(errno, name)
+)
+
+
+def _output_lost(exc: OSError) -> int:
+    """The one line for an output that could not be written (exit code 2)."""
+    _stdout_to_devnull()
+    print(f"attnkit: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -1394,7 +1550,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from attnkit.core.logs import console_logging
 
     args = parse_args(argv)
+    out = None
     try:
+        if sys.stdout is None:  # closed (`>&-`): every command's output would be lost
+            raise UsageError("cannot write the output: stdout is closed")
+        out = sys.stdout = _Stdout(sys.stdout)
         # train applies --threads or training.num_threads itself; data, recipes need no torch
         if args.command not in ("train", "data", "recipes"):
             from attnkit.runtime.device import apply_threads
@@ -1405,7 +1565,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # WARNING on
         level = logging.INFO if args.command in ("train", "demo") else logging.WARNING
         with console_logging(level):
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()  # here: a full disk is an error line, not one at exit
+        if out.error is not None:  # a failed write someone caught (a logging handler)
+            raise out.error
+        return code
     except BrokenPipeError:  # the reader went away (`attnkit predict ... | head -1`)
         return _broken_pipe()
     except (UsageError, *_user_errors()) as exc:
@@ -1413,6 +1577,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"attnkit: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # stdout's (`> /dev/full`), or a file's a full or read-only disk
+        if os.environ.get("ATTNKIT_DEBUG"):  # refused, are the user's; any other is a bug
+            raise
+        if out is not None and out.error is not None:
+            return _output_lost(out.error)
+        if exc.errno not in _WRITE_ERRNOS or exc.filename is None:
+            raise
+        print(f"attnkit: error: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE
     except ImportError as exc:  # an optional package (an extra) imported outside `needs`
         from attnkit.core.extras import missing_extra
@@ -1425,6 +1598,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("attnkit: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if out is not None and sys.stdout is out:
+            sys.stdout = out.stream
 
 
 if __name__ == "__main__":

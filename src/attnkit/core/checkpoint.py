@@ -17,9 +17,11 @@ checkpoint written on a GPU loads on a CPU and the other way round).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -91,10 +93,20 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         replace_durably(tmp, path)
+    except OSError as exc:  # a full disk, say: named by the file meant, not the temporary one
+        Path(tmp).unlink(missing_ok=True)
+        raise _naming(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` as an ``OSError`` of the same errno whose filename is ``path``."""
+    if exc.errno is None:
+        return exc
+    return OSError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -107,12 +119,29 @@ def _atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata=
     fd, tmp = temp_file_beside(path)
     os.close(fd)
     try:
-        save_file(tensors, tmp, metadata=metadata)  # safetensors makes its files 0600
+        try:
+            save_file(tensors, tmp, metadata=metadata)  # safetensors makes its files 0600
+        except SafetensorError as exc:  # its own type, for a full disk too: an OSError
+            raise _as_os_error(exc, path) from None
         os.chmod(tmp, 0o666 & ~_umask())
         replace_durably(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _naming(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def _as_os_error(exc: SafetensorError, path: Path) -> OSError:
+    """safetensors' error while writing ``path`` as the ``OSError`` it wraps ("... No space
+    left on device (os error 28)"), so that writers report it as any other write error."""
+    found = _OS_ERROR.search(str(exc))
+    code = int(found.group(1)) if found else errno.EIO
+    return OSError(code, os.strerror(code), str(path))
 
 
 def _cpu_copy(tensor: torch.Tensor) -> torch.Tensor:
@@ -157,8 +186,9 @@ def load_model_weights(
     map_location: str | torch.device = "cpu",
 ) -> None:
     """Load safetensors weights into ``model`` (copied onto each parameter's own device).
-    Weights that do not fit the model (missing or extra tensors, other shapes) are a
-    one-line ``RunError`` that says which."""
+    Weights that do not fit the model (missing or extra tensors, other shapes, a tensor
+    whose values are of another kind than the model's: int8 or bool for a float weight,
+    float for an integer buffer) are a one-line ``RunError`` that says which."""
     tensors = read_tensors(path, map_location)
     own = model.state_dict()
     missing = [k for k in own if k not in tensors] if strict else []
@@ -171,7 +201,30 @@ def load_model_weights(
     problems = misfit_summary(missing, extra, shapes)
     if problems:
         raise RunError(f"{path} does not match the model's config: {problems}")
+    # load_state_dict casts silently: int8 or bool values copied into float weights are
+    # other weights (a float type for another is a cast that keeps them: fp16, bf16, fp32)
+    kinds = [
+        f"{k} is {_dtype_name(v.dtype)} in the file, {_dtype_name(own[k].dtype)} in the model"
+        for k, v in tensors.items()
+        if k in own and _dtype_kind(v.dtype) != _dtype_kind(own[k].dtype)
+    ]
+    if kinds:
+        more = f" (and {len(kinds) - 1} more)" if len(kinds) > 1 else ""
+        raise RunError(f"{path} holds tensors of another type: {kinds[0]}{more}")
     model.load_state_dict(tensors, strict=strict)
+
+
+def _dtype_kind(dtype: torch.dtype) -> str:
+    """``float``, ``complex``, ``bool`` or ``int``: what a tensor's values are."""
+    if dtype.is_floating_point:
+        return "float"
+    if dtype.is_complex:
+        return "complex"
+    return "bool" if dtype == torch.bool else "int"
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def misfit_summary(missing: list[str], extra: list[str], shapes: list[str]) -> str:

@@ -46,8 +46,9 @@ class ConsoleHandler(logging.Handler):
                 stream = sys.stdout
             stream.write(message + "\n")
             stream.flush()
-        except (RecursionError, BrokenPipeError):  # the second: as print() did, so that
-            raise  # `attnkit train ... | head -1` ends quietly (the CLI's exit status 141)
+        except (RecursionError, OSError):  # BrokenPipeError: as print() did, so that
+            raise  # `attnkit train ... | head -1` ends quietly (the CLI's exit status 141);
+            # another (`> /dev/full`): the CLI's one error line, not a traceback per line
         except Exception:
             self.handleError(record)
 

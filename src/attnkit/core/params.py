@@ -14,6 +14,15 @@ server takes, and the other way round.
     repetition_penalty  finite, > 0 (1: off)
     max_new_tokens      >= 0 (the server has its own, lower, limit)
     beam                1 .. MAX_BEAM (1: greedy; the server has its own, lower limit)
+
+and the sizes other verbs take, bounded the same way wherever they enter:
+
+    max_tokens          2 .. MAX_EXPLAIN_TOKENS: the tokens ``attnkit explain`` cuts an input to
+                        (``--max-tokens``, the explainer's ``max_tokens``); each run needs at
+                        least ``EXPLAIN_MIN_TOKENS`` of its input's layout
+    pe_max_len          1 .. MAX_PE_SIZE: ``attnkit plot positional-encoding --max-len``
+    pe_d_model          2 .. MAX_PE_SIZE: its ``--d-model``; both together at most
+                        ``MAX_PE_CELLS`` numbers (``check_pe_size``)
 """
 
 from __future__ import annotations
@@ -25,7 +34,16 @@ from typing import Any
 
 from attnkit.core.errors import InputError
 
-__all__ = ["PARAMS", "Param", "check_params"]
+__all__ = [
+    "EXPLAIN_MIN_TOKENS",
+    "MAX_EXPLAIN_TOKENS",
+    "MAX_PE_CELLS",
+    "MAX_PE_SIZE",
+    "PARAMS",
+    "Param",
+    "check_params",
+    "check_pe_size",
+]
 
 
 @dataclass(frozen=True)
@@ -39,11 +57,12 @@ class Param:
     low_open: bool = False
     high: int | float | None = None
     high_open: bool = False
+    flag: str | None = None  # the CLI option, when it is not named after ``name``
 
     @property
     def option(self) -> str:
-        """The CLI option: ``--top-k`` for ``top_k``."""
-        return "--" + self.name.replace("_", "-")
+        """The CLI option: ``--top-k`` for ``top_k`` (``flag`` when given)."""
+        return self.flag or "--" + self.name.replace("_", "-")
 
     def bounds(self) -> dict[str, int | float]:
         """The bounds as pydantic ``Field`` keywords (``ge``/``gt``, ``le``/``lt``)."""
@@ -83,6 +102,23 @@ class Param:
 
 
 MAX_BEAM = 64  # beams past this only cost memory (the server's own limit is lower: max_beam)
+# tokens of one explained input: its attention arrays grow as heads x T^2, and past a few
+# thousand tokens the explorer page is over its size budget anyway
+MAX_EXPLAIN_TOKENS = 4096
+# the positional-encoding figure: rows and columns each, and the numbers drawn (a 2048 x 2048
+# figure takes ~3 s and ~1 GB to draw; 1,000,000 x 100,000 would take 400 GB)
+MAX_PE_SIZE = 8192
+MAX_PE_CELLS = 1 << 22  # 4,194,304: 2048 x 2048, 8192 x 512
+
+# the fewest tokens the explainer may cut an input to (``max_tokens``), by the input's layout:
+# one token of each text and the special tokens around them. The explainer picks a run's
+# layout (``attnkit.app.explain.trace.min_tokens``); a qa run needs its question's tokens too.
+EXPLAIN_MIN_TOKENS: dict[str, int] = {
+    "text": 2,  # a text (classify, lm, bilm, translate, chat; [CLS] or [EOS] first, if any)
+    "[CLS] text [SEP]": 3,  # a BERT's one text: classify, mlm, tag
+    "[CLS] A [SEP] B [SEP]": 5,  # a BERT's sentence pair: classify, bert-pretrain with NSP
+    "[CLS] question [SEP] context [SEP]": 5,  # qa, a one-token question
+}
 
 PARAMS: dict[str, Param] = {
     p.name: p
@@ -94,6 +130,9 @@ PARAMS: dict[str, Param] = {
         Param("repetition_penalty", float, 0.0, low_open=True),
         Param("max_new_tokens", int, 0),
         Param("beam", int, 1, high=MAX_BEAM),
+        Param("max_tokens", int, min(EXPLAIN_MIN_TOKENS.values()), high=MAX_EXPLAIN_TOKENS),
+        Param("pe_max_len", int, 1, high=MAX_PE_SIZE, flag="--max-len"),
+        Param("pe_d_model", int, 2, high=MAX_PE_SIZE, flag="--d-model"),
     )
 }
 
@@ -107,3 +146,19 @@ def check_params(**values: Any) -> None:
         problem = PARAMS[name].problem(value)
         if problem is not None:
             raise InputError(f"{name} {problem}")
+
+
+def check_pe_size(max_len: Any, d_model: Any, cli: bool = False) -> None:
+    """Raise ``InputError`` unless a positional-encoding figure of ``max_len`` positions by
+    ``d_model`` dimensions is in range (``pe_max_len``, ``pe_d_model``, ``MAX_PE_CELLS``);
+    ``cli``: the message names the options (``--max-len``) rather than the arguments."""
+    for param, value in ((PARAMS["pe_max_len"], max_len), (PARAMS["pe_d_model"], d_model)):
+        problem = param.problem(value)
+        if problem is not None:
+            raise InputError(f"{param.option if cli else param.name[3:]} {problem}")
+    if max_len * d_model > MAX_PE_CELLS:
+        names = "--max-len x --d-model" if cli else "max_len x d_model"
+        raise InputError(
+            f"{names} must be at most {MAX_PE_CELLS:,} numbers (e.g. 2048 x 2048 or "
+            f"8192 x 512), got {max_len:,} x {d_model:,}"
+        )

@@ -312,6 +312,12 @@ def _getter(path: Path, fmt: str, columns: list[str]) -> Callable[[object, str, 
             if column not in row:
                 raise DataError(f"{path}: line {lineno}: no key '{column}'")
             value = row[column]
+            if isinstance(value, (dict, list)):  # str() would make "{'a': 0}" a label
+                kind = "object" if isinstance(value, dict) else "array"
+                raise DataError(
+                    f"{path}: line {lineno}: column '{column}' holds a JSON {kind}, not a "
+                    "string or a number"
+                )
             return "" if value is None else str(value)
 
         return get_json

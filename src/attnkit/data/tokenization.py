@@ -33,7 +33,7 @@ import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from attnkit.core.checkpoint import temp_file_beside
-from attnkit.core.errors import DataError, MissingFileError
+from attnkit.core.errors import DataError, InputError, MissingFileError
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -79,6 +79,22 @@ TRUNCATION = ("head", "tail", "head+tail")  # which part of a too-long text is k
 CHARS_PER_TOKEN = 16
 MIN_TEXT_CHARS = 4096
 MAX_TEXT_CHARS = 1 << 18  # 262,144 characters: ~100 MB in the tokenizer at worst
+
+
+def _check_unicode(text: str, index: int, count: int) -> None:
+    """An ``InputError`` for a text no tokenizer can read: not a str, or holding a lone
+    surrogate (``"\\ud800"``, which Python strings can hold and UTF-8 cannot)."""
+    which = f"text {index + 1}" if count > 1 else "the text"
+    if not isinstance(text, str):
+        raise InputError(f"{which} must be a str, got {type(text).__name__}")
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"{which} is not valid Unicode (a lone surrogate at character {exc.start})"
+        ) from None
 
 
 def max_text_chars(max_len: int | None) -> int:
@@ -277,6 +293,7 @@ class Tokenizer:
         pieces: list[str] = []
         owner: list[int] = []
         for i, text in enumerate(texts):
+            _check_unicode(text, i, len(texts))
             for piece in split_long(text):
                 pieces.append(piece)
                 owner.append(i)
@@ -520,7 +537,8 @@ class Tokenizer:
 
         Raises:
             FileNotFoundError: no such file (the message says what was expected).
-            ValueError: the file is not a valid ``tokenizers`` JSON file.
+            ValueError: the file is not a valid ``tokenizers`` JSON file, or its model's
+                unknown-word token (``[UNK]``) is not in its vocabulary.
         """
         path = Path(path).expanduser()
         file = path / TOKENIZER_FILE if path.is_dir() else path
@@ -532,7 +550,24 @@ class Tokenizer:
             backend = tokenizers.Tokenizer.from_file(str(file))
         except Exception as err:  # the Rust side raises plain Exception
             raise DataError(f"{file} is not a valid tokenizer.json: {err}") from None
-        return cls(backend)
+        tokenizer = cls(backend)
+        unknown = tokenizer.lacks([])
+        if unknown:  # its model names a token for unknown words that is not there
+            raise DataError(
+                f"{file} lacks the special token {unknown[0]} that its "
+                f"{type(backend.model).__name__} model needs for unknown words"
+            )
+        return tokenizer
+
+    def lacks(self, tokens: Iterable[str]) -> list[str]:
+        """The tokens of ``tokens``, and the unknown-word token the backend's model
+        declares (``unk_token``: a WordPiece or WordLevel model cannot encode without it),
+        that this tokenizer's vocabulary does not hold, in that order."""
+        needed = list(tokens)
+        unk = getattr(self._tk.model, "unk_token", None)
+        if isinstance(unk, str) and unk and unk not in needed:
+            needed.append(unk)
+        return [t for t in needed if self._tk.token_to_id(t) is None]
 
     @classmethod
     def from_vocab(cls, path: str | Path, lowercase: bool = True) -> Tokenizer:

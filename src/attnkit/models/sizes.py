@@ -22,6 +22,7 @@ one line naming the file and the field, e.g. ``runs/x/config.json: model.num_lay
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -32,6 +33,7 @@ from typing import Any
 import torch
 from safetensors import SafetensorError, safe_open
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from attnkit.core.checkpoint import misfit_summary
 from attnkit.core.config import ConfigError, short_repr
@@ -158,11 +160,93 @@ def check_size_fields(config: Any) -> None:
 # --------------------------------------------------------------------------------------
 # what building would take
 # --------------------------------------------------------------------------------------
+class _NoValuesOnMeta(TorchFunctionMode):
+    """Inside ``meta_model``: the initialisers and in-place value fills of meta tensors are
+    skipped (a meta tensor has a shape and no values). PyTorch would run each through a
+    Python reference decomposition whose wrapper imports ``torch._dynamo`` (~0.8 s of a
+    command's start-up) to fill values that do not exist."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.arange and _on_meta(kwargs):  # (its decomposition imports dynamo)
+            return _meta_arange(*args, **kwargs)
+        first = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
+        name = getattr(func, "__name__", "")
+        fills = getattr(func, "__module__", None) == "torch.nn.init" or name in _VALUE_FILLS
+        if fills and isinstance(first, torch.Tensor) and first.is_meta:
+            return first
+        if name in _ELEMENTWISE and not kwargs:  # (a table's formula: sinusoidal encoding)
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            if tensors and all(t.is_meta for t in tensors):
+                return _meta_elementwise(name, args)
+        return func(*args, **kwargs)
+
+
+def _on_meta(kwargs: dict) -> bool:
+    device = kwargs.get("device")
+    return device is None or torch.device(device).type == "meta"
+
+
+def _meta_arange(*args: Any, dtype: torch.dtype | None = None, **_: Any) -> torch.Tensor:
+    """``torch.arange(...)``'s result on the meta device: its length and dtype alone."""
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+    numbers = [v.item() if isinstance(v, torch.Tensor) else v for v in (start, end, step)]
+    start, end, step = numbers
+    if dtype is None:
+        floats = any(isinstance(v, float) for v in numbers)
+        dtype = torch.get_default_dtype() if floats else torch.int64
+    length = max(math.ceil((end - start) / step), 0)
+    return torch.empty(length, dtype=dtype, device="meta")
+
+
+def _meta_elementwise(name: str, args: tuple) -> torch.Tensor:
+    """An elementwise op's result on meta operands: the broadcast shape, the promoted dtype
+    (a float for the functions that make one)."""
+    shapes = [a.shape for a in args if isinstance(a, torch.Tensor)]
+    dtype = args[0].dtype if len(args) == 1 else torch.result_type(args[0], args[1])
+    if not dtype.is_floating_point and name.strip("_").removeprefix("r") in _FLOAT_RESULTS:
+        dtype = torch.get_default_dtype()
+    return torch.empty(_broadcast(shapes), dtype=dtype, device="meta")
+
+
+def _broadcast(shapes: list[torch.Size]) -> tuple[int, ...]:
+    """NumPy's broadcasting of ``shapes`` (``torch.broadcast_shapes`` imports sympy)."""
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for dims in zip(*[(1,) * (ndim - len(s)) + tuple(s) for s in shapes], strict=True):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            raise RuntimeError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+_FLOAT_RESULTS = frozenset(
+    {"truediv", "div", "true_divide", "sin", "cos", "exp", "log", "sqrt", "rsqrt", "tanh",
+     "sigmoid"}
+)  # fmt: skip
+# elementwise functions (and operators) whose meta kernels are Python references
+_ELEMENTWISE = frozenset(
+    {"__truediv__", "__rtruediv__", "__div__", "__rdiv__", "div", "true_divide", "__mul__",
+     "__rmul__", "mul", "__add__", "__radd__", "add", "__sub__", "__rsub__", "sub", "pow",
+     "__pow__", "__rpow__", "sin", "cos", "exp", "log", "sqrt", "rsqrt", "neg", "__neg__",
+     "tanh", "sigmoid"}
+)  # fmt: skip
+
+
+# in-place ops that change a tensor's values only (never its shape)
+_VALUE_FILLS = frozenset(
+    {"normal_", "uniform_", "zero_", "fill_", "random_", "exponential_", "bernoulli_",
+     "cauchy_", "log_normal_", "geometric_", "trunc_normal_", "copy_"}
+)  # fmt: skip
+
+
 def meta_model(config: Any, where: str, error: type[AttnkitError] = RunError) -> nn.Module:
     """The model ``config`` describes, built on the ``meta`` device: every tensor's shape,
-    no memory. A config that does not build is a one-line ``error`` naming ``where``."""
+    no memory, no values (``_NoValuesOnMeta``). A config that does not build is a one-line
+    ``error`` naming ``where``."""
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), _NoValuesOnMeta():
             return config.build()
     except AttnkitError as exc:
         raise error(f"{where}: {exc}") from None

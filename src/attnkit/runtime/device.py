@@ -67,6 +67,13 @@ def resolve_device(name: str, what: str = "training.device") -> torch.device:
         device = None
     if device is None or device.type not in ("cpu", "cuda", "mps"):
         raise ConfigError(f"{what}: unknown device {name!r} (auto | cpu | cuda | cuda:N | mps)")
+    if device.type in ("cpu", "mps") and device.index is not None:  # one of each at most
+        if device.index != 0:
+            raise ConfigError(
+                f"{what}: unknown device {name!r}: there is one {device.type} ({device.type}, "
+                f"or {device.type}:0)"
+            )
+        device = torch.device(device.type)  # cpu:0 is the cpu
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise ConfigError(f"{what} is {name!r} but CUDA is not available here")

@@ -292,11 +292,16 @@ class RunLock:
             ) from None
         since = datetime.datetime.now().isoformat(timespec="seconds")
         command = " ".join(sys.argv[:3])[:120]
-        os.ftruncate(fd, 0)
-        os.write(
-            fd, f"pid {os.getpid()} on {socket.gethostname()} since {since} ({command})".encode()
-        )
         self._fd = fd
+        try:  # (a full disk fails here: the lock and a folder made for it go again)
+            os.ftruncate(fd, 0)
+            os.write(
+                fd,
+                f"pid {os.getpid()} on {socket.gethostname()} since {since} ({command})".encode(),
+            )
+        except OSError as exc:
+            self.__exit__(None, None, None)
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -122,6 +122,11 @@ class TrainingConfig:
                 f"{short_repr(bad)} (other trackers plug in as callbacks)",
             ),
             (
+                0.0 <= self.teacher_forcing_ratio <= 1.0,
+                "training.teacher_forcing_ratio must be in [0, 1], got "
+                f"{short_repr(self.teacher_forcing_ratio)}",
+            ),
+            (
                 0.0 <= self.label_smoothing < 1.0,
                 "training.label_smoothing must be in [0, 1), got "
                 f"{short_repr(self.label_smoothing)}",

@@ -119,7 +119,19 @@ class RunConfig:
             spec.check_data(cfg)
             spec.validate(cfg)
             _check_init_from(cfg)
+            _check_teacher_forcing(cfg)
         return cfg
+
+
+def _check_teacher_forcing(cfg: RunConfig) -> None:
+    """``training.teacher_forcing_ratio`` means something only to a decoder that can read
+    its own predictions (a seq2seq LSTM): elsewhere a value is refused, not ignored."""
+    if cfg.training.teacher_forcing_ratio != 1.0 and not cfg.model.SCHEDULED_SAMPLING:
+        raise ConfigError(
+            "training.teacher_forcing_ratio applies to a seq2seq LSTM decoder (task translate "
+            f"or chat, model.arch lstm); a {cfg.task} run with model.arch {cfg.model.arch} "
+            "has none: remove it"
+        )
 
 
 def _check_init_from(cfg: RunConfig) -> None:

@@ -24,7 +24,7 @@ from attnkit.app.explain.parts import (
     qkv_bytes,
     stack_part,
 )
-from attnkit.core.errors import InputError
+from attnkit.core.errors import InputError, check_finite
 from attnkit.data.batching import pad_batch
 from attnkit.data.ner_features import (
     continuation_ids,
@@ -35,7 +35,7 @@ from attnkit.data.ner_features import (
 )
 from attnkit.data.qa_features import decode_span, make_features
 from attnkit.data.segments import pair_ids
-from attnkit.data.tokenization import cut_text
+from attnkit.data.tokenization import MAX_TEXT_CHARS, cut_text
 from attnkit.models.elmo_classifier import add_boundaries
 from attnkit.nn.attention import SCORE_NAMES, make_score, masked_softmax
 from attnkit.nn.capture import Recorder, capture
@@ -332,10 +332,13 @@ def lm(predictor: Any, text: str, opts: Options) -> Part:
     model, tk = predictor.model, predictor.tokenizer
     ids = list(predictor._prompt_ids(text))
     notes: list[str] = []
-    room = min(opts.max_tokens, int(model.max_len)) - max(opts.steps - 1, 0)
+    bound = min(opts.max_tokens, int(model.max_len))
+    room = bound - max(opts.steps - 1, 0)
     if room < 1:
-        raise InputError(f"steps={opts.steps} leaves no room for the prompt within "
-                         f"{min(opts.max_tokens, int(model.max_len))} tokens")  # fmt: skip
+        which = ("max_tokens (--max-tokens)" if opts.max_tokens < int(model.max_len)
+                 else "the run's max_len")  # fmt: skip
+        raise InputError(f"steps={opts.steps} leaves no room for the prompt within {bound} "
+                         f"tokens ({which}): give at most {bound} steps")  # fmt: skip
     truncated = len(ids) > room
     if truncated:
         ids = ids[-room:]
@@ -349,7 +352,9 @@ def lm(predictor: Any, text: str, opts: Options) -> Part:
     with torch.no_grad():
         for _ in range(opts.steps):
             x = torch.tensor([ids + generated], device=device)
-            probs = _filtered(model(x).logits[0, -1], banned, opts.temperature, opts.top_k)
+            last = model(x).logits[0, -1]
+            check_finite(last, allow_neg_inf=True)  # NaN weights: no token can be drawn
+            probs = _filtered(last, banned, opts.temperature, opts.top_k)
             if opts.temperature == 0.0:
                 token = int(probs.argmax())
             else:
@@ -414,6 +419,10 @@ def mlm(predictor: Any, text: str, opts: Options) -> Part:
     mask = None if opts.pad_to is None else torch.tensor([real], device=predictor.device)
     where = x == tk.mask_id
     if not where.any():
+        whole = tk.encode(text, max_len=cfg.data.max_len, add_cls=wrap, add_sep=wrap)
+        if cut and bound < cfg.data.max_len and tk.mask_id in whole:
+            raise InputError(f"the text's [MASK] is past the first {bound} tokens the "
+                             "explainer reads (max_tokens, --max-tokens): give more")  # fmt: skip
         raise InputError("the text has no [MASK] token to fill in")
     taps = _taps(model, token=("embeddings.word",))
     with torch.no_grad(), capture(model, taps) as rec:
@@ -741,10 +750,19 @@ def qa(predictor: Any, text: str, opts: Options) -> Part:
     if not question.strip():
         raise InputError("the question is empty or whitespace only")
     bound = min(int(cfg.data.max_len), opts.max_tokens)
+    if bound < int(cfg.data.max_len):  # the explainer's bound: room for the question?
+        asked = len(tk.encode(question, max_len=predictor.max_question_len))
+        if bound < asked + 4:
+            raise InputError(f"max_tokens (--max-tokens) must be >= {asked + 4} for this "
+                             f"question: its {asked} tokens, [CLS], two [SEP] and a token of "
+                             f"the context, got {bound}")  # fmt: skip
     features = make_features(tk, question, context, None, 0, bound, predictor.doc_stride,
                              predictor.max_question_len)  # fmt: skip
     n_answer = predictor.max_answer_len
     notes: list[str] = []
+    if len(context) > MAX_TEXT_CHARS:  # as predictor.answer reads it, saying so
+        notes.append(f"the context is longer than {MAX_TEXT_CHARS:,} characters: only its "
+                     "beginning is read")  # fmt: skip
     shown = 0
     if len(features) > 1:  # the window of the best span (ties: the earlier, as best_answer)
         best = -math.inf

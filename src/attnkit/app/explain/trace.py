@@ -4,17 +4,20 @@ dict laid out as ``attnkit.app.explain.schema`` describes."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from attnkit.app.api import load
 from attnkit.app.explain import families
-from attnkit.app.explain.parts import COARSEN, finalize
+from attnkit.app.explain.parts import COARSEN, Pending, finalize
 from attnkit.app.explain.schema import SCHEMA_VERSION
-from attnkit.core.errors import InputError
+from attnkit.core.errors import NON_FINITE, InputError, NonFiniteError
+from attnkit.core.params import EXPLAIN_MIN_TOKENS, PARAMS
 from attnkit.tasks.base import Predictor
 from attnkit.tasks.bilm import BiLMPredictor
 from attnkit.tasks.classify import ClassifierPredictor, EnsemblePredictor
@@ -24,7 +27,7 @@ from attnkit.tasks.qa import QAPredictor
 from attnkit.tasks.seq2seq import Seq2SeqPredictor
 from attnkit.tasks.tag import TagPredictor
 
-__all__ = ["DEFAULT_BUDGET", "FAMILIES", "family_of", "trace"]
+__all__ = ["DEFAULT_BUDGET", "FAMILIES", "NEEDS", "family_of", "min_tokens", "trace"]
 
 DEFAULT_BUDGET = 4_000_000  # bytes of base64 arrays (the page's HTML must stay under 5 MB:
 # the script, style, font subset and the JSON around the arrays take well under 1 MB)
@@ -39,25 +42,77 @@ FAMILIES: list[tuple[type, str, Any]] = [
     (TagPredictor, "tag", families.tag),
     (QAPredictor, "qa", families.qa),
 ]
+# the capability (``Predictor.can``) each family's view runs its predictor through: a
+# predictor that does not declare it is not explained
+NEEDS: dict[str, str] = {"classifier": "predict", "lm": "generate", "seq2seq": "translate",
+                         "mlm": "fill_mask", "bilm": "embed", "tag": "tag", "qa": "answer"}  # fmt: skip
 
 
 def family_of(predictor: Any) -> str:
-    """The explainer's family of a predictor ("classifier", "lm", ...); InputError if the
-    explainer has no view for its task."""
+    """The explainer's family of a predictor ("classifier", "lm", ...); InputError if it
+    cannot be explained: the explainer has no view for its task, it does not declare what
+    that view calls (``NEEDS``), or it holds no PyTorch model to capture (an ONNX export).
+    The one rule ``attnkit explain``, ``attnkit.explain`` and the server (its explorer
+    links, /v1/explain, /explain/NAME) follow."""
     return _builder(predictor)[0]
 
 
 def _builder(predictor: Any) -> tuple[str, Any]:
     if isinstance(predictor, EnsemblePredictor):
         raise InputError("the explainer steps through one run, not an ensemble: give one run")
+    task = getattr(predictor, "task", type(predictor).__name__)
     for cls, family, build in FAMILIES:
         if isinstance(predictor, cls):
+            if not predictor.can(NEEDS[family]):
+                raise InputError(f"this {task} predictor cannot {NEEDS[family]}: the explainer "
+                                 "has no view of it")  # fmt: skip
+            model = getattr(predictor, "model", None)
+            # the steps are captured from the model's PyTorch modules (attnkit.nn.capture):
+            # a model without weights of its own (an ONNX export, run by onnxruntime as one
+            # graph) has none to show
+            if not isinstance(model, nn.Module) or next(model.parameters(), None) is None:
+                raise InputError(
+                    f"this {task} run has no PyTorch model for the explainer to step through "
+                    "(an ONNX export runs in onnxruntime as one graph): explain the run it was "
+                    "exported from"
+                )
             return family, build
-    task = getattr(predictor, "task", type(predictor).__name__)
     raise InputError(
         f"the explainer has no view for task {task} runs (it explains classify, lm, "
         "translate, chat, mlm, bert-pretrain, bilm, tag and qa runs)"
     )
+
+
+def min_tokens(predictor: Any, family: str, pair: str | None = None) -> tuple[int, str]:
+    """(the fewest tokens ``max_tokens`` may cut the run's input to, its layout): one token
+    of each text and the special tokens the run wraps them in (``EXPLAIN_MIN_TOKENS``, the
+    table of ``attnkit.core.params``). A qa run also needs its question's tokens (checked
+    when the question is read)."""
+    layout = "text"
+    if family == "classifier" and getattr(predictor.config.model, "READS_PAIRS", False):
+        paired = pair is not None or bool(getattr(predictor, "pairs", False))
+        layout = "[CLS] A [SEP] B [SEP]" if paired else "[CLS] text [SEP]"
+    elif family == "mlm" and pair is not None:
+        layout = "[CLS] A [SEP] B [SEP]"  # a bert-pretrain run's sentence pair (NSP)
+    elif (family == "mlm" and getattr(predictor, "wrap_in_cls_sep", False)) or family == "tag":
+        layout = "[CLS] text [SEP]"
+    elif family == "qa":
+        layout = "[CLS] question [SEP] context [SEP]"
+    return EXPLAIN_MIN_TOKENS[layout], layout
+
+
+def _finite(obj: Any) -> bool:
+    """Whether every number of a trace's body (its arrays and its floats) is finite."""
+    if isinstance(obj, Pending):
+        values = obj.values
+        return not np.issubdtype(values.dtype, np.floating) or bool(np.isfinite(values).all())
+    if isinstance(obj, float):
+        return math.isfinite(obj)
+    if isinstance(obj, dict):
+        return all(_finite(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return all(_finite(v) for v in obj)
+    return True
 
 
 def _model_info(predictor: Any) -> dict[str, Any]:
@@ -124,12 +179,22 @@ def trace(
         raise InputError(f"qkv must be auto, norms or full, got {qkv!r}")
     if precision not in ("auto", "float32", "float16"):
         raise InputError(f"precision must be auto, float32 or float16, got {precision!r}")
-    for name, value, low in (("max_tokens", max_tokens, 2), ("steps", steps, 0),
-                             ("beam", beam, 1), ("top", top, 1)):  # fmt: skip
+    for name, value, low in (("steps", steps, 0), ("beam", beam, 1), ("top", top, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise InputError(f"{name} must be an integer >= {low}, got {value!r}")
+    problem = PARAMS["max_tokens"].problem(max_tokens)  # the range of attnkit.core.params
+    if problem is not None:
+        raise InputError(f"max_tokens {problem}")
     if not isinstance(text, str):
         raise InputError(f"the text must be a string, got {type(text).__name__}")
+    for what, value in (("text", text), ("second text", pair), ("target", target)):
+        if not isinstance(value, str):
+            continue
+        try:  # a lone surrogate ("\ud800") is no text a tokenizer can read
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(f"the {what} is not valid Unicode (a lone surrogate at character "
+                             f"{exc.start + 1})") from None  # fmt: skip
     if pad_to is not None and (isinstance(pad_to, bool) or not isinstance(pad_to, int)
                                or pad_to < 1):  # fmt: skip
         raise InputError(f"pad_to must be an integer >= 1, got {pad_to!r}")
@@ -137,6 +202,14 @@ def trace(
     if isinstance(predictor_or_run, (str, Path)):
         predictor = load(predictor_or_run, precision="fp32")
     family, build = _builder(predictor)
+    if not text.strip():  # as predict (the CLI's, attnkit.explain's) refuses one
+        what = "question" if family == "qa" else "text"
+        raise InputError(f"the {what} is empty or whitespace only")
+    need, layout = min_tokens(predictor, family, pair)
+    if max_tokens < need:
+        raise InputError(f"max_tokens (--max-tokens) must be >= {need} for this "
+                         f"{predictor.config.task} run, whose input is {layout}, got "
+                         f"{max_tokens}")  # fmt: skip
     if target is not None and family != "seq2seq":
         raise InputError("a reference target (teacher forcing) is read only by translate / "
                          "chat runs")  # fmt: skip
@@ -144,9 +217,6 @@ def trace(
         raise InputError(f"the target must be a string, got {type(target).__name__}")
     if pad_to is not None and family not in families.PADDED:
         raise InputError(f"pad_to: {families.NOT_PADDED.get(family, 'not for this run')}")
-    if not isinstance(predictor.model, nn.Module):
-        raise InputError("the explainer needs the run's PyTorch model (an ONNX export has "
-                         "no tensors to capture)")  # fmt: skip
     opts = families.Options(max_tokens=max_tokens, steps=steps, temperature=float(temperature),
                             top_k=int(top_k), seed=seed, beam=beam, top=top, qkv=qkv,
                             pair=pair, pad_to=pad_to, target=target)  # fmt: skip
@@ -170,6 +240,8 @@ def trace(
         "stacks": part.stacks,
         "view": part.view,
     }
+    if not _finite(body):  # damaged or diverged weights: an error, never a page of NaN
+        raise NonFiniteError(NON_FINITE)
     encoded, half, size, coarse = finalize(body, precision, budget_bytes)
     part.notes.extend(COARSEN[step] for step in coarse)
     if size > budget_bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from attnkit.app.serve.limits import Limits
+from attnkit.app.serve.names import parse_spec
 from attnkit.core.extras import needs
 
 __all__ = ["Limits", "create_app", "serve"]
@@ -31,16 +32,21 @@ def serve(
 ) -> None:
     """Load ``runs`` and serve them until interrupted (uvicorn). The address is taken
     first: a port in use (or not allowed) is a one-line ``InputError`` before any model is
-    loaded. ``explain`` (``attnkit explain``): the text and options the explorer page of
-    each run opens with (``/explain/NAME``); runs of any task the explainer knows are
-    served then, also those without an endpoint (mlm, bilm). Without the serve extra
-    (FastAPI, uvicorn), a one-line ``MissingExtraError`` naming its ``pip install``."""
+    loaded, and before it a run name that a URL would not carry as it is (``a/b=RUN``:
+    ``attnkit.app.serve.names``). ``explain`` (``attnkit explain``): the text and options
+    the explorer page of each run opens with (``/explain/NAME``); runs of any task the
+    explainer knows (and can step through: not an ONNX export) are served then, also
+    those without an endpoint (mlm, bilm). Without the serve extra (FastAPI, uvicorn), a
+    one-line ``MissingExtraError`` naming its ``pip install``."""
     what = "attnkit serve" if explain is None else "attnkit explain without --html"
     with needs("serve", what):
         from attnkit.app.serve.app import create_app as _create_app
         from attnkit.app.serve.server import bind, make_server
 
     limits = limits or Limits()
+    if not isinstance(runs, dict):  # the names checked before the address is taken
+        for spec in runs:
+            parse_spec(spec)
     sockets = bind(host, port)
     try:
         loopback = host in ("127.0.0.1", "localhost", "::1")

@@ -70,7 +70,7 @@ from attnkit.app.serve.schemas import (
     TagRequest,
     TranslateRequest,
 )
-from attnkit.core.errors import AttnkitError, InputError
+from attnkit.core.errors import NON_FINITE, AttnkitError, InputError, NonFiniteError
 from attnkit.core.version import __version__
 
 STATIC = Path(__file__).parent / "static"
@@ -193,9 +193,9 @@ class _Server:
         except LookupError as exc:
             raise ApiError(404, str(exc)) from None
 
-    def check(self, endpoint: str, req: Any) -> None:
+    def check(self, endpoint: str, req: Any, run: ServedRun | None = None) -> None:
         try:
-            handlers.check(endpoint, req, self.limits)
+            handlers.check(endpoint, req, self.limits, run)
         except PayloadTooLarge as exc:
             raise ApiError(413, str(exc)) from None
 
@@ -265,12 +265,14 @@ class _Server:
     ) -> dict[str, Any]:
         """/v1/explain's answer (the traces), or with ``page`` the explorer page drawing
         them (``{"html", "csp"}``; a text the run refuses: the page saying why, and
-        ``"status": 422``), made in a worker thread under the model lock."""
+        ``"status": 422``), made in a worker thread under the model lock. A run whose
+        outputs are not finite (NaN weights) is a JSON 422 either way (another text would
+        not help), as is one the explorer cannot step through (its page: 404, the route's)."""
         try:
             run = pick_explainable(self.runs, req.model)
         except LookupError as exc:
             raise ApiError(404, str(exc)) from None
-        self.check("explain", req)
+        self.check("explain", req, run)
         max_tokens = int(self.explain_defaults.get("max_tokens", 128))
 
         def job() -> dict[str, Any]:
@@ -278,6 +280,8 @@ class _Server:
                 return handlers.explain(run, req, self.limits, max_tokens=max_tokens)
             try:
                 data = handlers.explain(run, req, self.limits, max_tokens=max_tokens)
+            except NonFiniteError:  # the model's fault, not the text's: JSON 422
+                raise
             except AttnkitError as exc:  # the run refused the text: the page says why
                 return {**self.refused_page(req, str(exc)), "status": 422}
             html, csp = served_page([(t["label"], t["trace"]) for t in data["traces"]],
@@ -326,6 +330,10 @@ class _Server:
                 req = self.explain_request(run.name)
             except ApiError as exc:
                 raise InputError(exc.message) from None
+            try:
+                self.check("explain", req, run)  # the limits each of its requests meets
+            except ApiError as exc:
+                raise InputError(f"{exc.message} (when served; --html has no such limit)") from None
             max_tokens = int(self.explain_defaults.get("max_tokens", 128))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -584,7 +592,10 @@ def create_app(
         embeddings and positional encoding, each attention's Q/K/V, scores, mask and softmax,
         the residual stream, and the run's output (layout: ``attnkit.app.explain.schema``)."""
         data = await server.explain(req, request.receive)
-        body = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        try:
+            body = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        except ValueError:  # a NaN the trace's own check missed: still no 500, no bare NaN
+            raise NonFiniteError(NON_FINITE) from None
         return Response(body, media_type="application/json")
 
     @app.get("/explain/{name}", include_in_schema=False)
@@ -597,7 +608,11 @@ def create_app(
         steps: int | None = None,
     ) -> HTMLResponse:
         """A run's explorer page for ``text`` (default: attnkit explain's text); a text the
-        run refuses (e.g. an mlm text without [MASK]) gets the page showing why (422)."""
+        run refuses (e.g. an mlm text without [MASK]) gets the page showing why (422). A run
+        the explorer cannot step through (an ONNX export) has no page: 404, as unlinked."""
+        run = server.runs.get(name)
+        if run is not None and not run.explainable:
+            raise ApiError(404, f"model {name!r} has no explorer page: {run.explain_problem}")
         req = server.explain_request(name, text, pair, beam, steps)
         page = await server.explain(req, request.receive, page=True)
         return HTMLResponse(page["html"], status_code=page.get("status", 200),

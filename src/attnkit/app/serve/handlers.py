@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from attnkit.app.explain.page import DEFAULT_BEAM, DEFAULT_STEPS, explain_traces
+from attnkit.app.explain.trace import family_of
 from attnkit.app.serve.limits import Limits
 from attnkit.app.serve.runs import ServedRun
 from attnkit.app.serve.schemas import (
@@ -48,9 +49,10 @@ def _check_chars(texts: Sequence[str], limit: int, what: str) -> None:
             )
 
 
-def check(endpoint: str, req: Any, limits: Limits) -> None:
+def check(endpoint: str, req: Any, limits: Limits, run: ServedRun | None = None) -> None:
     """Refuse a request over the limits: ``PayloadTooLarge`` (413) for sizes, ``InputError``
-    (422) for parameters out of the server's range."""
+    (422) for parameters out of the server's range. ``run``: the run that answers (an
+    /v1/explain of a qa run reads a question and a context: /v1/answer's limits)."""
     if isinstance(req, ClassifyRequest):
         _check_texts(req.texts, limits)
         if req.attention and len(req.texts) > limits.max_attention_texts:
@@ -81,8 +83,11 @@ def check(endpoint: str, req: Any, limits: Limits) -> None:
         _check_chars([req.question], limits.max_chars, "question")
         _check_chars([req.context], limits.max_context_chars, "context")
     elif isinstance(req, ExplainRequest):
-        _check_chars([req.text], limits.max_chars, "text")
-        if req.pair is not None:
+        qa = run is not None and run.explainable and family_of(run.predictor) == "qa"
+        _check_chars([req.text], limits.max_chars, "question" if qa else "text")
+        if req.pair is not None and qa:  # a context, as /v1/answer takes it
+            _check_chars([req.pair], limits.max_context_chars, "context")
+        elif req.pair is not None:
             _check_chars([req.pair], limits.max_chars, "second sentence")
         if req.target is not None:
             _check_chars([req.target], limits.max_chars, "target")

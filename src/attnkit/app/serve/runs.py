@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from attnkit.app.api import load
 from attnkit.app.explain.trace import family_of
+from attnkit.app.serve.names import parse_spec
 from attnkit.core.errors import InputError, RunError
 from attnkit.tasks import get_task
 
@@ -42,13 +43,19 @@ class ServedRun:
     predictor: Any
 
     @property
-    def explainable(self) -> bool:
-        """Whether the explorer page has a view for this run's task."""
+    def explain_problem(self) -> str | None:
+        """Why the explorer cannot step through this run (``family_of``: no view for its
+        task, or no PyTorch model, e.g. an ONNX export), or None when it can."""
         try:
             family_of(self.predictor)
-        except InputError:
-            return False
-        return True
+        except InputError as exc:
+            return str(exc)
+        return None
+
+    @property
+    def explainable(self) -> bool:
+        """Whether the explorer can step through this run (its page is linked and served)."""
+        return self.explain_problem is None
 
     def describe(self) -> dict[str, Any]:
         """What GET /v1/models says about it (what the web page builds its forms from)."""
@@ -77,16 +84,21 @@ class ServedRun:
         return info
 
 
-def _name_and_path(spec: str | Path) -> tuple[str, Path]:
-    """``NAME=RUN`` or ``RUN`` (named after its folder)."""
-    text = str(spec)
-    if "=" in text and not Path(text).exists():
-        name, _, path = text.partition("=")
-        if not name or not path:
-            raise RunError(f"expected RUN or NAME=RUN, got {text!r}")
-        return name, Path(path)
-    path = Path(text)
-    return path.resolve().name, path
+def parse_specs(specs: Sequence[str | Path]) -> list[tuple[str, Path]]:
+    """(name, path) of each ``RUN`` / ``NAME=RUN`` (``attnkit.app.serve.names``), before any
+    run is loaded: an unsafe name, or two runs of one name, is a one-line ``RunError``."""
+    if not specs:
+        raise RunError("give at least one run directory to serve")
+    named: dict[str, Path] = {}
+    for spec in specs:
+        name, path = parse_spec(spec)
+        if name in named:
+            raise RunError(
+                f"two runs are named {name!r} ({named[name]} and {path}); "
+                f"name them: attnkit serve a={named[name]} b={path}"
+            )
+        named[name] = path
+    return list(named.items())
 
 
 def load_runs(
@@ -99,16 +111,8 @@ def load_runs(
     endpoint, or two runs of one name, is a one-line ``RunError``; with ``explain_only``
     (``attnkit explain``) a run without an endpoint is served for its explorer page, and a
     run the explorer has no view for is the error."""
-    if not specs:
-        raise RunError("give at least one run directory to serve")
     runs: dict[str, ServedRun] = {}
-    for spec in specs:
-        name, path = _name_and_path(spec)
-        if name in runs:
-            raise RunError(
-                f"two runs are named {name!r} ({runs[name].path} and {path}); "
-                f"name them: attnkit serve a={runs[name].path} b={path}"
-            )
+    for name, path in parse_specs(specs):
         predictor = load(path, map_location=map_location, precision=precision)
         task = predictor.config.task
         endpoint = get_task(task).endpoint
