@@ -37,7 +37,9 @@ def runs(tmp_path_factory):
         "mlm": _mlm_recipe(_corpus(root / "c.txt", n=40), epochs=1, max_steps=1),
     }
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("attnkit.runtime.viz.draw_run_curves", lambda run: run.curves_path)  # not tested here
+        mp.setattr(
+            "attnkit.runtime.viz.draw_run_curves", lambda run: run.curves_path
+        )  # not tested here
         for name, recipe in recipes.items():
             train(RunConfig.from_dict(recipe), out=root / name, log=lambda *a: None)
     return {name: str(root / name) for name in recipes}

@@ -29,7 +29,9 @@ def runs(tmp_path_factory):
     mt = s2s_recipe(root)
     mt["training"].update(max_steps=1, eval_every=1)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("attnkit.runtime.viz.draw_run_curves", lambda run: run.curves_path)  # not tested here
+        mp.setattr(
+            "attnkit.runtime.viz.draw_run_curves", lambda run: run.curves_path
+        )  # not tested here
         for name, recipe in (("clf", tiny_recipe(root, epochs=1, max_steps=1)), ("mt", mt)):
             train(RunConfig.from_dict(recipe), out=root / name, log=lambda *a: None)
     return {"clf": str(root / "clf"), "mt": str(root / "mt")}
