@@ -411,6 +411,11 @@ def test_the_tour_follows_the_lectures_and_links_only_what_is_there(browser, pag
     # closed, it stays closed on the next visit (and opens again on a click)
     o.page.click("#tour summary")
     assert not o.page.evaluate("document.getElementById('tour').open")
+    # the toggle event (which remembers it) fires after the click returns: wait for it
+    for _ in range(100):
+        if o.page.evaluate("localStorage.getItem('attnkit-tour')") == "closed":
+            break
+        o.page.wait_for_timeout(50)
     o.open(pages[family].as_uri())
     assert not o.page.evaluate("document.getElementById('tour').open")
     o.page.click("#tour summary")
