@@ -17,6 +17,7 @@ from attnkit.core.errors import RunError
 from attnkit.models import from_pretrained
 from attnkit.models.bert import BertConfig, BertModel
 from attnkit.models.hf_bert import hf_key_map, load_hf_bert, save_hf_bert
+from attnkit.nn.capture import capture
 
 ATOL = 1e-5
 TEXTS = [
@@ -99,8 +100,9 @@ def test_minilm_matches_transformers_on_a_padded_batch(models, minilm, transform
         )
         torch.testing.assert_close(alone.pooler_output[0], a.pooler_output[i], atol=ATOL, rtol=0)
 
-    with torch.no_grad():  # per-layer attention weights, zero on padded keys
-        weights = ours(ids, mask, types, need_weights=True).attentions
+    with torch.no_grad(), capture(ours) as rec:  # per-layer attention weights, 0 on padding
+        ours(ids, mask, types)
+    weights = rec.attention_weights()
     assert len(weights) == 6 and weights[0].shape == (3, 12, ids.size(1), ids.size(1))
     assert weights[-1][0, :, :, ~mask[0].bool()].abs().max() == 0
 

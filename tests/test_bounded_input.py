@@ -297,11 +297,12 @@ def test_a_cut_line_ends_on_a_character() -> None:
 
 def test_file_lines_are_cut_to_the_line_bound(tmp_path: Path, monkeypatch) -> None:
     from attnkit.app import cli
+    from attnkit.app.cli.inputs import _read_inputs
 
     path = tmp_path / "h.txt"
     path.write_bytes(("가" * 500_000).encode() + b"\nsecond\n")  # 1.5 MB, then a short line
     args = cli.build_parser().parse_args(["predict", "RUN", "--file", str(path)])
-    texts = cli._read_inputs(args)
+    texts = _read_inputs(args)
     assert texts == ["가" * (MAX_LINE_BYTES // 3), "second"]
 
 
@@ -438,7 +439,7 @@ def test_broken_pipe_in_process_returns_141(monkeypatch, capsys) -> None:
 
 
 def test_answer_reads_a_bounded_context_file(tmp_path: Path, monkeypatch) -> None:
-    from attnkit.app import cli
+    from attnkit.app.cli import tag_qa
 
     seen: list[str] = []
 
@@ -450,7 +451,7 @@ def test_answer_reads_a_bounded_context_file(tmp_path: Path, monkeypatch) -> Non
         def to_json(self, results):
             return ""
 
-    monkeypatch.setattr(cli, "_load_for", lambda run, verb, args: Reader())
+    monkeypatch.setattr(tag_qa, "_load_for", lambda run, verb, args: Reader())  # answer's
     path = tmp_path / "context.txt"
     path.write_bytes(("가" * 1_000_000).encode())  # 3 MB
     assert main(["answer", "RUN", "--context", str(path), "--question", "누구?"]) == 0

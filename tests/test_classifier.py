@@ -6,6 +6,7 @@ import torch
 
 from attnkit.models import RNNClassifier, TransformerClassifier, build_classifier
 from attnkit.models.classifier import masked_max, masked_mean
+from attnkit.nn.capture import capture
 
 VOCAB, CLASSES, PAD = 20, 3, 0
 SMALL_TF = dict(d_model=16, num_heads=2, d_ff=32, num_layers=2, max_len=32)
@@ -40,12 +41,10 @@ def batch() -> torch.Tensor:
 def test_shapes_and_padding_invariance(arch, hp):
     model = make(arch, hp)
     ids = batch()
-    out = model(ids)
-    logits, weights = out.logits, out.attentions
+    with capture(model) as rec:
+        logits = model(ids).logits
     assert logits.shape == (3, CLASSES)
-    assert weights is None
-    weights = model(ids, need_weights=True).attentions
-    assert (weights is None) == (arch != "transformer")
+    assert bool(rec.attention_weights()) == (arch == "transformer") == model.returns_attention
     # Appending pads changes nothing, with the mask derived or given explicitly.
     longer = torch.cat([ids, torch.full((3, 4), PAD)], dim=1)
     logits_longer = model(longer, attention_mask=longer != PAD).logits
@@ -84,7 +83,7 @@ def test_masked_mean_in_model_equals_manual_mean():
     seen = {}
     model.head.register_forward_hook(lambda m, inp, out: seen.update(pooled=inp[0]))
     enc = {}
-    model.encoder.register_forward_hook(lambda m, inp, out: enc.update(x=out[0]))
+    model.encoder.register_forward_hook(lambda m, inp, out: enc.update(x=out))
     model(ids)
     for i, n in enumerate((6, 4, 1)):
         torch.testing.assert_close(seen["pooled"][i], enc["x"][i, :n].mean(0))
@@ -100,17 +99,18 @@ def test_max_pooling_ignores_larger_pad_vectors():
     assert torch.equal(masked_max(x2, mask2), torch.tensor([[-3.0], [0.0]]))
 
 
-def test_need_weights_zero_on_pad_keys():
+def test_attention_weights_zero_on_pad_keys():
     model = make("transformer", {**SMALL_TF, "num_layers": 3})
     ids = batch()
-    weights = model(ids, need_weights=True).attentions
+    with capture(model) as rec:
+        model(ids)
+    weights = rec.attention_weights()
     assert len(weights) == 3
     mask = ids != PAD
     for w in weights:
         assert w.shape == (3, 2, 6, 6)
         assert torch.all(w.masked_select(~mask[:, None, None, :]) == 0)
         torch.testing.assert_close(w.sum(-1), torch.ones(3, 2, 6))
-    assert model(ids).attentions is None
 
 
 def test_too_long_input_raises():

@@ -118,21 +118,25 @@ def test_fused_qkv_copy_follows_weight_changes_without_gradients():
     """The Q/K/V weights concatenated once for inference: replaced or changed in place, the
     next call sees the new weights (same outputs as three separate products)."""
     from attnkit.nn.attention import MultiHeadAttention
+    from attnkit.nn.fast_attention import fused_qkv
 
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 2).eval()
     x = torch.randn(2, 5, 16)
 
+    def fused() -> tuple[torch.Tensor, ...]:
+        return fused_qkv(mha, (mha.q_proj, mha.k_proj, mha.v_proj), x)
+
     def separate() -> torch.Tensor:
         return torch.cat([mha.q_proj(x), mha.k_proj(x), mha.v_proj(x)], -1)
 
     with torch.no_grad():
-        torch.testing.assert_close(torch.cat(mha._qkv(x), -1), separate())
+        torch.testing.assert_close(torch.cat(fused(), -1), separate())
         mha.k_proj.weight.mul_(2.0)  # in place
-        torch.testing.assert_close(torch.cat(mha._qkv(x), -1), separate())
+        torch.testing.assert_close(torch.cat(fused(), -1), separate())
         mha.v_proj.weight = nn.Parameter(torch.randn(16, 16))  # replaced
-        torch.testing.assert_close(torch.cat(mha._qkv(x), -1), separate())
+        torch.testing.assert_close(torch.cat(fused(), -1), separate())
     assert "_qkv_cache" in mha.__dict__
     mha.train()
-    torch.cat(mha._qkv(x), -1).sum().backward()  # with gradients: no cached copy kept
+    torch.cat(fused(), -1).sum().backward()  # with gradients: no cached copy kept
     assert "_qkv_cache" not in mha.__dict__ and mha.q_proj.weight.grad is not None

@@ -2,7 +2,8 @@
 
 The numbers in a trace are the model's own: each family's trace is compared, to 1e-6, with
 what the predictor reports (probabilities, fill-ins, alignments, generated tokens) and with
-the model's forward pass (attention weights from ``need_weights``); the explicit attention
+the model's forward pass (attention weights by ``MultiHeadAttention``'s ``need_weights``,
+tests/attention_support.py); the explicit attention
 computed under capture equals the fused kernel's output; with capture off nothing is
 recorded and the fused kernel runs. Runs: the legacy fixtures (trained tiny runs), the
 session's tiny classify run, and tiny models built in memory with a legacy run's tokenizer
@@ -23,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import attnkit
+from attention_support import weights_by_need_weights
 from attnkit.app.explain import decode_array, families, trace
 from attnkit.app.explain.page import render_page
 from attnkit.app.explain.schema import SCHEMA_VERSION, Trace
@@ -281,7 +283,7 @@ def test_transformer_classifier_run(tiny_run_once: Path, tmp_path: Path) -> None
     close(arr(emb["sum"]), arr(emb["token"]) + arr(emb["position"]["rows"]))
     # residual stream and pooled vector from the model's own encoder
     with torch.no_grad():
-        hidden, mask, _ = model.encode(ids)
+        hidden, mask = model.encode(ids)
     residual = stack["layers"][-1]["residual"]
     close(arr(residual["output"]), hidden[0].norm(dim=-1), atol=1e-5)
     close(arr(t["view"]["pooled"]), hidden[0].mean(0))  # mean pooling
@@ -313,8 +315,10 @@ def test_bert_pair_classifier(base) -> None:
     assert emb["layer_norm"] and emb["segment"] is not None
     ids, types = torch.tensor([inp["ids"]]), torch.tensor([inp["segments"]])
     with torch.no_grad():
-        out = pred.model.bert(ids, None, types, need_weights=True)
-    for layer, w in zip(t["stacks"][0]["layers"], out.attentions, strict=True):
+        out, weights = weights_by_need_weights(
+            pred.model, lambda: pred.model.bert(ids, None, types)
+        )
+    for layer, w in zip(t["stacks"][0]["layers"], weights, strict=True):
         close(arr(layer["attention"][0]["weights"]), w[0])
     close(arr(t["view"]["pooled"]), out.pooler_output[0])
 
@@ -383,8 +387,10 @@ def test_gpt_lm_steps(base) -> None:
             probs = model(torch.tensor([ids + generated[:k]])).logits[0, -1].softmax(-1)
             close([c["probability"] for c in step["top"]], probs[[c["id"] for c in step["top"]]])
             assert step["position"] == len(ids) - 1 + k
-        out = model(torch.tensor([t["inputs"][0]["ids"]]), need_weights=True)
-    for layer, w in zip(t["stacks"][0]["layers"], out.attentions, strict=True):
+        _, weights = weights_by_need_weights(
+            model, lambda: model(torch.tensor([t["inputs"][0]["ids"]]))
+        )
+    for layer, w in zip(t["stacks"][0]["layers"], weights, strict=True):
         close(arr(layer["attention"][0]["weights"]), w[0])
     # greedy: the same continuation as the predictor's own generation
     want = pred.generate(prompt, max_new_tokens=3, temperature=0.0)[0].text
@@ -458,12 +464,13 @@ def test_transformer_seq2seq_alignment_and_steps() -> None:
     src = torch.tensor([t["inputs"][0]["ids"]])
     tgt = torch.tensor([t["inputs"][1]["ids"]])
     with torch.no_grad():
-        memory, enc_w = pred.model.encode(src, need_weights=True)
-        logits, dec_w = pred.model.decode(tgt, memory, src != pred.tokenizer.pad_id,
-                                          need_weights=True)  # fmt: skip
+        memory, enc_w = weights_by_need_weights(pred.model, lambda: pred.model.encode(src))
+        logits, dec_w = weights_by_need_weights(
+            pred.model, lambda: pred.model.decode(tgt, memory, src != pred.tokenizer.pad_id)
+        )  # per layer: self, then cross
     close(arr(enc["layers"][0]["attention"][0]["weights"]), enc_w[0][0])
-    close(arr(dec["layers"][0]["attention"][0]["weights"]), dec_w[0][0][0])
-    close(arr(dec["layers"][0]["attention"][1]["weights"]), dec_w[0][1][0])
+    close(arr(dec["layers"][0]["attention"][0]["weights"]), dec_w[0][0])
+    close(arr(dec["layers"][0]["attention"][1]["weights"]), dec_w[1][0])
     probs = logits[0].softmax(-1)
     for step in view["steps"]:
         close([c["probability"] for c in step["top"]],
@@ -563,8 +570,8 @@ def test_tagger_labels_every_word_as_the_predictor(base, unit: str) -> None:
         close(arr(view["probabilities"]), logits.softmax(-1))
         assert view["predicted"] == [TAGS[k] for k in logits.argmax(-1).tolist()]
         with torch.no_grad():
-            out = model.bert(ids, None, None, need_weights=True)
-        for layer, w in zip(t["stacks"][0]["layers"], out.attentions, strict=True):
+            _, weights = weights_by_need_weights(model, lambda ids=ids: model.bert(ids, None, None))
+        for layer, w in zip(t["stacks"][0]["layers"], weights, strict=True):
             close(arr(layer["attention"][0]["weights"]), w[0])
 
 
@@ -670,8 +677,10 @@ def test_many_heads_stay_under_the_page_ceiling(base, heads: int) -> None:
         assert ("scale" in att["weights"]) == (heads == 16)
     with torch.no_grad():  # the coarsened weights are still the model's, to 1/255
         ids = torch.tensor([t["inputs"][0]["ids"]])
-        out = pred.model(ids, torch.ones_like(ids, dtype=torch.bool), need_weights=True)
-    for layer, w in zip(layers, out.attentions, strict=True):
+        _, weights = weights_by_need_weights(
+            pred.model, lambda: pred.model(ids, torch.ones_like(ids, dtype=torch.bool))
+        )
+    for layer, w in zip(layers, weights, strict=True):
         close(arr(layer["attention"][0]["weights"]), w[0], atol=0.5 / 255 + 1e-3)
 
 

@@ -18,6 +18,7 @@ from attnkit.models.base import AttnkitModel
 from attnkit.models.gpt import GPT, GPTConfig, left_pad, positions_from_mask
 from attnkit.models.hf_gpt2 import gpt_config_to_hf, load_hf_gpt2
 from attnkit.nn.attention import MultiHeadAttention, causal_mask
+from attnkit.nn.capture import capture
 from attnkit.nn.generation import apply_repetition_penalty, sample
 from attnkit.nn.layers import EncoderLayer
 
@@ -69,7 +70,7 @@ def test_no_gradient_flows_from_a_position_to_earlier_logits() -> None:
 
     def logits_from(e):
         x = e + model.pos.embedding(torch.arange(8))
-        return model.lm_head(model.blocks(x, is_causal=True)[0])
+        return model.lm_head(model.blocks(x, is_causal=True))
 
     jac = torch.autograd.functional.jacobian(lambda e: logits_from(e)[0, :, :3].sum(-1), emb)
     # jac[t, b, s, :]: d logit-sum at t of row 0 / d embedding of row b, position s
@@ -83,11 +84,12 @@ def test_attention_weights_are_zero_on_future_and_padded_keys() -> None:
     model = _tiny()
     ids = torch.randint(0, V, (2, 6))
     mask = _lengths_mask([6, 4], 6)
-    with torch.no_grad():
-        out = model(ids, mask, need_weights=True)
-    assert len(out.attentions) == 2 and out.attentions[0].shape == (2, 4, 6, 6)
+    with torch.no_grad(), capture(model) as rec:
+        out = model(ids, mask)
+    weights = rec.attention_weights("causal_self")
+    assert len(weights) == 2 and weights[0].shape == (2, 4, 6, 6)
     future = ~causal_mask(6)
-    for w in out.attentions:
+    for w in weights:
         assert w[:, :, future].abs().max() == 0
         assert w[1, :, :4, 4:].abs().max() == 0
     assert out.last_hidden_state.shape == (2, 6, 32)
@@ -310,12 +312,13 @@ def test_one_block_matches_a_hand_written_gpt2_block() -> None:
     x = torch.randn(3, 7, 32, generator=torch.Generator().manual_seed(8))
     real = _lengths_mask([7, 5, 2], 7)
     with torch.no_grad():
-        ours, _ = layer(x, key_padding_mask=real, is_causal=True)
+        ours = layer(x, key_padding_mask=real, is_causal=True)
         ref = _reference_gpt2_block(layer, x, real)
         torch.testing.assert_close(ours[real], ref[real], atol=ATOL, rtol=0)
-        ours_w, w = layer(x, real, None, True, None, True)  # explicit-softmax path too
+        with capture(layer) as rec:  # the explicit-softmax path too
+            ours_w = layer(x, key_padding_mask=real, is_causal=True)
         torch.testing.assert_close(ours_w[real], ref[real], atol=ATOL, rtol=0)
-        assert w.shape == (3, 4, 7, 7)
+        assert rec.attention_weights()[0].shape == (3, 4, 7, 7)
 
 
 def test_causal_attention_matches_torch_multihead_attention() -> None:
@@ -342,9 +345,10 @@ def test_encoder_without_the_new_arguments_is_unchanged() -> None:
     model = _tiny()
     x = torch.randn(2, 5, 32)
     with torch.no_grad():
-        plain, _ = model.blocks(x)
-        explicit, _ = model.blocks(x, None, None, False, None, False)
-        bidirectional_changes = model.blocks(x, is_causal=True)[0]
+        plain = model.blocks(x)
+        explicit = model.blocks(x, key_padding_mask=None, attn_mask=None, is_causal=False,
+                                cache=None)  # fmt: skip
+        bidirectional_changes = model.blocks(x, is_causal=True)
     assert torch.equal(plain, explicit)
     assert not torch.allclose(plain[:, 0], bidirectional_changes[:, 0])
 

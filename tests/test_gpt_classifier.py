@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 import attnkit
 from attnkit.core.config import ConfigError
 from attnkit.models import GPTClassifier, GPTClassifierConfig
+from attnkit.nn.capture import capture
 from attnkit.tasks import get_task
 from attnkit.tasks.classify import encode_texts
 from attnkit.tasks.lm import LMPredictor
@@ -114,8 +115,9 @@ def test_pooling_reads_the_real_tokens_and_padding_changes_nothing(pooling: str)
     ids, mask, rows = _batch()
     with torch.no_grad():
         pooled = model.representation(ids, mask)
-        out = model(ids, mask, need_weights=True)
-        logits, weights = out.logits, out.attentions
+        with capture(model) as rec:
+            logits = model(ids, mask).logits
+        weights = rec.attention_weights()
         for i, row in enumerate(rows):
             alone = torch.tensor([row])
             h = model.gpt(alone).last_hidden_state[0]  # GPT's own forward, no padding
@@ -142,8 +144,8 @@ def test_causal_a_pad_never_changes_the_logits() -> None:
         # and even unmasked: position t reads positions <= t only, so tokens after the
         # last real one change nothing before it
         full = torch.ones_like(mask)
-        a = model.gpt.hidden_states(ids, full)[0]
-        b = model.gpt.hidden_states(torch.where(mask, ids, noise), full)[0]
+        a = model.gpt.hidden_states(ids, full)
+        b = model.gpt.hidden_states(torch.where(mask, ids, noise), full)
         for i, n in enumerate(mask.sum(1).tolist()):
             torch.testing.assert_close(a[i, :n], b[i, :n])
             assert not torch.allclose(a[i, n:], b[i, n:]) or n == ids.size(1)

@@ -1,5 +1,7 @@
 """The import contract (tools/check_layers.py, run by `make lint`): layers import down only,
-no cycles, attnkit imports inside functions only where the contract lists them."""
+no cycles, attnkit imports inside functions only where the contract lists them. Every import
+counts, those under ``if TYPE_CHECKING:`` and those by name at run time (a lazy registry's
+``"module:Name"`` entries, ``import_module("literal")``) too."""
 
 from __future__ import annotations
 
@@ -73,9 +75,107 @@ def test_an_import_inside_a_function_must_be_listed(tmp_path: Path) -> None:
     ]  # app/cli.py is listed (start-up speed), models/gpt.py is not
 
 
-def test_type_checking_imports_do_not_count(tmp_path: Path) -> None:
+TYPE_CHECKING_A = (
+    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from attnkit.data import a\n"
+)
+
+
+def test_a_type_checking_import_points_down_too(tmp_path: Path) -> None:
     body = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from attnkit.app import api\n"
-    assert check_layers.violations(_tree(tmp_path, {"core/x.py": body})) == []
+    found = check_layers.violations(_tree(tmp_path, {"core/x.py": body}))
+    assert [v.split("/src/")[1] for v in found] == [
+        "attnkit/core/x.py:3: attnkit.core.x imports attnkit.app, a higher layer (attnkit.core "
+        "may import only the layers below it)"
+    ]
+
+
+def test_a_cycle_through_a_type_checking_import_is_reported(tmp_path: Path) -> None:
+    src = _tree(
+        tmp_path, {"data/a.py": "from attnkit.data import b\n", "data/b.py": TYPE_CHECKING_A}
+    )
+    found = check_layers.violations(src)
+    assert [v.split("/src/")[1] for v in found] == [
+        "attnkit/data/a.py:1: import cycle: attnkit.data.a, attnkit.data.b (attnkit.data.a -> "
+        "attnkit.data.b (a.py:1) -> attnkit.data.a (b.py:3, TYPE_CHECKING))"
+    ]
+
+
+def test_a_cycle_through_a_lazy_registry_is_reported(tmp_path: Path) -> None:
+    """A registry that names a module ("module:Name", imported on first use) depends on it;
+    the module that imports the registry back closes a cycle."""
+    registry = (
+        "import importlib\n\n"
+        'TABLE = {"x": "attnkit.tasks.x:SPEC"}\n\n'
+        "def get(name):\n"
+        '    module, _, attr = TABLE[name].partition(":")\n'
+        "    return getattr(importlib.import_module(module), attr)\n"
+    )
+    src = _tree(tmp_path, {"tasks/registry.py": registry,
+                           "tasks/x.py": "from attnkit.tasks import registry\nSPEC = 1\n"})  # fmt: skip
+    found = check_layers.violations(src)
+    assert [v.split("/src/")[1] for v in found] == [
+        "attnkit/tasks/registry.py:1: import cycle: attnkit.tasks.registry, attnkit.tasks.x "
+        "(attnkit.tasks.registry -> attnkit.tasks.x (registry.py:3, by name) -> "
+        "attnkit.tasks.registry (x.py:1))"
+    ]  # (attnkit.tasks.registry is a listed DYNAMIC module: only the cycle is refused)
+
+
+def test_imports_by_a_literal_name_and_by_a_listed_table_count(tmp_path: Path) -> None:
+    """``import_module("attnkit.data.b")`` is an edge; so is, in a module that imports by
+    name, a module's name in a literal table (BUILTIN = {"x": "attnkit.tasks.x"})."""
+    literal = 'import importlib\n\ndef f():\n    return importlib.import_module("attnkit.data.b")\n'
+    table = 'import importlib\n\nBUILTIN = {"x": "attnkit.tasks.x"}\n\ndef get(name):\n' \
+            "    return importlib.import_module(BUILTIN[name])\n"  # fmt: skip
+    src = _tree(tmp_path, {"data/a.py": literal, "data/b.py": TYPE_CHECKING_A,
+                           "tasks/registry.py": table, "tasks/x.py": "import attnkit.tasks.registry\n"})  # fmt: skip
+    graph = check_layers.build(src)
+    assert graph.edges["attnkit.data.a"]["attnkit.data.b"] == [(4, False, "by name")]
+    assert graph.edges["attnkit.tasks.registry"]["attnkit.tasks.x"] == [(3, True, "by name")]
+    assert sorted(check_layers.cycles(graph)) == [
+        ["attnkit.data.a", "attnkit.data.b"],
+        ["attnkit.tasks.registry", "attnkit.tasks.x"],
+    ]
+    found = check_layers.violations(src)
+    assert any("a.py:4: attnkit.data.a imports a module by name at run time" in v for v in found)
+
+
+def test_a_string_that_names_a_module_elsewhere_is_no_import(tmp_path: Path) -> None:
+    """A docstring or a logger's name is not an import: only a DYNAMIC module's tables and
+    "module:Name" entries are."""
+    body = '"""See attnkit.data.a:f and attnkit.data.a."""\nimport logging\n' \
+           'log = logging.getLogger("attnkit.data.a")\nNAMES = ["attnkit.data.a"]\n'  # fmt: skip
+    src = _tree(tmp_path, {"data/a.py": "from attnkit.data import b\n", "data/b.py": body})
+    assert check_layers.violations(src) == []
+
+
+def test_the_source_tree_has_no_cycle_counting_every_kind_of_import() -> None:
+    graph = check_layers.build(ROOT / "src")
+    assert check_layers.cycles(graph) == []
+    kinds = {kind for targets in graph.edges.values() for places in targets.values()
+             for _, _, kind in places}  # fmt: skip
+    assert kinds == {"import", "TYPE_CHECKING", "by name"}  # (each kind is counted)
+    # the lazy registries name what they import
+    assert graph.edges["attnkit.tasks.registry"]["attnkit.tasks.classify"][0][2] == "by name"
+    assert graph.edges["attnkit.models.registry"]["attnkit.models.bert"][0][2] == "by name"
+
+
+def test_models_reach_no_dataset_catalogue(tmp_path: Path) -> None:
+    """Models know only tensors: no chain of imports from attnkit.models leads to the
+    catalogue, the kinds or the readers of attnkit.data (the package's re-exports neither)."""
+    src = _tree(tmp_path, {"data/catalogue.py": "", "data/tokenization.py": "",
+                           "models/ok.py": "from attnkit.data.tokenization import Tokenizer\n",
+                           "models/x.py": "import attnkit.data\n"})  # fmt: skip
+    (src / "attnkit" / "data" / "__init__.py").write_text("from attnkit.data import catalogue\n")
+    found = check_layers.violations(src)
+    assert [v.split("/src/")[1] for v in found] == [
+        "attnkit/models/x.py:1: attnkit.models.x reaches attnkit.data.catalogue "
+        "(attnkit.models.x -> attnkit.data -> attnkit.data.catalogue): models know only "
+        "tensors: what a dataset is and how it is read is the tasks' to say"
+    ]
+    graph = check_layers.build(ROOT / "src")
+    kept_from = set(check_layers.APART["attnkit.models"][0])
+    assert not [(m, t) for m, targets in graph.edges.items() if m.startswith("attnkit.models")
+                for t in targets if t in kept_from or t == "attnkit.data"]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -100,14 +200,20 @@ def test_a_module_outside_every_layer_is_refused(tmp_path: Path) -> None:
     assert any("attnkit.export is in no layer of the contract" in v for v in found), found
 
 
-def test_only_the_type_checking_branch_is_skipped(tmp_path: Path) -> None:
+def test_both_branches_of_type_checking_count(tmp_path: Path) -> None:
     body = (
         "from typing import TYPE_CHECKING\n"
         "if not TYPE_CHECKING:\n    from attnkit.app import api\n"
-        "if TYPE_CHECKING:\n    pass\nelse:\n    from attnkit.tasks import base\n"
+        "if TYPE_CHECKING:\n    from attnkit.runtime import run\nelse:\n"
+        "    from attnkit.tasks import base\n"
     )
-    found = check_layers.violations(_tree(tmp_path, {"core/x.py": body}))
-    assert sum("a higher layer" in v for v in found) == 2, found
+    src = _tree(tmp_path, {"core/x.py": body})
+    found = check_layers.violations(src)
+    assert sum("a higher layer" in v for v in found) == 3, found
+    edges = check_layers.build(src).edges["attnkit.core.x"]
+    kinds = {target: places[0][2] for target, places in edges.items()}
+    assert kinds == {"attnkit.app": "import", "attnkit.runtime": "TYPE_CHECKING",
+                     "attnkit.tasks": "import"}  # fmt: skip
 
 
 def test_module_level_try_imports_are_top_level(tmp_path: Path) -> None:
@@ -125,6 +231,16 @@ def test_only_the_listed_modules_import_inside_functions(tmp_path: Path) -> None
     body = "def f():\n    from attnkit.core import errors\n    return errors\n"
     found = check_layers.violations(_tree(tmp_path, {"app/cli.py": body, "app/demo.py": body}))
     assert [v.split("/src/")[1].split(":")[0] for v in found] == ["attnkit/app/demo.py"]
+
+
+def test_a_listed_package_covers_its_modules(tmp_path: Path) -> None:
+    """``attnkit.app.cli.*``: the CLI package and each verb module in it; not a module
+    whose name merely starts the same (``attnkit.app.client``)."""
+    body = "def f():\n    from attnkit.core import errors\n    return errors\n"
+    (tmp_path / "src" / "attnkit" / "app" / "cli").mkdir(parents=True)
+    files = {"app/cli/__init__.py": body, "app/cli/train.py": body, "app/client.py": body}
+    found = check_layers.violations(_tree(tmp_path, files))
+    assert [v.split("/src/")[1].split(":")[0] for v in found] == ["attnkit/app/client.py"]
 
 
 def _compares(path: Path, attribute: str) -> list[str]:

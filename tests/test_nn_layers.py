@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from attnkit.nn.attention import causal_mask
+from attnkit.nn.capture import capture
 from attnkit.nn.layers import (
     AddNorm,
     BlockConfig,
@@ -72,10 +73,10 @@ def test_feed_forward_and_add_norm():
     torch.testing.assert_close(ff(x), ref)
     with pytest.raises(ValueError, match="activation"):
         FeedForward(4, 8, activation="swishy")
-    post = AddNorm(4, dropout=0.0)
-    torch.testing.assert_close(post(x, ff), post.norm(x + ff(x)))
-    pre = AddNorm(4, dropout=0.0, norm_first=True)
-    torch.testing.assert_close(pre(x, ff), x + ff(pre.norm(x)))
+    post = AddNorm(4, dropout=0.0)  # LayerNorm(x + Sublayer(x))
+    torch.testing.assert_close(post(x, ff(post.sublayer_input(x))), post.norm(x + ff(x)))
+    pre = AddNorm(4, dropout=0.0, norm_first=True)  # x + Sublayer(LayerNorm(x))
+    torch.testing.assert_close(pre(x, ff(pre.sublayer_input(x))), x + ff(pre.norm(x)))
 
 
 def _copy_mha(ours, ref):
@@ -118,9 +119,13 @@ def test_encoder_layer_parity(norm_first, activation):
         _copy_common(ours, ref, ["add_norm1", "add_norm2"])
     x = torch.randn(3, 6, d, requires_grad=True)
     kpm = torch.arange(6)[None] < torch.tensor([6, 4, 2])[:, None]
-    out, w = ours(x, key_padding_mask=kpm, need_weights=True)
+    with capture(ours) as rec:
+        captured = ours(x, key_padding_mask=kpm)
+    out = ours(x, key_padding_mask=kpm)  # (the fused kernel: no capture)
     ref_out = ref(x, src_key_padding_mask=~kpm)
     torch.testing.assert_close(out, ref_out, atol=ATOL, rtol=0)
+    torch.testing.assert_close(captured, ref_out, atol=ATOL, rtol=0)
+    (w,) = rec.attention_weights()
     assert w.shape == (3, h, 6, 6)
     params = list(ours.parameters())
     ref_params = [
@@ -163,7 +168,10 @@ def test_decoder_layer_parity(norm_first):
     mem = torch.randn(3, 7, d, requires_grad=True)
     tkpm = torch.arange(5)[None] < torch.tensor([5, 3, 1])[:, None]
     mkpm = torch.arange(7)[None] < torch.tensor([7, 2, 5])[:, None]
-    out, self_w, cross_w = ours(y, mem, tkpm, mkpm, need_weights=True)
+    kw = {"tgt_key_padding_mask": tkpm, "memory_key_padding_mask": mkpm}
+    with capture(ours) as rec:
+        out = ours(y, mem, **kw)
+    (self_w,), (cross_w,) = rec.attention_weights("causal_self"), rec.attention_weights("cross")
     ref_out = ref(
         y,
         mem,
@@ -176,7 +184,7 @@ def test_decoder_layer_parity(norm_first):
     assert torch.all(self_w.triu(1) == 0)  # no look-ahead
     assert torch.all(cross_w[1, :, :, 2:] == 0)  # encoder padding ignored
     _check_grads(out, ref_out, [y, mem], [y, mem])
-    ga = torch.autograd.grad(ours(y, mem, tkpm, mkpm)[0].sum(), ours.cross_attn.k_proj.weight)
+    ga = torch.autograd.grad(ours(y, mem, **kw).sum(), ours.cross_attn.k_proj.weight)
     gb = torch.autograd.grad(
         ref(
             y,
@@ -207,9 +215,13 @@ def test_stacks_parity(norm_first):
             ref.norm.load_state_dict(enc.norm.state_dict())
     x = torch.randn(2, 4, d)
     kpm = torch.tensor([[True, True, True, False], [True, True, True, True]])
-    out, ws = enc(x, kpm, need_weights=True)
+    states = []
+    with capture(enc) as rec:
+        out = enc(x, key_padding_mask=kpm, hidden_states=states)
     torch.testing.assert_close(out, ref(x, src_key_padding_mask=~kpm), atol=ATOL, rtol=0)
-    assert len(ws) == n
+    assert len(rec.attention_weights()) == n and len(states) == n + 1
+    torch.testing.assert_close(states[0], x)
+    torch.testing.assert_close(enc.norm(states[-1]), out)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -220,11 +232,9 @@ def test_decoder_cache_matches_full_recomputation(norm_first):
     y = torch.randn(2, 6, 16)
     mem = torch.randn(2, 5, 12)
     mkpm = torch.tensor([[True] * 5, [True, True, True, False, False]])
-    full, _ = dec(y, mem, memory_key_padding_mask=mkpm)
+    full = dec(y, mem, memory_key_padding_mask=mkpm)
     cache = dec.init_cache()
-    steps = [
-        dec(y[:, t : t + 1], mem, memory_key_padding_mask=mkpm, cache=cache)[0] for t in range(6)
-    ]
+    steps = [dec(y[:, t : t + 1], mem, memory_key_padding_mask=mkpm, cache=cache) for t in range(6)]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=ATOL, rtol=0)
     assert len(cache[0]["self"]) == 6 and len(cache[1]["cross"]) == 5
 
@@ -233,9 +243,9 @@ def test_dropout_is_active_in_training_only():
     layer = EncoderLayer(BlockConfig(8, 2, 16, dropout=0.5))
     x = torch.randn(2, 4, 8)
     layer.train()
-    assert not torch.equal(layer(x)[0], layer(x)[0])
+    assert not torch.equal(layer(x), layer(x))
     layer.eval()
-    assert torch.equal(layer(x)[0], layer(x)[0])
+    assert torch.equal(layer(x), layer(x))
 
 
 def test_attention_dropout_is_separate_from_hidden_dropout():
@@ -249,6 +259,6 @@ def test_attention_dropout_is_separate_from_hidden_dropout():
     assert (dec.layers[0].self_attn.dropout, dec.layers[0].cross_attn.dropout) == (0.2, 0.2)
     layer = EncoderLayer(BlockConfig(8, 2, 16, dropout=0.0, attention_dropout=0.5)).train()
     x = torch.randn(2, 4, 8)
-    assert not torch.equal(layer(x)[0], layer(x)[0])  # only the attention weights drop
+    assert not torch.equal(layer(x), layer(x))  # only the attention weights drop
     layer = EncoderLayer(BlockConfig(8, 2, 16, dropout=0.0, attention_dropout=0.0)).train()
-    assert torch.equal(layer(x)[0], layer(x)[0])
+    assert torch.equal(layer(x), layer(x))

@@ -316,7 +316,7 @@ def test_soft_targets_reach_the_loss_as_distributions(teacher, tmp_path):
     assert batch["labels"][0].tolist() == [1.0 - data.train[0][1], float(data.train[0][1])]
     logits = torch.tensor([[0.3, -0.2], [1.0, 2.0]])
     expected = -(batch["labels"] * logits.log_softmax(-1)).sum(-1).mean()
-    model = lambda ids, mask, need_weights=False: ClassifierOutput(logits)  # noqa: E731
+    model = lambda ids, mask: ClassifierOutput(logits)  # noqa: E731
     assert task.loss(model, batch)[0].item() == pytest.approx(expected.item(), abs=1e-6)
     hard = task.collate(data.train[:2])  # no soft target: class ids, as before
     assert hard["labels"].dtype == torch.long and hard["labels"].shape == (2,)

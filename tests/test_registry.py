@@ -1,7 +1,7 @@
 """The task registry and the model registry, exercised by a task and a model that live in
 this file only: a toy tagger that marks each token "capitalised or not". Registering them
 is all it takes for ``attnkit.train / load / evaluate`` and the CLI verbs to work on them;
-neither api.py nor cli.py knows they exist. The toy model also starts from a pretrained
+neither api.py nor cli/ knows they exist. The toy model also starts from a pretrained
 toy run (``model.init_from``): its config and model say how, the task knows nothing of it.
 The toy task declares its data section (``ToyTagData``) and the kind of examples it reads
 (``reads``); a toy dataset (``TOY_CAPS``: one catalogue entry and its reader) is then read

@@ -42,7 +42,7 @@ def test_attention_weights_are_distributions_over_real_tokens(attention):
     model = _model(attention)
     src = torch.randint(3, 15, (2, 7))
     src[1, 4:] = PAD
-    alpha = model(src, torch.randint(3, 17, (2, 5)), need_weights=True).cross_attention
+    alpha = model(src, torch.randint(3, 17, (2, 5))).cross_attention  # alpha_t: always
     assert alpha.shape == (2, 5, 7)
     torch.testing.assert_close(alpha.sum(-1), torch.ones(2, 5))
     assert torch.all(alpha[1, :, 4:] == 0)
@@ -82,5 +82,5 @@ def test_greedy_decoding_matches_free_running_forward():
 def test_bad_settings():
     with pytest.raises(ValueError, match="attention must be"):
         Seq2SeqLSTM(vocab_size=5, attention="cosine")
-    with pytest.raises(ValueError, match="no attention"):
-        _model(None)(torch.randint(3, 15, (1, 3)), torch.randint(3, 17, (1, 2)), need_weights=True)
+    plain = _model(None)(torch.randint(3, 15, (1, 3)), torch.randint(3, 17, (1, 2)))
+    assert plain.cross_attention is None  # no attention: no weights

@@ -162,7 +162,7 @@ def test_decoding_parameters_take_the_cli_ranges_and_strict_types(client, name, 
     checks (attnkit.core.params); and the CLI's check refuses exactly what the range refuses."""
     import argparse
 
-    from attnkit.app.cli import UsageError, _sampling_args
+    from attnkit.app.cli.common import UsageError, _sampling_args
     from attnkit.core.params import PARAMS
 
     param = PARAMS[name]

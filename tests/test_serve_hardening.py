@@ -23,7 +23,8 @@ pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
 import attnkit  # noqa: E402
-from attnkit.app.cli import _sampling_args, main  # noqa: E402
+from attnkit.app.cli import main  # noqa: E402
+from attnkit.app.cli.common import _sampling_args  # noqa: E402
 from attnkit.app.serve import Limits, create_app  # noqa: E402
 from attnkit.app.serve.runs import load_runs  # noqa: E402
 from attnkit.app.serve.server import bind, make_server  # noqa: E402

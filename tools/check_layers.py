@@ -16,14 +16,28 @@ each other::
     nn         attnkit.nn (attention, layers, dropout, generation, capture)
     core       attnkit.core (errors, config loading, checkpoint io, output guard)
 
-Checked, counting imports inside functions too:
-1. every module lives in a layer, and no import points to a higher layer or to a sibling;
-2. there are no import cycles between modules;
+An import is an edge of the graph, of one of three kinds, every one counted:
+
+* an ``import`` statement, at the top or inside a function;
+* an import under ``if TYPE_CHECKING:`` (for type checkers only, but a dependency all the
+  same: a type hint names the module it comes from);
+* an import by name at run time: ``importlib.import_module("attnkit.x")`` /
+  ``__import__(...)`` with a literal name, a ``"attnkit.x.y:Name"`` string anywhere (a
+  lazy registry's entry, imported on first use), and, in a module that imports by name,
+  a module's name in a literal table (a dict's value, a list's or tuple's item: the table
+  it looks its names up in).
+
+Checked:
+1. every module lives in a layer, and no edge points to a higher layer or to a sibling;
+2. there are no cycles between modules, whatever the kinds of their edges (each cycle is
+   reported with one closed path through it, each step's kind named);
 3. an import of attnkit inside a function is allowed only in the modules ``LAZY`` lists
-   (start-up speed of the CLI and of ``import attnkit``);
+   (start-up speed of the CLI and of ``import attnkit``; ``NAME.*``: the package NAME and
+   every module in it);
 4. a module imported by name at run time (``importlib.import_module``, ``__import__``) is
-   allowed only in the modules ``DYNAMIC`` lists.
-Imports under ``if TYPE_CHECKING:`` are for type checkers only and are not counted.
+   allowed only in the modules ``DYNAMIC`` lists;
+5. the modules of a folder ``APART`` names reach none of the modules it keeps them from,
+   through any chain of edges (models know only tensors: no dataset catalogue).
 
 Each violation is one line ``path:line: ...``; the exit status is 1 if there is any.
 """
@@ -31,6 +45,7 @@ Each violation is one line ``path:line: ...``; the exit status is 1 if there is 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,23 +64,40 @@ LAYERS: list[list[tuple[str, ...]]] = [  # each layer: its groups; groups in one
 
 # The modules whose functions may import attnkit: what `attnkit --help`, `attnkit data
 # list` and `import attnkit` would otherwise load up front (torch, FastAPI, every task).
-# module -> why.
+# module (or "package.*": the package and every module in it) -> why.
 LAZY: dict[str, str] = {
     "attnkit": "start-up speed: import attnkit stays light; attnkit.load & co. import the API",
-    "attnkit.app.cli": "start-up speed: each verb loads what it needs (--help loads no torch)",
+    "attnkit.app.cli.*": "start-up speed: each verb loads what it needs (--help loads no torch)",
     "attnkit.app.serve": "start-up speed: the CLI checks serve's limits before FastAPI loads",
     "attnkit.data": "start-up speed: `attnkit data list` loads no torch (batching needs it)",
 }
 
 # The modules that import modules by a name known only at run time. module -> why.
 DYNAMIC: dict[str, str] = {
-    "attnkit.tasks.registry": "get_task imports a built-in task's module (BUILTIN) on first "
-    "use; that module registers itself by importing the registry",
-    "attnkit.models.pretrained": "the package of a model family named by a pretrained "
-    "source's config",
+    "attnkit.tasks.registry": "get_task imports a built-in task's spec (BUILTIN's "
+    "'module:NAME') on first use, or a plugin's entry point",
+    "attnkit.models.registry": "config_class imports a family's config class (MODEL_CONFIGS' "
+    "'module:Class') on first use",
+    "attnkit.models.pretrained": "the package a checkpoint named by model.init_from ships in "
+    "(KNOWN_CHECKPOINTS)",
     "attnkit.interop.onnx": "onnx / onnxruntime, optional dependencies, named in one message",
     "attnkit.core.extras": "require(module, extra, what): an optional dependency, imported "
     "where it is used; a missing one is one line naming its pip install",
+}
+
+
+# the kinds of edges: an import statement, one under ``if TYPE_CHECKING:``, one by name
+IMPORT, TYPE, NAME = "import", "TYPE_CHECKING", "by name"
+# a lazy registry's entry: "attnkit.models.bert:BertConfig"
+_ENTRY = re.compile(r"(\w+(?:\.\w+)*):\w+(?:\.\w+)*")
+_MODULE = re.compile(r"\w+(?:\.\w+)*")
+
+# folder -> (the modules none of its modules may reach, through any chain of edges; why)
+APART: dict[str, tuple[tuple[str, ...], str]] = {
+    "attnkit.models": (
+        ("attnkit.data.catalogue", "attnkit.data.kinds", "attnkit.data.readers"),
+        "models know only tensors: what a dataset is and how it is read is the tasks' to say",
+    ),
 }
 
 
@@ -74,9 +106,18 @@ class Graph:
     """Modules of one source tree and their attnkit imports."""
 
     files: dict[str, Path] = field(default_factory=dict)  # module -> file
-    # importer -> imported -> [(line, at module level?)]
-    edges: dict[str, dict[str, list[tuple[int, bool]]]] = field(default_factory=dict)
+    # importer -> imported -> [(line, at module level?, kind: IMPORT | TYPE | NAME)]
+    edges: dict[str, dict[str, list[tuple[int, bool, str]]]] = field(default_factory=dict)
     dynamic: dict[str, list[int]] = field(default_factory=dict)  # module -> lines
+
+
+def is_lazy(module: str) -> bool:
+    """Whether ``LAZY`` lets ``module`` import attnkit inside its functions."""
+    return any(
+        module == name.removesuffix(".*")
+        or (name.endswith(".*") and module.startswith(name.removesuffix("*")))
+        for name in LAZY
+    )
 
 
 def module_name(src: Path, path: Path) -> str:
@@ -101,13 +142,15 @@ def _targets(graph: Graph, module: str, node: ast.Import | ast.ImportFrom) -> li
         names = [
             f"{base}.{a.name}" if f"{base}.{a.name}" in graph.files else base for a in node.names
         ]
-    out = []
-    for name in names:
-        while name not in graph.files and "." in name:
-            name = name.rsplit(".", 1)[0]
-        if name in graph.files and name != module:
-            out.append(name)
-    return out
+    return [t for t in (_resolve(graph, module, name) for name in names) if t]
+
+
+def _resolve(graph: Graph, module: str, name: str) -> str | None:
+    """The module of the tree ``name`` imports (itself or its nearest package), None for
+    another package's or ``module`` itself."""
+    while name not in graph.files and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name if name in graph.files and name != module else None
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -118,12 +161,18 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 class _Imports(ast.NodeVisitor):
-    """The imports of one module: (node, inside a function?) and run-time imports by name."""
+    """The imports of one module: (node, inside a function?, kind), its run-time imports by
+    name (the lines of the calls) and the names it holds as strings."""
 
     def __init__(self) -> None:
-        self.found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
+        self.found: list[tuple[ast.Import | ast.ImportFrom, bool, str]] = []
         self.dynamic: list[int] = []  # lines of importlib.import_module / __import__ calls
+        # (line, string, inside a function?): literal names of those calls, "module:Name"
+        # entries and other strings that may be a module's name
+        self.named: list[tuple[int, str, bool]] = []
+        self.strings: list[tuple[int, str, bool]] = []
         self._depth = 0  # functions entered
+        self._type_checking = 0  # ``if TYPE_CHECKING:`` bodies entered
 
     def _function(self, node: ast.AST) -> None:
         self._depth += 1
@@ -133,21 +182,50 @@ class _Imports(ast.NodeVisitor):
     visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
 
     def visit_If(self, node: ast.If) -> None:
-        if _is_type_checking(node.test):  # for type checkers only; its else branch counts
+        if _is_type_checking(node.test):  # for type checkers only: kind TYPE
+            self._type_checking += 1
+            for child in node.body:
+                self.visit(child)
+            self._type_checking -= 1
             for child in node.orelse:
                 self.visit(child)
         else:
             self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:
-        self.found.append((node, self._depth > 0))
+        self.found.append((node, self._depth > 0, TYPE if self._type_checking else IMPORT))
 
     visit_ImportFrom = visit_Import
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            self.generic_visit(node)  # (a docstring names modules without importing them)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str):
+            entry = _ENTRY.fullmatch(node.value)
+            if entry:
+                self.named.append((node.lineno, entry.group(1), self._depth > 0))
+
+    def _table(self, node: ast.Dict | ast.List | ast.Tuple | ast.Set) -> None:
+        """A literal table's strings (a dict's values, a list's items) may be modules'
+        names that the module imports by name."""
+        items = node.values if isinstance(node, ast.Dict) else node.elts
+        for item in items:
+            string = isinstance(item, ast.Constant) and isinstance(item.value, str)
+            if string and _MODULE.fullmatch(item.value):
+                self.strings.append((item.lineno, item.value, self._depth > 0))
+        self.generic_visit(node)
+
+    visit_Dict = visit_List = visit_Tuple = visit_Set = _table
 
     def visit_Call(self, node: ast.Call) -> None:
         name = ast.unparse(node.func)
         if name in ("importlib.import_module", "import_module", "__import__"):
             self.dynamic.append(node.lineno)
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                self.named.append((node.lineno, first.value, self._depth > 0))
         self.generic_visit(node)
 
 
@@ -159,12 +237,23 @@ def build(src: Path) -> Graph:
     for module, path in graph.files.items():
         visitor = _Imports()
         visitor.visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
-        for node, in_function in visitor.found:
-            for target in _targets(graph, module, node):
-                lines = graph.edges.setdefault(module, {}).setdefault(target, [])
-                lines.append((node.lineno, not in_function))
-        if visitor.dynamic:
+        found: list[tuple[str | None, int, bool, str]] = [  # (target, line, at top?, kind)
+            (target, node.lineno, not in_function, kind)
+            for node, in_function, kind in visitor.found
+            for target in _targets(graph, module, node)
+        ]
+        found += [(_resolve(graph, module, name), line, not in_function, NAME)
+                  for line, name, in_function in visitor.named]  # fmt: skip
+        if visitor.dynamic:  # a module that imports by name: the modules its tables name
             graph.dynamic[module] = visitor.dynamic
+            found += [(name, line, not in_function, NAME)
+                      for line, name, in_function in visitor.strings
+                      if name in graph.files and name != module]  # fmt: skip
+        for target, line, at_top, kind in found:
+            if target:
+                graph.edges.setdefault(module, {}).setdefault(target, []).append(
+                    (line, at_top, kind)
+                )
     return graph
 
 
@@ -250,11 +339,13 @@ def violations(src: Path) -> list[str]:
                     f"{path}:{line}: {module} imports {target}, {kind} layer "
                     f"({my_layer} may import only the layers below it)"
                 )
-            if module not in LAZY:
+            if not is_lazy(module):
                 out += [
                     f"{path}:{lineno}: {module} imports {target} inside a function "
                     "(not a listed start-up-speed import: import it at the top)"
-                    for lineno in sorted({n for n, at_top in places if not at_top})
+                    for lineno in sorted(
+                        {n for n, top, kind in places if not top and kind == IMPORT}
+                    )
                 ]
     for module, lines in sorted(graph.dynamic.items()):
         if module not in DYNAMIC:
@@ -263,9 +354,63 @@ def violations(src: Path) -> list[str]:
                 "(importlib.import_module / __import__; not listed in DYNAMIC)"
                 for n in lines
             ]
+    for folder, (kept_from, why) in APART.items():
+        inside = {m for m in graph.files if m == folder or m.startswith(folder + ".")}
+        for module in sorted(inside):  # each edge out of the folder that leads there
+            for target, places in sorted(graph.edges.get(module, {}).items()):
+                way = [target] if target in kept_from else []
+                if target not in inside and not way:
+                    way = shortest_path(graph, target, set(kept_from))
+                if way:
+                    out.append(
+                        f"{graph.files[module]}:{places[0][0]}: {module} reaches {way[-1]} "
+                        f"({' -> '.join([module, *way])}): {why}"
+                    )
     for component in cycles(graph):
-        out.append(f"{graph.files[component[0]]}:1: import cycle: {', '.join(component)}")
+        out.append(
+            f"{graph.files[component[0]]}:1: import cycle: {', '.join(component)} "
+            f"({cycle_path(graph, component)})"
+        )
     return out
+
+
+def shortest_path(
+    graph: Graph, start: str, ends: set[str], within: set[str] | None = None
+) -> list[str]:
+    """A shortest chain of edges from ``start`` to one of ``ends`` (through the modules
+    ``within`` only, if given): [start, ..., end]; [] if there is none. ``start`` in
+    ``ends`` is reached by a way back to it (a cycle)."""
+    came: dict[str, str] = {}
+    queue, found = [start], None
+    while queue and found is None:  # breadth first
+        node = queue.pop(0)
+        for target in sorted(graph.edges.get(node, {})):
+            if (within is None or target in within) and target not in came:
+                came[target] = node
+                if target in ends:
+                    found = target
+                    break
+                queue.append(target)
+    if found is None:
+        return []
+    path = [found]
+    while len(path) == 1 or path[-1] != start:
+        path.append(came[path[-1]])
+    return path[::-1]
+
+
+def cycle_path(graph: Graph, component: list[str]) -> str:
+    """One closed path through a cycle's modules, from its first back to it, each step
+    ``a -> b`` with its line in ``a`` and, unless a plain import, its kind:
+    ``attnkit.x -> attnkit.y (x.py:3, TYPE_CHECKING) -> attnkit.x (y.py:5)``."""
+    start = component[0]
+    path = shortest_path(graph, start, {start}, set(component))
+    steps = [start]
+    for a, b in zip(path, path[1:], strict=False):
+        line, _, kind = min(graph.edges[a][b], key=lambda p: (p[2] != IMPORT, p[0]))
+        where = f"{graph.files[a].name}:{line}" + ("" if kind == IMPORT else f", {kind}")
+        steps.append(f"-> {b} ({where})")
+    return " ".join(steps)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,7 @@ from attnkit.core.recipes import bundled_text
 from attnkit.data.catalogue import get_dataset
 from attnkit.data.fetch import DownloadError, fetch, is_present
 from attnkit.data.paths import resolve_data_dir
+from attnkit.nn.capture import capture
 from attnkit.nn.layers import (
     BlockConfig,
     Decoder,
@@ -57,10 +58,10 @@ class TinyReverser(nn.Module):
         self.decoder = Decoder(block, num_layers)
         self.lm_head = nn.Linear(d_model, VOCAB)
 
-    def forward(self, src: Tensor, tgt_in: Tensor, need_weights: bool = False):
-        memory, _ = self.encoder(self.pos(self.embed(src)))
-        y, weights = self.decoder(self.pos(self.embed(tgt_in)), memory, need_weights=need_weights)
-        return self.lm_head(y), weights  # (B, T, VOCAB)
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        memory = self.encoder(self.pos(self.embed(src)))  # (B, S, d_model)
+        y = self.decoder(self.pos(self.embed(tgt_in)), memory)  # (B, T, d_model)
+        return self.lm_head(y)  # (B, T, VOCAB)
 
 
 def _batch(n: int, gen: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
@@ -80,7 +81,7 @@ def train_reverser(
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for step in range(1, steps + 1):
         src, tgt_in, tgt = _batch(64, gen)
-        logits, _ = model(src, tgt_in)
+        logits = model(src, tgt_in)
         loss = F.cross_entropy(logits.reshape(-1, VOCAB), tgt.reshape(-1))
         opt.zero_grad()
         loss.backward()
@@ -90,7 +91,7 @@ def train_reverser(
     model.eval()
     with torch.no_grad():
         src, tgt_in, tgt = _batch(256, gen)
-        acc = (model(src, tgt_in)[0].argmax(-1) == tgt).float().mean().item()
+        acc = (model(src, tgt_in).argmax(-1) == tgt).float().mean().item()
     return model, acc
 
 
@@ -114,10 +115,10 @@ def _toy(out: Path, steps: int) -> None:
     print(f"   token accuracy {acc:.3f} after {time.perf_counter() - start:.0f}s")
     src = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]])
     tgt_in = torch.cat([torch.tensor([[BOS]]), src.flip(1)[:, :-1]], dim=1)
-    with torch.no_grad():
-        logits, weights = model(src, tgt_in, need_weights=True)
+    with torch.no_grad(), capture(model) as rec:  # the attention weights, as recorded
+        logits = model(src, tgt_in)
     pred = logits.argmax(-1)[0].tolist()
-    cross = weights[-1][1][0].mean(0)  # last layer, cross-attention, batch 0, mean over heads
+    cross = rec.attention_weights("cross")[-1][0].mean(0)  # last layer, batch 0, mean of heads
     path = plot_attention(
         cross.numpy(),
         x_labels=[str(t) for t in src[0].tolist()],
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The demo's flags (``attnkit demo`` repeats them: attnkit.app.cli)."""
+    """The demo's flags (``attnkit demo`` repeats them: attnkit.app.cli.demo)."""
     parser = argparse.ArgumentParser(prog="python -m attnkit.app.demo", description="attnkit demo")
     parser.add_argument("--out", default="demo_out", help="folder for runs and figures")
     parser.add_argument(

@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 
-def fsync_path(path: str | os.PathLike) -> None:
+def fsync_path(path: str | os.PathLike[str]) -> None:
     """Flush a file's (or a folder's entries') data to the disk, so that a rename that
     follows survives a power cut. A no-op where the system cannot open folders (Windows)."""
     try:
@@ -61,7 +61,7 @@ def fsync_path(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def replace_durably(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+def replace_durably(tmp: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
     """``os.replace(tmp, path)`` after ``tmp``'s data reached the disk, then the folder's."""
     fsync_path(tmp)
     os.replace(tmp, path)
@@ -83,7 +83,7 @@ def temp_file_beside(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` via a temporary file (unique per process) that is
     fsync'ed and renamed into place; nothing is left behind when it fails."""
     path = Path(path)
@@ -109,12 +109,14 @@ def _naming(exc: OSError, path: Path) -> OSError:
     return OSError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path))
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """``atomic_write_bytes`` of ``text`` in UTF-8."""
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def _atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata=None) -> None:
+def _atomic_save_tensors(
+    tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None
+) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = temp_file_beside(path)
     os.close(fd)
@@ -151,7 +153,7 @@ def _cpu_copy(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.clone() if tensor.device.type == "cpu" else tensor.cpu()
 
 
-def save_model_weights(model: nn.Module, path: str | os.PathLike) -> Path:
+def save_model_weights(model: nn.Module, path: str | os.PathLike[str]) -> Path:
     """state_dict -> safetensors, from any device (tied/shared tensors are stored once each,
     contiguous, on the CPU)."""
     state = {k: _cpu_copy(v) for k, v in model.state_dict().items()}
@@ -159,15 +161,19 @@ def save_model_weights(model: nn.Module, path: str | os.PathLike) -> Path:
     return Path(path)
 
 
-def save_tensors(tensors: dict[str, torch.Tensor], path: str | os.PathLike) -> Path:
+def save_tensors(tensors: dict[str, torch.Tensor], path: str | os.PathLike[str]) -> Path:
     """Named tensors (from any device) -> safetensors, atomically; for weights stored under
-    other names than a model's own (``attnkit.export``)."""
+    other names than a model's own (``attnkit.interop.quantize``'s int8 weights,
+    ``attnkit.models.hf_bert``'s Hugging Face names, which ``attnkit.interop.hf_dir``
+    exports)."""
     state = {k: _cpu_copy(v) for k, v in tensors.items()}
     _atomic_save_tensors(state, Path(path), metadata={"format": "pt"})
     return Path(path)
 
 
-def read_tensors(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
+def read_tensors(
+    path: str | os.PathLike[str], map_location: str | torch.device = "cpu"
+) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors file; a missing, truncated or foreign file (a pickle
     named .safetensors, say) is a one-line ``RunError`` naming it. Nothing is executed."""
     try:
@@ -181,7 +187,7 @@ def read_tensors(path: str | os.PathLike, map_location: str | torch.device = "cp
 
 def load_model_weights(
     model: nn.Module,
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     strict: bool = True,
     map_location: str | torch.device = "cpu",
 ) -> None:
@@ -246,7 +252,7 @@ def rng_state() -> dict[str, Any]:
     """
     version, internal, gauss = random.getstate()
     state = {"torch": torch.get_rng_state(), "python": [version, list(internal), gauss]}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
@@ -262,7 +268,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
             torch.cuda.set_rng_state(cuda_state.cpu(), index)
 
 
-def _flatten_optimizer(opt_state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
+def _flatten_optimizer(
+    opt_state: dict[str, Any],
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     tensors: dict[str, torch.Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
     for idx, per_param in opt_state["state"].items():
@@ -274,7 +282,7 @@ def _flatten_optimizer(opt_state: dict[str, Any]) -> tuple[dict[str, torch.Tenso
     return tensors, {"param_groups": opt_state["param_groups"], "scalars": scalars}
 
 
-def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict[str, Any]:
+def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
     state: dict[int, dict[str, Any]] = {}
     for key, value in tensors.items():
         idx, name = key.split(".", 1)
@@ -285,7 +293,7 @@ def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict[s
 
 
 def save_training_state(
-    last: str | os.PathLike,
+    last: str | os.PathLike[str],
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     state: dict[str, Any],
@@ -324,7 +332,7 @@ def save_training_state(
 
 
 def load_training_state(
-    last: str | os.PathLike,
+    last: str | os.PathLike[str],
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     map_location: str | torch.device = "cpu",

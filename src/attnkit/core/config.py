@@ -208,7 +208,7 @@ def check(*conditions: tuple[bool, str]) -> None:
         require(ok, message)
 
 
-class _RecipeLoader(yaml.SafeLoader):
+class _RecipeLoader(yaml.SafeLoader):  # type: ignore[misc]  # (PyYAML ships no types)
     """YAML's safe loading, except that a key given twice in one mapping is an error (plain
     YAML keeps the last value silently). Merge keys (``<<: *base``) may still be overridden."""
 
@@ -279,7 +279,9 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
-def read_recipe(path: str | Path | None = None, overrides: list[str] | None = None) -> dict:
+def read_recipe(
+    path: str | Path | None = None, overrides: list[str] | None = None
+) -> dict[str, Any]:
     """The raw sections of a YAML (or JSON) recipe with ``overrides`` applied (``{}`` and the
     overrides when ``path`` is None); ``attnkit.tasks.run_config.load_config`` types and
     checks them. ``path`` is a file, or else the name of a bundled recipe

@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-def cannot_write(path: str | os.PathLike, exc: OSError) -> InputError:
+def cannot_write(path: str | os.PathLike[str], exc: OSError) -> InputError:
     """The one-line error for an ``OSError`` met while writing ``path`` (read-only file
     system, no space left, permission denied, not a directory, ...)."""
     reason = exc.strerror or str(exc).strip() or type(exc).__name__
@@ -103,7 +103,7 @@ def _inside(target: Path, folder: Path) -> bool:
         return False
 
 
-def run_directory(folder: str | os.PathLike) -> Path | None:
+def run_directory(folder: str | os.PathLike[str]) -> Path | None:
     """The run (or model export) that ``folder`` is or lies in, at any depth, else None
     (``attnkit.core.run_layout.enclosing_run``)."""
     return enclosing_run(folder)
@@ -121,7 +121,9 @@ def _check_writable(folder: Path, shown: Path) -> None:
     raise InputError(f"cannot write {shown}: folder {folder} is not writable")
 
 
-def _same_as_input(target: Path, st: os.stat_result, inputs: Iterable, shown: Path) -> None:
+def _same_as_input(
+    target: Path, st: os.stat_result, inputs: Iterable[str | os.PathLike[str] | None], shown: Path
+) -> None:
     for item in inputs:
         if item is None or item == "":
             continue
@@ -146,7 +148,7 @@ def _resolve_link(path: Path, what: str) -> Path:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _as_path(path: str | os.PathLike, what: str, noun: str) -> tuple[str, Path]:
+def _as_path(path: str | os.PathLike[str], what: str, noun: str) -> tuple[str, Path]:
     raw = os.fspath(path)
     raw = os.fsdecode(raw) if isinstance(raw, bytes) else raw
     if not raw:
@@ -157,9 +159,9 @@ def _as_path(path: str | os.PathLike, what: str, noun: str) -> tuple[str, Path]:
 
 
 def check_output(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
-    inputs: Iterable[str | os.PathLike | None] = (),
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
     kind: str = "file",
     what: str = "output",
     empty: bool = False,
@@ -214,7 +216,12 @@ def check_output(
     return p
 
 
-def _check_folder(path: str | os.PathLike, inputs: Iterable, what: str, empty: bool) -> Path:
+def _check_folder(
+    path: str | os.PathLike[str],
+    inputs: Iterable[str | os.PathLike[str] | None],
+    what: str,
+    empty: bool,
+) -> Path:
     raw, p = _as_path(path, what, "folder")
     st = _lstat(p, p)
     if st is not None and stat.S_ISLNK(st.st_mode):
@@ -279,7 +286,7 @@ def _fsync_folder(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def staged_folder(path: str | os.PathLike, last: str = "config.json") -> Iterator[Path]:
+def staged_folder(path: str | os.PathLike[str], last: str = "config.json") -> Iterator[Path]:
     """Write a folder output (checked by ``check_output(kind="folder")``) all at once: the
     body writes into a hidden staging folder (its name holds this process's id), which is
     then renamed to ``path`` (a new folder), or whose entries are moved into ``path`` (an

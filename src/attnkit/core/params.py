@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from attnkit.core.errors import InputError
 
@@ -94,9 +94,10 @@ class Param:
             return f"must be a number, got {value!r}"
         if not isinstance(value, numbers.Integral) and not math.isfinite(value):
             return wrong
-        above_low = value > self.low if self.low_open else value >= self.low
+        number = cast(float, value)  # (an int or a float: numbers.Real has no "<")
+        above_low = number > self.low if self.low_open else number >= self.low
         below_high = self.high is None or (
-            value < self.high if self.high_open else value <= self.high
+            number < self.high if self.high_open else number <= self.high
         )
         return None if above_low and below_high else wrong
 

@@ -141,8 +141,8 @@ class Recipe:
 def _starts_from(raw: dict[str, Any]) -> list[str]:
     """What the recipe starts from besides its data: a run (``runs/NAME`` in model.init_from
     or tokenizer.path) or pretrained weights (model.init_from, e.g. all-MiniLM-L6-v2)."""
-    model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
-    tokenizer = raw.get("tokenizer") if isinstance(raw.get("tokenizer"), dict) else {}
+    model = raw["model"] if isinstance(raw.get("model"), dict) else {}
+    tokenizer = raw["tokenizer"] if isinstance(raw.get("tokenizer"), dict) else {}
     found = []
     init_from, tokenizer_path = model.get("init_from"), tokenizer.get("path")
     if isinstance(init_from, str):
@@ -168,7 +168,7 @@ def bundled_recipe(name: str) -> Recipe:
     minutes = about.get("minutes")
     if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, (int, float))):
         raise ConfigError(f"bundled recipe {name!r}: about.minutes must be a number or null")
-    data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+    data = raw["data"] if isinstance(raw.get("data"), dict) else {}
     needs = [str(data["name"])] if data.get("name") else []
     needs += _starts_from(raw)
     return Recipe(

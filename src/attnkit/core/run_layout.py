@@ -73,7 +73,7 @@ RUN_ENTRIES = (
 )
 
 
-def has_weights_or_checkpoint(folder: str | os.PathLike) -> bool:
+def has_weights_or_checkpoint(folder: str | os.PathLike[str]) -> bool:
     """True if ``folder`` holds weights of any format or a checkpoint to resume from."""
     folder = Path(folder)
     return any((folder / name).is_file() for name in WEIGHT_FILES) or any(
@@ -81,7 +81,7 @@ def has_weights_or_checkpoint(folder: str | os.PathLike) -> bool:
     )
 
 
-def is_run(folder: str | os.PathLike) -> bool:
+def is_run(folder: str | os.PathLike[str]) -> bool:
     """True if ``folder`` is a run (see the module docstring): config.json with weights, a
     checkpoint or the unfinished mark; a config.json alone is not one."""
     folder = Path(folder)
@@ -90,14 +90,14 @@ def is_run(folder: str | os.PathLike) -> bool:
     return has_weights_or_checkpoint(folder) or (folder / UNFINISHED_MARK).is_file()
 
 
-def is_unfinished(folder: str | os.PathLike) -> bool:
+def is_unfinished(folder: str | os.PathLike[str]) -> bool:
     """True if ``attnkit train`` started a run in ``folder`` (its mark is there) that saved
     neither weights nor a checkpoint: it may be cleared and started again."""
     folder = Path(folder)
     return (folder / UNFINISHED_MARK).is_file() and not has_weights_or_checkpoint(folder)
 
 
-def enclosing_run(path: str | os.PathLike) -> Path | None:
+def enclosing_run(path: str | os.PathLike[str]) -> Path | None:
     """The run that ``path`` is, or lies in at any depth (``runs/cls/last/a/b``), if any:
     the nearest such folder among ``path`` and its ancestors (resolved), else None."""
     resolved = Path(os.path.realpath(path))

@@ -63,6 +63,7 @@ __all__ = [
     "find_reader",
     "get_dataset",
     "has_split",
+    "kinds_of",
     "list_datasets",
     "names_reading",
     "read",
@@ -569,15 +570,21 @@ def dataset_of(data: DataConfig) -> DatasetInfo:
     return USER_FILES if data.name == USER_FILES.name else get_dataset(data.name)
 
 
+def kinds_of(data: DataConfig | str) -> tuple[str, ...]:
+    """Every kind the recipe's dataset (or the dataset of that ``data.name``) can be read as,
+    in its readers' order (() for no such dataset)."""
+    name = data if isinstance(data, str) else data.name
+    try:
+        return tuple((USER_FILES if name == USER_FILES.name else get_dataset(name)).readers)
+    except DataError:
+        return ()
+
+
 def find_kind(data: DataConfig | str, kinds: Iterable[str]) -> str | None:
     """The first of ``kinds`` the recipe's dataset (or the dataset of that ``data.name``)
     can be read as (None: none of them, or no such dataset)."""
-    name = data if isinstance(data, str) else data.name
-    try:
-        readers = (USER_FILES if name == USER_FILES.name else get_dataset(name)).readers
-    except DataError:
-        return None
-    return next((kind for kind in kinds if kind in readers), None)
+    offered = kinds_of(data)
+    return next((kind for kind in kinds if kind in offered), None)
 
 
 def find_reader(data: DataConfig, kind: str) -> Reader | None:

@@ -226,12 +226,7 @@ class OnnxModel(nn.Module):
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
-        need_weights: bool = False,
     ) -> Any:
-        if need_weights:
-            raise InputError(
-                "an ONNX export has no attention weights: explain the run it came from"
-            )
         if attention_mask is None:
             raise InputError("an ONNX model needs the attention mask")
         batch = {"input_ids": input_ids, "attention_mask": attention_mask}

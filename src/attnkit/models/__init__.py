@@ -3,8 +3,8 @@
 Each model family declares its config dataclass (``attnkit.models.base.ModelConfig``: its
 sizes, their checks, how it adopts pretrained weights) and its output type, and is
 registered by its family (the ``model_type`` a task trains) and ``arch`` (the recipe's
-``model.arch``) in ``attnkit.models.registry``. Adding a model = its module + one line in
-``MODEL_CONFIGS``.
+``model.arch``) in ``attnkit.models.registry``, by name (``"attnkit.models.bert:BertConfig"``:
+imported on first use). Adding a model = its module + one line in ``MODEL_CONFIGS``.
 
     config = config_class("classifier", "gru")(vocab_size=8000, num_classes=2)
     model = build_model(config)
@@ -17,6 +17,7 @@ from attnkit.models.base import (
     AttnkitModel,
     ClassifierOutput,
     ModelConfig,
+    PretrainedSource,
     Seq2SeqOutput,
 )
 from attnkit.models.bert import (
@@ -42,7 +43,7 @@ from attnkit.models.gpt_classifier import GPTClassifier, GPTClassifierConfig
 from attnkit.models.masked_lm import MaskedLMConfig
 from attnkit.models.ngram import NgramClassifier, NgramConfig
 from attnkit.models.outputs import MaskedLMOutput, SpanOutput, TaggerOutput
-from attnkit.models.pretrained import PretrainedSource, open_pretrained
+from attnkit.models.pretrained import PretrainedFolder, open_pretrained
 from attnkit.models.registry import (
     MODEL_CONFIGS,
     archs,
@@ -83,6 +84,7 @@ __all__ = [
     "ModelConfig",
     "NgramClassifier",
     "NgramConfig",
+    "PretrainedFolder",
     "PretrainedSource",
     "RNNClassifier",
     "RNNClassifierConfig",

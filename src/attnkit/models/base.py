@@ -18,7 +18,9 @@ capabilities tasks ask about instead of checking classes (``needs_cls``,
 Pretrained weights (``model.init_from``) are the model's business too: a config that has an
 ``init_from`` field says what it may start from and what it takes over
 (``ModelConfig.adopt``: sizes, ids, the tokenizer) and its model copies the weights
-(``AttnkitModel.load_pretrained``); ``attnkit.models.pretrained`` reads the source. A task
+(``AttnkitModel.load_pretrained``); ``attnkit.models.pretrained`` reads the source (what a
+config and its model may ask of it: the ``PretrainedSource`` protocol, here, so that no
+config depends on the reader, which finds config classes through the registry). A task
 asks, whatever the arch:
 
     source = open_pretrained(cfg.model.pretrained)          # a run or a Hugging Face folder
@@ -33,7 +35,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import torch
 from torch import Tensor, nn
@@ -60,14 +62,12 @@ from attnkit.models.saved import (
 from attnkit.models.sizes import check_model, check_size_fields
 from attnkit.nn.layers import BlockConfig
 
-if TYPE_CHECKING:
-    from attnkit.models.pretrained import PretrainedSource
-
 __all__ = [
     "AttnkitModel",
     "ClassifierOutput",
     "Log",
     "ModelConfig",
+    "PretrainedSource",
     "Seq2SeqOutput",
     "TransformerSizes",
     "param",
@@ -78,6 +78,98 @@ __all__ = [
 C = TypeVar("C", bound="ModelConfig")
 M = TypeVar("M", bound="AttnkitModel")
 Log = Callable[[str], Any]
+
+
+@runtime_checkable
+class PretrainedSource(Protocol):
+    """What a config (``check_source``, ``adopt``) and its model (``load_pretrained``) may
+    ask of the folder ``model.init_from`` names; ``attnkit.models.pretrained.open_pretrained``
+    reads one (``PretrainedFolder``).
+
+    ``given``: the value as the recipe gives it; ``path``: the folder; ``kind``: ``"run"``
+    (a training run with weights), ``"model"`` (a ``save_pretrained`` folder), ``"hf"`` (a
+    Hugging Face BERT or GPT-2 folder) or None (none of these: missing, unfinished, ...);
+    ``raw``: its config.json (a run's with every model size; {} when there is none);
+    ``data_kinds``: the kinds of examples (``attnkit.data.kinds``) the dataset a run trained
+    on can be read as, as the task that opened it found them (models know no datasets; ()
+    when not known).
+    """
+
+    given: str
+    path: Path
+    kind: str | None
+    raw: dict[str, Any]
+    data_kinds: tuple[str, ...]
+
+    @property
+    def task(self) -> str | None:
+        """The task of a run (None for other folders)."""
+        ...
+
+    @property
+    def model_section(self) -> dict[str, Any]:
+        """The source model's saved settings: a run's ``model`` section, else config.json."""
+        ...
+
+    @property
+    def model_type(self) -> str | None:
+        """Its model's family as saved (``bert``, ``gpt``, ...; a Hugging Face folder's
+        ``model_type``: ``bert`` or ``gpt2``)."""
+        ...
+
+    @property
+    def arch(self) -> str | None:
+        """Its model's ``arch`` as saved (None for a Hugging Face folder)."""
+        ...
+
+    @property
+    def data_name(self) -> str | None:
+        """The ``data.name`` a run trained on (None for other folders)."""
+        ...
+
+    @property
+    def weights_path(self) -> Path: ...
+
+    @property
+    def config(self) -> Any:
+        """The source model's config, every size bounded and checked (nothing is built)."""
+        ...
+
+    def require_finished_run(self) -> None:
+        """A one-line ``ConfigError`` unless this is a training run with its weights."""
+        ...
+
+    def require_model(self, model_type: str, needs: str) -> None:
+        """A one-line ``ConfigError`` unless this is a finished run whose model is of the
+        family ``model_type``; ``needs`` ends the message for another model."""
+        ...
+
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer the source model read text with."""
+        ...
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """The source's weights under attnkit's names, on the CPU."""
+        ...
+
+    def load_model(self) -> nn.Module:
+        """The source model itself, built and loaded (eval mode, CPU)."""
+        ...
+
+    def changed_keys(self, config: ModelConfig, keys: dict[str, str]) -> dict[str, Any]:
+        """The settings ``config`` takes over from the source model (``keys``: each of
+        ``config``'s fields -> the source config's field of that value); only those that
+        differ."""
+        ...
+
+    def log_taken(self, before: ModelConfig, after: ModelConfig, what: str, log: Log) -> None:
+        """Log the settings ``after`` took from the source (if any): ``what`` names them."""
+        ...
+
+    def check_vocabulary(self, tokenizer: Tokenizer) -> None:
+        """A one-line ``ConfigError`` if ``tokenizer`` has more tokens than the source
+        model has embedding rows."""
+        ...
 
 
 def param(default: Any, doc: str, derived: bool = False) -> Any:
@@ -334,7 +426,7 @@ class AttnkitModel(nn.Module):
     config_class: ClassVar[type[ModelConfig]] = ModelConfig
     # capabilities (class defaults; a model overrides what it has)
     needs_cls: bool = False  # the classifier reads position 0: the data puts a [CLS] there
-    returns_attention: bool = False  # need_weights=True gives per-layer attention weights
+    returns_attention: bool = False  # attends: its weights are recorded by attnkit.nn.capture
     explains_by_contributions: bool = False  # has contributions(ids) (an exact explanation)
     fits_from_data: bool = False  # fit_from_data(batches) must run before training
     takes_token_types: bool = False  # forward(input_ids, attention_mask, token_type_ids)

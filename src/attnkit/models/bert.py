@@ -28,7 +28,7 @@ The heads, as in Hugging Face, each a ``BertModel`` under ``bert`` plus its head
     BertForPreTraining            the same + Linear(d, 2) on pooler_output (B, 2) "is next"
                                   -> ``MaskedLMOutput`` (logits, next_sentence_logits)
     BertForSequenceClassification Dropout + Linear(d, num_classes) on pooler_output
-                                  -> ``ClassifierOutput`` (logits (B, C), attentions)
+                                  -> ``ClassifierOutput`` (logits (B, C))
     BertForTokenClassification    Dropout + Linear(d, num_classes) at every position
                                   -> ``TaggerOutput`` (logits (B, T, C))
     BertForQuestionAnswering      Linear(d, 2) at every position
@@ -50,7 +50,7 @@ import json
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -58,7 +58,7 @@ from torch import Tensor, nn
 
 from attnkit.core.config import ConfigError, check, positive, short_repr
 from attnkit.data.tokenization import Tokenizer
-from attnkit.models.base import AttnkitModel, Log, ModelConfig, param
+from attnkit.models.base import AttnkitModel, Log, ModelConfig, PretrainedSource, param
 from attnkit.models.hf_bert import (
     BERT_ARCHS,
     bert_config_from_hf,
@@ -78,9 +78,6 @@ from attnkit.nn.layers import (
     ScalarMix,
     SegmentEmbedding,
 )
-
-if TYPE_CHECKING:
-    from attnkit.models.pretrained import PretrainedSource
 
 __all__ = [
     "BERT_ARCHS",
@@ -358,14 +355,13 @@ class BertOutput:
     last_hidden_state: (B, T, d_model) the last encoder layer's output at every position.
     pooler_output: (B, d_model) tanh(W h_0 + b), the [CLS] position's pooled vector (None
         for a model built without the pooler, as inside the heads that do not use it).
-    attentions: per layer (B, H, T, T) self-attention weights; only with ``need_weights``.
     hidden_states: the embeddings' output and each layer's, num_layers + 1 tensors
         (B, T, d_model); only with ``output_hidden_states``.
+    (The attention weights: ``attnkit.nn.capture``.)
     """
 
     last_hidden_state: Tensor
     pooler_output: Tensor | None
-    attentions: list[Tensor] | None = None
     hidden_states: list[Tensor] | None = None
 
 
@@ -507,7 +503,6 @@ class BertModel(HfBertFiles):
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
-        need_weights: bool = False,
         output_hidden_states: bool = False,
     ) -> BertOutput:
         """input_ids (B, T) long; attention_mask (B, T), 1/True = real token (None: every
@@ -524,18 +519,10 @@ class BertModel(HfBertFiles):
             token_type_ids = torch.zeros_like(input_ids)
         mask = None if attention_mask is None else attention_mask.bool()  # (B, T)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, d_model)
-        states = None
-        if output_hidden_states:  # layer by layer (post-norm: the stack adds no final norm)
-            states, weights = [x], [] if need_weights else None
-            for layer in self.encoder.layers:
-                x, w = layer(x, mask, None, need_weights)
-                states.append(x)
-                if weights is not None:
-                    weights.append(w)
-        else:
-            x, weights = self.encoder(x, key_padding_mask=mask, need_weights=need_weights)
+        states: list[Tensor] | None = [] if output_hidden_states else None
+        x = self.encoder(x, key_padding_mask=mask, hidden_states=states)  # (B, T, d_model)
         pooled = None if self.pooler is None else torch.tanh(self.pooler(x[:, 0]))  # (B, d)
-        return BertOutput(x, pooled, attentions=weights, hidden_states=states)
+        return BertOutput(x, pooled, hidden_states=states)
 
 
 # --------------------------------------------------------------------------------------
@@ -613,22 +600,14 @@ class _BertWithHead(HfBertFiles):
         input_ids: Tensor,
         attention_mask: Tensor | None,
         token_type_ids: Tensor | None,
-        need_weights: bool = False,
     ) -> BertOutput:
         """The encoder's output as the head reads it: fine-tuning, ``BertModel``'s own;
         feature-based, the frozen encoder run without gradients and ``last_hidden_state``
-        replaced by the learned mix gamma * sum_j softmax(s)_j h_j of its layers.
-        ``need_weights``: with the encoder's attention weights."""
+        replaced by the learned mix gamma * sum_j softmax(s)_j h_j of its layers."""
         if not self.config.freeze_encoder:
-            return self.bert(input_ids, attention_mask, token_type_ids, need_weights=need_weights)
+            return self.bert(input_ids, attention_mask, token_type_ids)
         with torch.no_grad():
-            out = self.bert(
-                input_ids,
-                attention_mask,
-                token_type_ids,
-                need_weights=need_weights,
-                output_hidden_states=True,
-            )
+            out = self.bert(input_ids, attention_mask, token_type_ids, output_hidden_states=True)
         out.last_hidden_state = self.mix(out.hidden_states)  # (B, T, d_model)
         return out
 
@@ -713,7 +692,7 @@ class BertForSequenceClassification(_BertWithHead):
 
     ARCH: ClassVar[str] = "bert-classifier"
     OUTPUT: ClassVar[type] = ClassifierOutput
-    returns_attention = True  # (its encoder's: forward(..., need_weights=True))
+    returns_attention = True  # (its encoder's, recorded by attnkit.nn.capture)
     HEAD_KEYS: ClassVar[dict[str, str]] = {
         "classifier.weight": "classifier.weight",
         "classifier.bias": "classifier.bias",
@@ -730,14 +709,12 @@ class BertForSequenceClassification(_BertWithHead):
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
-        need_weights: bool = False,
     ) -> ClassifierOutput:
         """Returns ``ClassifierOutput``: logits (B, num_classes) from the pooled vector
         ``config.pooling_used``: pooler (BERT's tanh layer on [CLS], Hugging Face's), mean
         (over real tokens of the states the head reads: the last layer, or the layer mix
-        when ``freeze_encoder``) or cls (those states at [CLS]); ``need_weights``: the
-        encoder's attention weights too, per layer (B, H, T, T)."""
-        out = self.features(input_ids, attention_mask, token_type_ids, need_weights)
+        when ``freeze_encoder``) or cls (those states at [CLS])."""
+        out = self.features(input_ids, attention_mask, token_type_ids)
         pooling, h = self.config.pooling_used, out.last_hidden_state  # (B, T, d)
         if pooling == "pooler":
             pooled = out.pooler_output
@@ -746,7 +723,7 @@ class BertForSequenceClassification(_BertWithHead):
         else:
             real = _real(input_ids, attention_mask).to(h.dtype)  # (B, T)
             pooled = (h * real.unsqueeze(-1)).sum(1) / real.sum(1, keepdim=True).clamp_min(1)
-        return ClassifierOutput(self.classifier(self.dropout(pooled)), out.attentions)
+        return ClassifierOutput(self.classifier(self.dropout(pooled)))
 
 
 class BertForTokenClassification(BertForSequenceClassification):

@@ -10,9 +10,10 @@ padding never enters the recurrence. Every classifier (these, ``ngram``, ``elmo`
 ``gpt-classifier``; ``bert-classifier`` takes ``token_type_ids`` too) shares one forward
 signature and one output type:
 
-    model(input_ids (B, T) long, attention_mask (B, T) bool | None, need_weights=False)
-        -> ClassifierOutput(logits (B, num_classes),
-                            attentions: per-layer weights [(B, H, T, T)] | None)
+    model(input_ids (B, T) long, attention_mask (B, T) bool | None)
+        -> ClassifierOutput(logits (B, num_classes))
+
+(the attention weights, where there are any, are recorded by ``attnkit.nn.capture``)
 
 ``attention_mask`` is True on real tokens (Hugging Face convention); when None it is
 derived from ``pad_id``. Padding is expected on the right (the data pipeline's layout).
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -41,6 +42,7 @@ from attnkit.models.base import (
     ClassifierOutput,
     Log,
     ModelConfig,
+    PretrainedSource,
     TransformerSizes,
     param,
 )
@@ -52,9 +54,6 @@ from attnkit.nn.layers import (
     SinusoidalPositionalEncoding,
     TokenEmbedding,
 )
-
-if TYPE_CHECKING:
-    from attnkit.models.pretrained import PretrainedSource
 
 __all__ = [
     "RNNClassifier",
@@ -164,14 +163,11 @@ class TransformerEncoderModel(AttnkitModel):
         self.encoder = Encoder(c.block(), c.num_layers)
 
     def encode(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor, list[Tensor] | None]:
+        self, input_ids: Tensor, attention_mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """input_ids (B, T) long; attention_mask (B, T), True = real token (None:
         ``input_ids != pad_id``). Returns (hidden states (B, T, d_model), the boolean mask
-        (B, T), per-layer self-attention weights [(B, H, T, T)] if ``need_weights``)."""
+        (B, T))."""
         t = input_ids.size(1)
         if t > self.max_len:
             raise ValueError(
@@ -181,8 +177,7 @@ class TransformerEncoderModel(AttnkitModel):
             )
         mask = _real_token_mask(input_ids, attention_mask, self.pad_id)  # (B, T)
         x = self.embed_dropout(self.pos(self.embed(input_ids)))  # (B, T, d_model)
-        x, weights = self.encoder(x, key_padding_mask=mask, need_weights=need_weights)
-        return x, mask, weights
+        return self.encoder(x, key_padding_mask=mask), mask
 
 
 # --------------------------------------------------------------------------------------
@@ -300,23 +295,17 @@ class TransformerClassifier(TransformerEncoderModel):
         """The encoder of a task-mlm run (``load_pretrained_encoder``)."""
         return _load_mlm_encoder(self, source, log)
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> ClassifierOutput:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> ClassifierOutput:
         """input_ids (B, T) long; attention_mask (B, T) bool, True = real token (None:
-        ``input_ids != pad_id``). Returns ``ClassifierOutput``: logits (B, num_classes),
-        per-layer self-attention weights [(B, H, T, T)] if ``need_weights`` else None."""
-        x, mask, weights = self.encode(input_ids, attention_mask, need_weights)
+        ``input_ids != pad_id``). Returns ``ClassifierOutput``: logits (B, num_classes)."""
+        x, mask = self.encode(input_ids, attention_mask)
         if self.pooling == "mean":
             pooled = masked_mean(x, mask)
         elif self.pooling == "max":
             pooled = masked_max(x, mask)
         else:  # "cls"
             pooled = x[:, 0]
-        return ClassifierOutput(self.head(self.head_dropout(pooled)), weights)  # (B, C)
+        return ClassifierOutput(self.head(self.head_dropout(pooled)))  # (B, C)
 
 
 # --------------------------------------------------------------------------------------
@@ -426,16 +415,10 @@ class RNNClassifier(AttnkitModel):
         """The token embedding of a task-mlm run (``load_pretrained_encoder``)."""
         return _load_mlm_encoder(self, source, log)
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> ClassifierOutput:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> ClassifierOutput:
         """input_ids (B, T) long; attention_mask (B, T), True = real token (None:
         ``input_ids != pad_id``). Returns ``ClassifierOutput`` with logits (B, num_classes)
-        and no attention weights (an RNN has none; ``need_weights`` is accepted for the
-        uniform interface)."""
+        (an RNN has no attention weights)."""
         mask = _real_token_mask(input_ids, attention_mask, self.pad_id)  # (B, T)
         t = input_ids.size(1)
         lengths = mask.sum(dim=1)  # (B,)

@@ -27,7 +27,7 @@ their vectors dropped, as ELMo does with <S> and </S>.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -35,13 +35,17 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnkit.core.config import ConfigError, check, positive, short_repr
 from attnkit.data.tokenization import Tokenizer
-from attnkit.models.base import AttnkitModel, ClassifierOutput, Log, ModelConfig, param
+from attnkit.models.base import (
+    AttnkitModel,
+    ClassifierOutput,
+    Log,
+    ModelConfig,
+    PretrainedSource,
+    param,
+)
 from attnkit.models.classifier import _real_token_mask, masked_max, masked_mean
 from attnkit.models.elmo import BiLM, ELMoConfig, ELMoEmbedder, boundary_ids
 from attnkit.nn.dropout import Dropout
-
-if TYPE_CHECKING:
-    from attnkit.models.pretrained import PretrainedSource
 
 __all__ = [
     "ELMoClassifier",
@@ -218,7 +222,7 @@ def elmo_vectors(
 class ELMoClassifier(AttnkitModel):
     """Frozen biLM + ``ScalarMix`` (``ELMoEmbedder``) + the task model (module docstring).
 
-    model(input_ids (B, T), attention_mask (B, T) | None, need_weights=False)
+    model(input_ids (B, T), attention_mask (B, T) | None)
         -> (logits (B, num_classes), None)
     model.mix_weights() -> (softmax(s) per layer, token layer first; gamma)
     """
@@ -256,16 +260,10 @@ class ELMoClassifier(AttnkitModel):
         c = self.config
         return elmo_vectors(self.elmo, input_ids, mask, c.bos_id, c.eos_id, self.pad_id)
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> ClassifierOutput:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> ClassifierOutput:
         """input_ids (B, T) long; attention_mask (B, T), True = real token (None:
         ``input_ids != pad_id``), right padding. Returns ``ClassifierOutput`` with logits
-        (B, num_classes) and no attention weights (``need_weights`` is accepted for the
-        uniform interface)."""
+        (B, num_classes)."""
         mask = _real_token_mask(input_ids, attention_mask, self.pad_id)  # (B, T)
         x = self.features(input_ids, mask)  # (B, T, 2H)
         if self.embed is not None:

@@ -214,13 +214,12 @@ class GPTOutput:
         reads it at the last real token, or its mean over real tokens).
     cache: the per-layer ``KVCache`` passed in, now holding these positions too (None
         without one).
-    attentions: per layer (B, H, T, T_total) self-attention weights; only with need_weights.
+    (The attention weights: ``attnkit.nn.capture``.)
     """
 
     logits: Tensor
     last_hidden_state: Tensor
     cache: list[KVCache] | None = None
-    attentions: list[Tensor] | None = None
 
 
 def positions_from_mask(attention_mask: Tensor) -> Tensor:
@@ -289,7 +288,6 @@ class GPT(AttnkitModel):
         attention_mask: Tensor | None = None,
         cache: list[KVCache] | None = None,
         position_ids: Tensor | None = None,
-        need_weights: bool = False,
     ) -> GPTOutput:
         """input_ids (B, T) -> ``GPTOutput`` with logits (B, T, vocab_size).
 
@@ -298,10 +296,8 @@ class GPT(AttnkitModel):
             cumulative sum, else cached + 0..T-1). cache: from ``init_cache()``; updated in
             place with these positions' keys/values (then pass only new tokens next time).
         """
-        h, weights = self.hidden_states(
-            input_ids, attention_mask, cache, position_ids, need_weights
-        )
-        return GPTOutput(self.lm_head(h), h, cache, weights)
+        h = self.hidden_states(input_ids, attention_mask, cache, position_ids)
+        return GPTOutput(self.lm_head(h), h, cache)
 
     def hidden_states(
         self,
@@ -309,11 +305,10 @@ class GPT(AttnkitModel):
         attention_mask: Tensor | None = None,
         cache: list[KVCache] | None = None,
         position_ids: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, list[Tensor] | None]:
-        """``forward`` without the LM head: (the final LayerNorm's output (B, T, d_model),
-        per-layer attention weights or None). What a classifier head reads
-        (``attnkit.models.gpt_classifier``); the arguments are ``forward``'s."""
+    ) -> Tensor:
+        """``forward`` without the LM head: the final LayerNorm's output (B, T, d_model).
+        What a classifier head reads (``attnkit.models.gpt_classifier``); the arguments are
+        ``forward``'s."""
         b, t = input_ids.shape
         past = 0 if cache is None else len(cache[0])
         mask = None
@@ -339,9 +334,7 @@ class GPT(AttnkitModel):
             )
         x = self.tok_embed(input_ids) + self.pos.embedding(position_ids)  # (B, T, d_model)
         x = self.dropout(x)
-        return self.blocks(
-            x, key_padding_mask=mask, need_weights=need_weights, cache=cache, is_causal=True
-        )
+        return self.blocks(x, key_padding_mask=mask, is_causal=True, cache=cache)
 
     # ------------------------------------------------------------------ generation
     def stepper(

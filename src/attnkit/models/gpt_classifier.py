@@ -29,22 +29,25 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from attnkit.core.checkpoint import load_model_weights
 from attnkit.core.config import ConfigError, check, positive, short_repr
-from attnkit.data.catalogue import find_kind
 from attnkit.data.tokenization import Tokenizer
-from attnkit.models.base import AttnkitModel, ClassifierOutput, Log, ModelConfig, param
+from attnkit.models.base import (
+    AttnkitModel,
+    ClassifierOutput,
+    Log,
+    ModelConfig,
+    PretrainedSource,
+    param,
+)
 from attnkit.models.classifier import _real_token_mask, masked_mean
 from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.nn.dropout import Dropout
-
-if TYPE_CHECKING:
-    from attnkit.models.pretrained import PretrainedSource
 
 __all__ = ["GPTClassifier", "GPTClassifierConfig", "last_token"]
 
@@ -164,9 +167,10 @@ class GPTClassifierConfig(GPTConfig):
                 f"data.max_len={max_len} exceeds the {lm.max_len} positions of the GPT "
                 f"in {source.path}; lower data.max_len"
             )
-        documents = source.data_name is not None and (
-            find_kind(source.data_name, LM_READS) == "documents"
-        )
+        # what the lm run read its data as (the first of LM_READS its dataset offers; the
+        # task that opened the source looked that up in the catalogue)
+        read_as = next((kind for kind in LM_READS if kind in source.data_kinds), None)
+        documents = read_as == "documents"
         start = tokenizer.token_to_id("[EOS]") if documents else None
         changed = source.changed_keys(self, {k: k for k in self.PRETRAINED_KEYS})
         sizes = ("d_model", "num_heads", "d_ff", "num_layers", "max_len", "vocab_size")
@@ -193,9 +197,8 @@ def last_token(x: Tensor, mask: Tensor) -> Tensor:
 class GPTClassifier(AttnkitModel):
     """``GPT`` (``self.gpt``) + pooling + Dropout + Linear (module docstring).
 
-    model(input_ids (B, T), attention_mask (B, T) | None, need_weights=False)
-        -> ClassifierOutput(logits (B, num_classes),
-                            attentions: per-layer self-attention [(B, H, T, T)] or None)
+    model(input_ids (B, T), attention_mask (B, T) | None)
+        -> ClassifierOutput(logits (B, num_classes))
     model.representation(input_ids, attention_mask) -> the pooled vectors (B, d_model)
     """
 
@@ -216,18 +219,12 @@ class GPTClassifier(AttnkitModel):
         nn.init.normal_(self.head.weight, 0.0, c.init_std)  # (GPT-2's initialisation)
         nn.init.zeros_(self.head.bias)
 
-    def _pooled(
-        self, input_ids: Tensor, attention_mask: Tensor | None, need_weights: bool
-    ) -> tuple[Tensor, list[Tensor] | None]:
-        mask = _real_token_mask(input_ids, attention_mask, self.pad_id)  # (B, T)
-        h, weights = self.gpt.hidden_states(input_ids, mask, need_weights=need_weights)
-        pooled = last_token(h, mask) if self.pooling == "last" else masked_mean(h, mask)
-        return pooled, weights
-
     def representation(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """The vector the head reads (B, d_model): GPT's final hidden state at the last real
         token (``pooling: last``) or its mean over the real tokens (``mean``)."""
-        return self._pooled(input_ids, attention_mask, False)[0]
+        mask = _real_token_mask(input_ids, attention_mask, self.pad_id)  # (B, T)
+        h = self.gpt.hidden_states(input_ids, mask)  # (B, T, d_model)
+        return last_token(h, mask) if self.pooling == "last" else masked_mean(h, mask)
 
     def load_pretrained(self, source: PretrainedSource, log: Log) -> int:
         """Copy every weight of a finished lm run's GPT into ``self.gpt`` (the head stays
@@ -239,15 +236,8 @@ class GPTClassifier(AttnkitModel):
             "classification head")  # fmt: skip
         return copied
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> ClassifierOutput:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> ClassifierOutput:
         """input_ids (B, T) long; attention_mask (B, T), True = real token (None:
-        ``input_ids != pad_id``). Returns ``ClassifierOutput``: logits (B, num_classes),
-        per-layer causal self-attention weights [(B, H, T, T)] if ``need_weights`` else
-        None."""
-        pooled, weights = self._pooled(input_ids, attention_mask, need_weights)
-        return ClassifierOutput(self.head(self.head_dropout(pooled)), weights)
+        ``input_ids != pad_id``). Returns ``ClassifierOutput``: logits (B, num_classes)."""
+        pooled = self.representation(input_ids, attention_mask)  # (B, d_model)
+        return ClassifierOutput(self.head(self.head_dropout(pooled)))

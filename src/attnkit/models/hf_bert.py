@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -35,17 +35,17 @@ from torch import Tensor
 from attnkit.core.checkpoint import atomic_write_text, misfit_summary, read_tensors, save_tensors
 from attnkit.core.config import ConfigError, short_repr
 from attnkit.core.errors import MissingFileError, RunError
+from attnkit.models.base import AttnkitModel, ModelConfig
 from attnkit.models.saved import CONFIG_FILE, WEIGHTS_FILE, is_training_run
 from attnkit.models.sizes import (
     check_foreign_weights,
     renamed_fields,
 )
 
-if TYPE_CHECKING:
-    from attnkit.models.bert import BertConfig, HfBertFiles
-
-C = TypeVar("C", bound="BertConfig")
-M = TypeVar("M", bound="HfBertFiles")
+# (the hints name the bases: this module is given BERT's classes, ``BertConfig`` and
+# ``attnkit.models.bert.HfBertFiles``, and needs none of their code)
+C = TypeVar("C", bound=ModelConfig)
+M = TypeVar("M", bound=AttnkitModel)
 
 logger = logging.getLogger("attnkit")
 
@@ -145,7 +145,7 @@ def is_hf_bert_config(raw: Any) -> bool:
     return isinstance(raw, dict) and raw.get("model_type") == "bert" and "hidden_size" in raw
 
 
-def bert_config_to_hf(config: BertConfig, labels: list[str] | None = None) -> dict[str, Any]:
+def bert_config_to_hf(config: ModelConfig, labels: list[str] | None = None) -> dict[str, Any]:
     """``BertConfig`` -> the contents of a Hugging Face BERT config.json (``labels``: the
     class names of a classifier / tagger, else LABEL_0, LABEL_1, ...)."""
     hf: dict[str, Any] = {"architectures": [BERT_ARCHS[config.arch]], "model_type": "bert"}
@@ -222,13 +222,13 @@ def hf_key_map(num_layers: int) -> dict[str, str]:
     return keys
 
 
-def _prefix(model_class: type[HfBertFiles]) -> str:
+def _prefix(model_class: type[AttnkitModel]) -> str:
     """Where the encoder's tensors are in ``model_class``: at the top (``BertModel``) or
     under ``bert.`` (a head's class)."""
     return "" if model_class.ARCH == "bert" else "bert."
 
 
-def model_key_map(model_class: type[HfBertFiles], num_layers: int) -> dict[str, str]:
+def model_key_map(model_class: type[AttnkitModel], num_layers: int) -> dict[str, str]:
     """attnkit state-dict name -> Hugging Face's, for ``BertModel`` or a head's class (its
     encoder under ``bert.``, the pooler only where Hugging Face's class has one)."""
     body = hf_key_map(num_layers)
@@ -239,7 +239,7 @@ def model_key_map(model_class: type[HfBertFiles], num_layers: int) -> dict[str, 
     return {**{f"bert.{k}": f"bert.{v}" for k, v in body.items()}, **model_class.HEAD_KEYS}
 
 
-def to_hf_state_dict(model: HfBertFiles) -> dict[str, Tensor]:
+def to_hf_state_dict(model: AttnkitModel) -> dict[str, Tensor]:
     """The model's tensors under Hugging Face's names (the tied masked-LM decoder is the
     word embedding: stored once, as transformers does)."""
     names = model_key_map(type(model), model.config.num_layers)
@@ -261,8 +261,8 @@ def _hf_name(key: str) -> str | None:
 
 def from_hf_state_dict(
     tensors: dict[str, Tensor],
-    config: BertConfig,
-    model_class: type[HfBertFiles],
+    config: ModelConfig,
+    model_class: type[AttnkitModel],
     where: str = "checkpoint",
     info: dict[str, list[str]] | None = None,
 ) -> dict[str, Tensor]:
@@ -313,7 +313,7 @@ def from_hf_state_dict(
 
 
 def _expected_shapes(
-    config: BertConfig, model_class: type[HfBertFiles]
+    config: ModelConfig, model_class: type[AttnkitModel]
 ) -> dict[str, tuple[int, ...]]:
     """Every tensor's shape in a ``model_class`` of ``config`` (without building one)."""
     with torch.device("meta"):
@@ -344,7 +344,7 @@ class _Shape:
 
 
 def check_hf_bert(
-    directory: str | Path, config: BertConfig, model_class: type[HfBertFiles]
+    directory: str | Path, config: ModelConfig, model_class: type[AttnkitModel]
 ) -> None:
     """Before loading anything: a ``model_class`` of ``config`` (read from ``directory``'s
     config.json, its sizes bounded) must have the tensors of the directory's
@@ -354,11 +354,11 @@ def check_hf_bert(
     pytorch_model.bin has no header: it is checked once loaded."""
     directory = Path(directory)
 
-    def check_tensors(shapes: dict[str, tuple[int, ...]], changed: BertConfig) -> None:
+    def check_tensors(shapes: dict[str, tuple[int, ...]], changed: ModelConfig) -> None:
         stubs = {k: _Shape(v) for k, v in shapes.items()}
         from_hf_state_dict(stubs, changed, model_class, str(directory))  # type: ignore[arg-type]
 
-    def expected_found(shapes: dict[str, tuple[int, ...]], changed: BertConfig) -> Any:
+    def expected_found(shapes: dict[str, tuple[int, ...]], changed: ModelConfig) -> Any:
         names = model_key_map(model_class, changed.num_layers)
         bare = _prefix(model_class)
         expected = {
@@ -433,7 +433,7 @@ def load_hf_bert(directory: str | Path, model_class: type[M], map_location: str 
 _POOLED_BY = {"mean": "by mean over tokens", "cls": "on the bare [CLS] vector"}
 
 
-def check_hf_exportable(config: BertConfig) -> None:
+def check_hf_exportable(config: ModelConfig) -> None:
     """A one-line ``ConfigError`` if Hugging Face's class for ``config.arch`` would compute
     something else than attnkit's model: a feature-based model (``freeze_encoder``) or a
     bert-classifier that does not pool with the pooler (``model.pooling: mean | cls``;
@@ -474,7 +474,7 @@ def fold_temperature(
 
 
 def save_hf_bert(
-    model: HfBertFiles,
+    model: AttnkitModel,
     directory: str | Path,
     labels: list[str] | None = None,
     temperature: float | None = None,

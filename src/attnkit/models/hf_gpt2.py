@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -35,6 +35,7 @@ from torch import Tensor
 from attnkit.core.checkpoint import misfit_summary
 from attnkit.core.config import ConfigError, short_repr
 from attnkit.core.errors import MissingFileError, RunError
+from attnkit.models.base import AttnkitModel, ModelConfig
 from attnkit.models.hf_bert import read_hf_tensors, write_hf_checkpoint
 from attnkit.models.saved import CONFIG_FILE, WEIGHTS_FILE
 from attnkit.models.sizes import (
@@ -42,10 +43,9 @@ from attnkit.models.sizes import (
     renamed_fields,
 )
 
-if TYPE_CHECKING:
-    from attnkit.models.gpt import GPT, GPTConfig
-
-C = TypeVar("C", bound="GPTConfig")
+# (the hints name the bases: this module is given GPT's classes, ``GPTConfig`` and ``GPT``,
+# and needs none of their code)
+C = TypeVar("C", bound=ModelConfig)
 
 __all__ = [
     "check_hf_gpt2",
@@ -204,7 +204,7 @@ def _typed(key: str, value: Any, where: str) -> Any:
     return value
 
 
-def gpt_config_to_hf(config: GPTConfig) -> dict[str, Any]:
+def gpt_config_to_hf(config: ModelConfig) -> dict[str, Any]:
     """``GPTConfig`` -> the contents of a GPT-2 config.json (``GPT2LMHeadModel``)."""
     hf: dict[str, Any] = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}
     for name, key in _CONFIG_KEYS.items():
@@ -229,7 +229,7 @@ def gpt_config_to_hf(config: GPTConfig) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 # tensors
 # --------------------------------------------------------------------------------------
-def to_hf_state_dict(model: GPT) -> dict[str, Tensor]:
+def to_hf_state_dict(model: AttnkitModel) -> dict[str, Tensor]:
     """The model's tensors under ``GPT2LMHeadModel``'s names, Conv1D weights transposed,
     q/k/v fused into ``c_attn``; ``lm_head.weight`` only when not tied."""
     c = model.config
@@ -258,14 +258,14 @@ def to_hf_state_dict(model: GPT) -> dict[str, Tensor]:
     return out
 
 
-def _expected_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
+def _expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every GPT-2 tensor's shape for ``config`` (from a model on the meta device)."""
     with torch.device("meta"):
         model = config.build()
     return {k: tuple(v.shape) for k, v in to_hf_state_dict(model).items()}
 
 
-def _named(tensors: dict[str, Any], config: GPTConfig) -> dict[str, Any]:
+def _named(tensors: dict[str, Any], config: ModelConfig) -> dict[str, Any]:
     """A checkpoint's entries under ``GPT2LMHeadModel``'s names (mask buffers and a tied
     ``lm_head.weight`` left out)."""
     named: dict[str, Any] = {}
@@ -279,7 +279,7 @@ def _named(tensors: dict[str, Any], config: GPTConfig) -> dict[str, Any]:
     return named
 
 
-def _check_shapes(shapes: dict[str, tuple[int, ...]], config: GPTConfig, where: str) -> None:
+def _check_shapes(shapes: dict[str, tuple[int, ...]], config: ModelConfig, where: str) -> None:
     """A one-line ``RunError`` unless ``shapes`` (``_named``'s) are exactly those of a
     GPT-2 of ``config``: missing, unexpected or misshapen tensors, one of each named."""
     expected = _expected_shapes(config)
@@ -295,7 +295,7 @@ def _check_shapes(shapes: dict[str, tuple[int, ...]], config: GPTConfig, where: 
         raise RunError(f"{where} does not match its GPT-2 config: {problems}")
 
 
-def check_hf_gpt2(directory: str | Path, config: GPTConfig) -> None:
+def check_hf_gpt2(directory: str | Path, config: ModelConfig) -> None:
     """Before loading anything: a GPT of ``config`` (read from ``directory``'s config.json,
     its sizes bounded) must have the tensors of the directory's model.safetensors, read
     from its header, and fit in the memory available. One line naming config.json and the
@@ -314,7 +314,7 @@ def check_hf_gpt2(directory: str | Path, config: GPTConfig) -> None:
 
 
 def from_hf_state_dict(
-    tensors: dict[str, Tensor], config: GPTConfig, where: str = "checkpoint"
+    tensors: dict[str, Tensor], config: ModelConfig, where: str = "checkpoint"
 ) -> dict[str, Tensor]:
     """A GPT-2 checkpoint's tensors (``GPT2LMHeadModel`` or ``GPT2Model``) -> ``GPT``'s
     state dict for ``config``. Missing, unexpected or misshapen tensors: a one-line
@@ -362,8 +362,8 @@ def read_hf_config(directory: str | Path, config_class: type[C]) -> C:
 
 
 def load_hf_gpt2(
-    directory: str | Path, config_class: type[GPTConfig], map_location: str = "cpu"
-) -> GPT:
+    directory: str | Path, config_class: type[ModelConfig], map_location: str = "cpu"
+) -> AttnkitModel:
     """A ``GPT`` (eval mode; built by ``config_class``, ``GPTConfig``) from a Hugging Face
     GPT-2 directory: config.json + model.safetensors (or pytorch_model.bin, tensors only)."""
     config = read_hf_config(directory, config_class)
@@ -375,7 +375,7 @@ def load_hf_gpt2(
     return model.to(map_location).eval()
 
 
-def save_hf_gpt2(model: GPT, directory: str | Path) -> Path:
+def save_hf_gpt2(model: AttnkitModel, directory: str | Path) -> Path:
     """Write ``model`` as a GPT-2 directory (config.json + model.safetensors) that
     ``transformers.GPT2LMHeadModel.from_pretrained`` loads with no missing or unexpected
     keys. Refuses a training run's directory (its config.json would be replaced)."""

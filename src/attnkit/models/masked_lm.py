@@ -119,7 +119,7 @@ class TransformerMLM(TransformerEncoderModel):
         the positions to predict (None: all). Returns ``MaskedLMOutput`` with logits
         (N, vocab) for the N selected positions in row-major order, or (B, T, vocab) when
         ``positions`` is None."""
-        x, _, _ = self.encode(input_ids, attention_mask)  # (B, T, d_model)
+        x, _ = self.encode(input_ids, attention_mask)  # (B, T, d_model)
         if positions is not None:
             x = x[positions]  # (N, d_model)
         h = self.mlm_norm(F.gelu(self.mlm_dense(x)))
@@ -170,6 +170,6 @@ class ElectraPretrainer(TransformerEncoderModel):
         """input_ids (B, T) (original text with some tokens replaced); attention_mask (B, T),
         True = real token. Returns ``MaskedLMOutput`` with replaced_logits (B, T): > 0 means
         "this token was replaced"."""
-        x, _, _ = self.encode(input_ids, attention_mask)  # (B, T, d_model)
+        x, _ = self.encode(input_ids, attention_mask)  # (B, T, d_model)
         scores = self.rtd_head(F.gelu(self.rtd_dense(x))).squeeze(-1)  # (B, T)
         return MaskedLMOutput(replaced_logits=scores)

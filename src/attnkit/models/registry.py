@@ -5,14 +5,19 @@
     model = build_model(config)
     model = from_pretrained("runs/nsmc-gru")       # any saved model, its class from its config
 
-Adding a model = its module + one line in ``MODEL_CONFIGS`` (or ``register_model`` from
-outside the package).
+The table names each config class by its module (``"attnkit.models.bert:BertConfig"``), as
+transformers' auto mappings do: a class is imported the first time it is asked for
+(``config_class``, ``MODEL_CONFIGS[family][arch]``), so reading the table imports no model
+and no model module needs the registry. Adding a model = its module + one line in
+``MODEL_CONFIGS`` (or ``register_model`` from outside the package).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
+from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -21,62 +26,138 @@ from torch import nn
 from attnkit.core.config import ConfigError
 from attnkit.core.errors import AttnkitError
 from attnkit.models.base import ModelConfig, read_config_as, saved_model_section
-from attnkit.models.bert import BertConfig
-from attnkit.models.classifier import RNNClassifierConfig, TransformerClassifierConfig
-from attnkit.models.elmo import ELMoConfig
-from attnkit.models.elmo_classifier import ELMoClassifierConfig
-from attnkit.models.gpt import GPTConfig
-from attnkit.models.gpt_classifier import GPTClassifierConfig
 from attnkit.models.hf_bert import BERT_ARCHS
-from attnkit.models.masked_lm import MaskedLMConfig
-from attnkit.models.ngram import NgramConfig
-from attnkit.models.rnn import Seq2SeqLSTMConfig
 from attnkit.models.saved import CONFIG_FILE
-from attnkit.models.transformer import TransformerConfig
 
 __all__ = [
     "FOREIGN_FORMATS",
     "MODEL_CONFIGS",
+    "ModelConfigs",
     "archs",
     "archs_exporting",
     "build_classifier",
     "build_model",
     "config_class",
+    "foreign_formats",
     "from_pretrained",
+    "load_entry",
     "read_model_config",
     "register_model",
 ]
 
-# family (model_type) -> arch -> config class
-MODEL_CONFIGS: dict[str, dict[str, type[ModelConfig]]] = {
-    "classifier": {
-        "transformer": TransformerClassifierConfig,
-        "rnn": RNNClassifierConfig,
-        "lstm": RNNClassifierConfig,
-        "gru": RNNClassifierConfig,
-        "ngram": NgramConfig,
-        "bert-classifier": BertConfig,  # BertForSequenceClassification
-        "elmo": ELMoClassifierConfig,  # frozen ELMo biLM features + a small task model
-        "gpt-classifier": GPTClassifierConfig,  # GPT fine-tuned with a pooled linear head
-    },
-    "seq2seq": {"transformer": TransformerConfig, "lstm": Seq2SeqLSTMConfig},
-    "masked_lm": {"transformer": MaskedLMConfig},
-    "bert": dict.fromkeys(BERT_ARCHS, BertConfig),  # bert, bert-mlm, ..., bert-qa
-    # the families of the BERT tasks (each trains its own head)
-    "bert_pretraining": {"bert-pretraining": BertConfig, "bert-mlm": BertConfig},
-    "tagger": {"bert-tagger": BertConfig},
-    "qa": {"bert-qa": BertConfig},
-    "bilm": {"elmo": ELMoConfig},  # ELMo's forward + backward LSTM language models
-    "lm": {"gpt": GPTConfig},  # decoder-only Transformer (GPT / GPT-2), task lm
-    "gpt": {"gpt": GPTConfig},  # its saved model_type (read_model_config finds it by that)
-}
-# the config classes that read another library's directories (``read_foreign``)
-FOREIGN_FORMATS: tuple[type[ModelConfig], ...] = (BertConfig, GPTConfig)
+# an entry of the table: a config class by name ("module:Class"), or the class itself
+Entry = str | type[ModelConfig]
 
 
-def register_model(family: str, arch: str, config: type[ModelConfig]) -> None:
-    """Make ``config`` (whose ``build()`` makes the model) the class of ``arch`` in ``family``."""
-    MODEL_CONFIGS.setdefault(family, {})[arch] = config
+def load_entry(entry: Entry) -> type[ModelConfig]:
+    """The class an entry names (``"attnkit.models.bert:BertConfig"``), imported now."""
+    if not isinstance(entry, str):
+        return entry
+    module, _, name = entry.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class _Archs(Mapping[str, type[ModelConfig]]):
+    """One family's archs: arch -> config class, each imported when it is looked up."""
+
+    def __init__(self, entries: dict[str, Entry]) -> None:
+        self.entries = entries  # arch -> "module:Class" | class
+
+    def __getitem__(self, arch: str) -> type[ModelConfig]:
+        return load_entry(self.entries[arch])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.entries!r})"
+
+
+class ModelConfigs(MutableMapping[str, Mapping[str, type[ModelConfig]]]):
+    """family -> arch -> config class, read from a table of names (``names``: family ->
+    arch -> ``"module:Class"`` or a class registered from outside); a class is imported when
+    it is looked up. ``reset()`` gives back the built-in table (what a test changed)."""
+
+    def __init__(self, builtin: dict[str, dict[str, Entry]]) -> None:
+        self._builtin = builtin
+        self.names: dict[str, dict[str, Entry]] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        self.names = {family: dict(by_arch) for family, by_arch in self._builtin.items()}
+
+    def register(self, family: str, arch: str, config: Entry) -> None:
+        self.names.setdefault(family, {})[arch] = config
+
+    def __getitem__(self, family: str) -> Mapping[str, type[ModelConfig]]:
+        return _Archs(self.names[family])
+
+    def __setitem__(self, family: str, by_arch: Mapping[str, Any]) -> None:
+        entries = by_arch.entries if isinstance(by_arch, _Archs) else by_arch
+        self.names[family] = dict(entries)
+
+    def __delitem__(self, family: str) -> None:
+        del self.names[family]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.names!r})"
+
+
+_BERT = "attnkit.models.bert:BertConfig"
+_GPT = "attnkit.models.gpt:GPTConfig"
+
+# family (model_type) -> arch -> config class, by name
+MODEL_CONFIGS = ModelConfigs(
+    {
+        "classifier": {
+            "transformer": "attnkit.models.classifier:TransformerClassifierConfig",
+            "rnn": "attnkit.models.classifier:RNNClassifierConfig",
+            "lstm": "attnkit.models.classifier:RNNClassifierConfig",
+            "gru": "attnkit.models.classifier:RNNClassifierConfig",
+            "ngram": "attnkit.models.ngram:NgramConfig",
+            "bert-classifier": _BERT,  # BertForSequenceClassification
+            # frozen ELMo biLM features + a small task model
+            "elmo": "attnkit.models.elmo_classifier:ELMoClassifierConfig",
+            # GPT fine-tuned with a pooled linear head
+            "gpt-classifier": "attnkit.models.gpt_classifier:GPTClassifierConfig",
+        },
+        "seq2seq": {
+            "transformer": "attnkit.models.transformer:TransformerConfig",
+            "lstm": "attnkit.models.rnn:Seq2SeqLSTMConfig",
+        },
+        "masked_lm": {"transformer": "attnkit.models.masked_lm:MaskedLMConfig"},
+        "bert": dict.fromkeys(BERT_ARCHS, _BERT),  # bert, bert-mlm, ..., bert-qa
+        # the families of the BERT tasks (each trains its own head)
+        "bert_pretraining": {"bert-pretraining": _BERT, "bert-mlm": _BERT},
+        "tagger": {"bert-tagger": _BERT},
+        "qa": {"bert-qa": _BERT},
+        "bilm": {"elmo": "attnkit.models.elmo:ELMoConfig"},  # ELMo's forward + backward LMs
+        "lm": {"gpt": _GPT},  # decoder-only Transformer (GPT / GPT-2), task lm
+        "gpt": {"gpt": _GPT},  # its saved model_type (read_model_config finds it by that)
+    }
+)
+# the config classes that read another library's directories (``read_foreign``), by name
+FOREIGN_FORMATS: tuple[str, ...] = (_BERT, _GPT)
+
+
+def foreign_formats() -> tuple[type[ModelConfig], ...]:
+    """The classes of ``FOREIGN_FORMATS``, imported."""
+    return tuple(load_entry(name) for name in FOREIGN_FORMATS)
+
+
+def register_model(family: str, arch: str, config: Entry) -> None:
+    """Make ``config`` (whose ``build()`` makes the model; or its name, ``"module:Class"``)
+    the class of ``arch`` in ``family``."""
+    MODEL_CONFIGS.register(family, arch, config)
 
 
 def archs(family: str) -> list[str]:
@@ -133,7 +214,7 @@ def read_model_config(directory: str | Path, error: type[AttnkitError] = ConfigE
     built from it (bounded: else a one-line ``error``; against the weights and the memory)."""
     directory = Path(directory)
     raw, _ = saved_model_section(directory)
-    for foreign in FOREIGN_FORMATS:
+    for foreign in foreign_formats():
         config = foreign.read_foreign(directory, raw)
         if config is not None:
             return config

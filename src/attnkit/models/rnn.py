@@ -188,10 +188,10 @@ class Seq2SeqLSTM(AttnkitModel):
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
         teacher_forcing_ratio: float = 1.0,
-        need_weights: bool = False,
     ) -> Seq2SeqOutput:
         """src (B, S), tgt_in (B, T) = [BOS] y_1 .. y_{T-1} -> ``Seq2SeqOutput`` with logits
-        (B, T, V) and, if ``need_weights``, the attention weights (B, T, S). With ratio < 1
+        (B, T, V) and, with attention, its weights alpha_t (B, T, S): an explicit output,
+        since every decoding step computes them anyway (None without). With ratio < 1
         some inputs are the model's own previous predictions instead of the gold tokens.
         ``tgt_mask`` is accepted for one seq2seq signature (padding only follows the real
         target tokens, whose loss the task masks)."""
@@ -211,11 +211,9 @@ class Seq2SeqLSTM(AttnkitModel):
                     use_gold = torch.rand(tgt_in.size(0), device=src.device) < teacher_forcing_ratio
                     y_prev = torch.where(use_gold, tgt_in[:, t + 1], step_logits.argmax(-1))
         out = torch.stack(logits, 1)
-        if need_weights:
-            if self.attention_name is None:
-                raise ValueError("this model has no attention (attention: null)")
-            return Seq2SeqOutput(out, torch.stack(alphas, 1))
-        return Seq2SeqOutput(out)
+        if self.attention_name is None:
+            return Seq2SeqOutput(out)
+        return Seq2SeqOutput(out, torch.stack(alphas, 1))  # (B, T, V), (B, T, S)
 
     def stepper(
         self, src: Tensor, src_mask: Tensor | None = None, use_cache: bool = True

@@ -159,14 +159,12 @@ class Transformer(AttnkitModel):
         if t > self.max_len:
             raise ValueError(f"{what} of length {t} exceeds max_len={self.max_len}")
 
-    def encode(
-        self, src: Tensor, src_mask: Tensor | None = None, need_weights: bool = False
-    ) -> tuple[Tensor, list[Tensor] | None]:
-        """src (B, S) ids; src_mask (B, S) True = real token. Returns (memory (B, S, d), weights)."""
+    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        """src (B, S) ids; src_mask (B, S) True = real token. Returns memory (B, S, d)."""
         self._check_len(src.size(1), "source")
         src_mask = src != self.pad_id if src_mask is None else src_mask
         x = self.dropout(self.pos(self.src_embed(src)))
-        return self.encoder(x, key_padding_mask=src_mask, need_weights=need_weights)
+        return self.encoder(x, key_padding_mask=src_mask)
 
     def decode(
         self,
@@ -175,23 +173,16 @@ class Transformer(AttnkitModel):
         src_mask: Tensor,
         tgt_mask: Tensor | None = None,
         cache: list[dict[str, KVCache]] | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, list | None]:
+    ) -> Tensor:
         """tgt_in (B, T) ids (shifted right: [BOS] y_1 ... y_{T-1}); with ``cache`` only the new
-        positions. tgt_mask: (B, T_total) True = real token. Returns (logits (B, T, V), weights
-        [(self (B,H,T,T_total), cross (B,H,T,S))] per layer if need_weights)."""
+        positions. tgt_mask: (B, T_total) True = real token. Returns logits (B, T, V)."""
         offset = 0 if cache is None else len(cache[0]["self"])
         self._check_len(offset + tgt_in.size(1), "target")
         y = self.dropout(self.pos(self.tgt_embed(tgt_in), offset=offset))
-        y, weights = self.decoder(
-            y,
-            memory,
-            tgt_key_padding_mask=tgt_mask,
-            memory_key_padding_mask=src_mask,
-            cache=cache,
-            need_weights=need_weights,
+        y = self.decoder(
+            y, memory, tgt_key_padding_mask=tgt_mask, memory_key_padding_mask=src_mask, cache=cache
         )
-        return self.generator(y), weights
+        return self.generator(y)
 
     def forward(
         self,
@@ -200,26 +191,23 @@ class Transformer(AttnkitModel):
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
         teacher_forcing_ratio: float = 1.0,
-        need_weights: bool = False,
     ) -> Seq2SeqOutput:
         """Teacher-forced pass: src (B, S), tgt_in (B, T) -> ``Seq2SeqOutput`` with logits
-        (B, T, tgt_vocab) and, if ``need_weights``, the last decoder layer's cross-attention
-        averaged over heads (B, T, S). The decoder reads every gold token in parallel:
-        ``teacher_forcing_ratio`` (there for one seq2seq signature) has no effect (a new
-        recipe that sets it < 1 for a Transformer is refused)."""
+        (B, T, tgt_vocab) (the cross-attention weights: ``attnkit.nn.capture``). The decoder
+        reads every gold token in parallel: ``teacher_forcing_ratio`` (there for one seq2seq
+        signature) has no effect (a new recipe that sets it < 1 for a Transformer is
+        refused)."""
         src_mask = src != self.pad_id if src_mask is None else src_mask
         tgt_mask = tgt_in != self.pad_id if tgt_mask is None else tgt_mask
-        memory, _ = self.encode(src, src_mask)
-        logits, weights = self.decode(tgt_in, memory, src_mask, tgt_mask, need_weights=need_weights)
-        cross = weights[-1][1].mean(1) if weights else None  # (B, T, S)
-        return Seq2SeqOutput(logits, cross)
+        memory = self.encode(src, src_mask)
+        return Seq2SeqOutput(self.decode(tgt_in, memory, src_mask, tgt_mask))
 
     def stepper(
         self, src: Tensor, src_mask: Tensor | None = None, use_cache: bool = True
     ) -> TransformerStepper:
         """An object for ``attnkit.nn.generation`` (greedy / beam / sampling) over ``src``."""
         src_mask = src != self.pad_id if src_mask is None else src_mask
-        memory, _ = self.encode(src, src_mask)
+        memory = self.encode(src, src_mask)
         return TransformerStepper(self, memory, src_mask, use_cache)
 
 
@@ -239,7 +227,7 @@ class TransformerStepper:
         new = tokens[:, None]
         self.prefix = new if self.prefix is None else torch.cat([self.prefix, new], 1)
         inp = new if self.cache is not None else self.prefix
-        logits, _ = self.model.decode(inp, self.memory, self.src_mask, cache=self.cache)
+        logits = self.model.decode(inp, self.memory, self.src_mask, cache=self.cache)
         return logits[:, -1]
 
     def reorder(self, index: Tensor) -> None:

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnkit.nn import capture as _capture
 from attnkit.nn.dropout import dropout
+from attnkit.nn.fast_attention import fusable, fused_attention, fused_qkv
 
 __all__ = [
     "ConcatScore",
@@ -344,36 +344,23 @@ def scaled_dot_product_attention(
     (..., Tq, Tk), True = may attend; ``is_causal`` adds the look-ahead mask.
     Returns (output (..., Tq, d_v), weights (..., Tq, Tk) or None).
 
-    With ``need_weights`` the formula is computed explicitly so the weights can be returned
-    (after dropout, the ones applied); otherwise PyTorch's fused kernel is used (same
-    numbers, less memory, faster). On the CPU the formula is explicit too with dropout
-    (PyTorch's fused CPU kernel has no dropout and falls back to this same math with its
-    slower ``bernoulli_`` masks, where ``attnkit.nn.dropout`` draws cheaper ones) and in
-    bfloat16, where the fused CPU kernel is 1.5-5x slower forward and backward than these
-    three operations (bf16 matrix products; measured for 20-512 tokens, see
-    benchmarks/notes-speed.md) at the usual bf16 precision.
+    With ``need_weights`` the formula is computed step by step (``explicit_attention``) so
+    that the weights can be returned (after dropout: the ones applied); otherwise
+    ``attnkit.nn.fast_attention.fused_attention`` gives the same numbers with PyTorch's
+    fused kernel where that is faster.
     """
-    cpu = q.device.type == "cpu"
-    explicit = need_weights or (cpu and (dropout_p > 0.0 or q.dtype == torch.bfloat16))
-    if is_causal and mask is None and not explicit and q.size(-2) == k.size(-2):
-        return F.scaled_dot_product_attention(
-            q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale
-        ), None
-    if is_causal:
-        cm = causal_mask(q.size(-2), k.size(-2), device=q.device)
-        mask = cm if mask is None else mask & cm
-    if explicit:
-        out, weights, _ = explicit_attention(q, k, v, mask, dropout_p, scale)
-        return out, weights if need_weights else None
-    if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale), None
-    # Rows with no visible key: let the kernel see every key (so no NaN appears, forward or
-    # backward), then zero those rows.
-    has_key = mask.any(dim=-1, keepdim=True)
-    out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p, scale=scale
-    )
-    return out.masked_fill(~has_key, 0.0), None
+    own_causal = is_causal and mask is None and q.size(-2) == k.size(-2)  # the kernel's own
+    if is_causal and not own_causal:
+        look_ahead = causal_mask(q.size(-2), k.size(-2), device=q.device)
+        mask = look_ahead if mask is None else mask & look_ahead
+    if not need_weights:
+        out = fused_attention(q, k, v, mask, dropout_p, own_causal, scale)
+        if out is not None:
+            return out, None
+    if own_causal:
+        mask = causal_mask(q.size(-2), k.size(-2), device=q.device)
+    out, weights, _ = explicit_attention(q, k, v, mask, dropout_p, scale)
+    return out, weights if need_weights else None
 
 
 # --------------------------------------------------------------------------------------
@@ -411,7 +398,7 @@ class KVCache:
             size = max(2 * (n + t), 16)
             shape = (*key.shape[:2], size, key.size(-1))
             grown = tuple(key.new_empty(shape) for _ in range(2))
-            if n:
+            if self.key is not None and self.value is not None:  # (n > 0)
                 grown[0][:, :, :n] = self.key
                 grown[1][:, :, :n] = self.value
             room = self._room = (grown[0], grown[1])
@@ -422,7 +409,7 @@ class KVCache:
 
     def reorder(self, index: Tensor) -> None:
         """Select batch rows (beam search): index (B',) of rows to keep, in order."""
-        if self.key is not None:
+        if self.key is not None and self.value is not None:
             self.key = self.key.index_select(0, index)
             self.value = self.value.index_select(0, index)
             self._room = None
@@ -462,42 +449,6 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(vdim or d_model, d_model, bias=bias)  # W^V
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
 
-    def _qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """x W^Q, x W^K, x W^V as one matrix product with the three weights side by side
-        ((B, T, d_model) -> 3 x (B, T, d_model)): one larger GEMM is faster than three
-        small ones, forward and backward; the weights stay three Hugging Face-named
-        parameters."""
-        weight, bias = self._fused_qkv()
-        return F.linear(x, weight, bias).split(self.d_model, dim=-1)
-
-    def _fusable(self) -> bool:
-        """Plain Linear weights (not, e.g., the packed ones of a dynamically quantized
-        model, which run as three separate products)."""
-        return all(isinstance(m.weight, Tensor) for m in (self.q_proj, self.k_proj, self.v_proj))
-
-    def _fused_qkv(self) -> tuple[Tensor, Tensor | None]:
-        """[W^Q; W^K; W^V] (3 d_model, d_model) and the biases side by side. Without
-        gradients (inference, generation) the copy is kept until a weight changes (another
-        tensor, or the same one changed in place: its version counter): a decoding step
-        would otherwise spend more time copying the weights than multiplying by them."""
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        params = [p for m in projections for p in (m.weight, m.bias) if p is not None]
-        versions = [p._version for p in params]
-        cached = self.__dict__.get("_qkv_cache")
-        if not torch.is_grad_enabled() and (
-            cached is not None
-            and all(a is b for a, b in zip(cached[0], params, strict=True))
-            and cached[1] == versions
-        ):
-            return cached[2], cached[3]
-        weight = torch.cat([m.weight for m in projections])
-        bias = None if self.q_proj.bias is None else torch.cat([m.bias for m in projections])
-        if not torch.is_grad_enabled():  # the tensors themselves are held: compared by identity
-            self.__dict__["_qkv_cache"] = (params, versions, weight, bias)
-        elif cached is not None:
-            del self.__dict__["_qkv_cache"]  # training: the weights are about to change
-        return weight, bias
-
     def _split(self, x: Tensor) -> Tensor:
         """(B, T, d_model) -> (B, H, T, d_head)."""
         b, t, _ = x.shape
@@ -523,15 +474,17 @@ class MultiHeadAttention(nn.Module):
         Returns (output (B, Tq, d_model), weights (B, H, Tq, Tk_total) if need_weights).
         """
         b, t_q, _ = query.shape
-        if cache is not None and cache.static and cache.key is not None:
-            q = self._split(self.q_proj(query))
-            k, v = cache.key, cache.value
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        if cache is not None and cache.static and cache.key is not None and cache.value is not None:
+            q = self._split(self.q_proj(query))  # Q = query W^Q
+            k, v = cache.key, cache.value  # the memory's K, V: projected at the first step
         else:
-            if key is query and value is query and self._fusable():  # one product for Q, K, V
-                q, k, v = map(self._split, self._qkv(query))
+            if key is query and value is query and fusable(projections):
+                q, k, v = map(self._split, fused_qkv(self, projections, query))  # one GEMM
             else:
-                q = self._split(self.q_proj(query))
-                k, v = self._split(self.k_proj(key)), self._split(self.v_proj(value))
+                q = self._split(self.q_proj(query))  # Q = query W^Q  (B, H, Tq, d_head)
+                k = self._split(self.k_proj(key))  # K = key W^K  (B, H, Tk, d_head)
+                v = self._split(self.v_proj(value))  # V = value W^V
             if cache is not None:
                 if cache.static:
                     cache.key, cache.value = k, v  # the memory's keys, projected once
@@ -541,6 +494,7 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         causal = is_causal and t_q > 1  # one new query may see every cached key
         rec = _capture.current() if _capture.ACTIVE else None
+        weights: Tensor | None
         if rec is not None:  # attnkit.nn.capture: the explicit formula, every step kept
             if causal:
                 look_ahead = causal_mask(t_q, k.size(-2), device=q.device)

@@ -107,6 +107,17 @@ class Recorder:
             and (prefix is None or r.module.startswith(prefix))
         ]
 
+    def attention_weights(self, *roles: str) -> list[Tensor]:
+        """The weights (B, H, Tq, Tk) of each recorded multi-head attention call, in call
+        order (in a stack: layer order); only those of ``roles`` ("self", "causal_self",
+        "cross") when given. The one way attnkit's models give their attention weights:
+
+            with capture(model) as rec:
+                model(ids)
+            rec.attention_weights()         # [(B, H, T, T) per layer]
+        """
+        return [r["weights"] for r in self.of("attention") if not roles or r["role"] in roles]
+
     def clear(self) -> None:
         self.records.clear()
 
@@ -141,7 +152,7 @@ def capture(
     handles = []
     for name, module in (taps or {}).items():
 
-        def hook(mod: nn.Module, args: tuple, output: Any, name: str = name) -> None:
+        def hook(mod: nn.Module, args: tuple[Any, ...], output: Any, name: str = name) -> None:
             rec.records.append(
                 Record("tap", name, {"input": _detach(args[0]) if args else None,
                                      "output": _detach(output)}, len(rec.records))

@@ -178,7 +178,7 @@ def sample(
         out.append(tokens)
         if seen is not None:
             seen[torch.arange(tokens.size(0), device=tokens.device), tokens] = True
-        if on_step is not None:
+        if on_step is not None and probs is not None:
             on_step(t, torch.stack(out, 1), probs)
         if eos_id is not None or stops:
             now = tokens == eos_id if eos_id is not None else torch.zeros_like(done)

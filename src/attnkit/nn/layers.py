@@ -100,6 +100,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 5000) -> None:
         super().__init__()
         self.max_len = max_len
+        self.pe: Tensor  # (max_len, d_model)
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
@@ -212,10 +213,15 @@ class FeedForward(nn.Module):
 
 
 class AddNorm(nn.Module):
-    """Residual connection + layer normalization around one sub-layer.
+    """Residual connection + layer normalization around one sub-layer ("Add & Norm").
 
     post-norm (paper): LayerNorm(x + Dropout(sublayer(x)))
     pre-norm:          x + Dropout(sublayer(LayerNorm(x)))
+
+    A layer calls it twice around its sub-layer, so that the residual reads in order:
+
+        h = add_norm.sublayer_input(x)      # pre-norm: LayerNorm(x); post-norm: x
+        x = add_norm(x, sublayer(h))        # x + Dropout(.), then LayerNorm if post-norm
     """
 
     def __init__(
@@ -226,19 +232,22 @@ class AddNorm(nn.Module):
         self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+    def sublayer_input(self, x: Tensor) -> Tensor:
+        """What the sub-layer reads: LayerNorm(x) pre-norm, x itself post-norm."""
+        return self.norm(x) if self.norm_first else x
+
+    def forward(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
+        """x (B, T, d) the sub-layer's input before ``sublayer_input``, sublayer_out its
+        output (B, T, d) -> the Add & Norm output (B, T, d)."""
         if self.norm_first:
-            z = x
-            normed = self.norm(x)
-            s = sublayer(normed)
-            out = x + self.dropout(s)
+            out = x + self.dropout(sublayer_out)  # x + Dropout(sublayer(LayerNorm(x)))
         else:
-            s = sublayer(x)
-            z = x + self.dropout(s)
-            out = normed = self.norm(z)
+            z = x + self.dropout(sublayer_out)
+            out = self.norm(z)  # LayerNorm(x + Dropout(sublayer(x)))
         if _capture.ACTIVE:
             n = self.norm
-            _capture.record("add_norm", self, input=x, sublayer=s, output=out,
+            z, normed = (x, n(x)) if self.norm_first else (z, out)  # what was normalised
+            _capture.record("add_norm", self, input=x, sublayer=sublayer_out, output=out,
                             norm_first=self.norm_first, norm_input=z, norm_output=normed,
                             gamma=n.weight, beta=n.bias, eps=n.eps)  # fmt: skip
         return out
@@ -296,37 +305,25 @@ class EncoderLayer(nn.Module):
     def forward(
         self,
         x: Tensor,
+        *,
         key_padding_mask: Tensor | None = None,
         attn_mask: Tensor | None = None,
-        need_weights: bool = False,
-        cache: KVCache | None = None,
         is_causal: bool = False,
-    ) -> tuple[Tensor, Tensor | None]:
-        """x (B, T, d_model); key_padding_mask (B, T_total) True = real token.
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """x (B, T, d_model) -> (B, T, d_model); key_padding_mask (B, T_total) True = real
+        token; attn_mask (T, T_total) True = may attend.
 
         ``is_causal`` adds the look-ahead mask (a decoder-only model such as GPT);
         ``cache`` (a ``KVCache``) makes it incremental: pass only the new positions, the
-        earlier keys/values come from the cache (T_total = cached + T).
-        Returns (x, self-attention weights (B, H, T, T_total) if need_weights)."""
-        weights = None
-
-        def attn(h: Tensor) -> Tensor:
-            nonlocal weights
-            out, weights = self.self_attn(
-                h,
-                h,
-                h,
-                key_padding_mask,
-                attn_mask,
-                need_weights=need_weights,
-                cache=cache,
-                is_causal=is_causal,
-            )
-            return out
-
-        x = self.add_norm1(x, attn)
-        x = self.add_norm2(x, self.ffn)
-        return x, weights
+        earlier keys/values come from the cache (T_total = cached + T). The attention
+        weights are recorded by ``attnkit.nn.capture``, not returned."""
+        h = self.add_norm1.sublayer_input(x)  # Add & Norm around self-attention
+        h, _ = self.self_attn(h, h, h, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                              cache=cache, is_causal=is_causal)  # fmt: skip
+        x = self.add_norm1(x, h)
+        h = self.add_norm2.sublayer_input(x)  # Add & Norm around the feed-forward
+        return self.add_norm2(x, self.ffn(h))
 
 
 class DecoderLayer(nn.Module):
@@ -349,43 +346,33 @@ class DecoderLayer(nn.Module):
         self,
         y: Tensor,
         memory: Tensor,
+        *,
         tgt_key_padding_mask: Tensor | None = None,
         memory_key_padding_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
-        causal: bool = True,
+        is_causal: bool = True,
         cache: dict[str, KVCache] | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """y (B, Tt, d_model) target so far; memory (B, Ts, d_memory) encoder output.
+    ) -> Tensor:
+        """y (B, Tt, d_model) target so far; memory (B, Ts, d_memory) encoder output ->
+        (B, Tt, d_model).
 
         tgt_key_padding_mask (B, Tt_total) / memory_key_padding_mask (B, Ts): True = real.
-        ``causal`` applies the look-ahead mask; ``tgt_mask`` adds any other (Tt, Tt_total) mask.
-        cache: {"self": KVCache(), "cross": KVCache(static=True)} for incremental decoding.
-        Returns (y, self weights (B, H, Tt, Tt_total), cross weights (B, H, Tt, Ts)); the
-        weights are None unless ``need_weights``.
+        ``is_causal`` applies the look-ahead mask; ``tgt_mask`` adds any other (Tt,
+        Tt_total) mask. cache: {"self": KVCache(), "cross": KVCache(static=True)} for
+        incremental decoding. The attention weights are recorded by ``attnkit.nn.capture``.
         """
-        self_w = cross_w = None
         self_cache = cache["self"] if cache is not None else None
         cross_cache = cache["cross"] if cache is not None else None
-
-        def self_attn(h: Tensor) -> Tensor:
-            nonlocal self_w
-            out, self_w = self.self_attn(
-                h, h, h, tgt_key_padding_mask, tgt_mask, need_weights, self_cache, is_causal=causal
-            )
-            return out
-
-        def cross_attn(h: Tensor) -> Tensor:
-            nonlocal cross_w
-            out, cross_w = self.cross_attn(
-                h, memory, memory, memory_key_padding_mask, None, need_weights, cross_cache
-            )
-            return out
-
-        y = self.add_norm1(y, self_attn)
-        y = self.add_norm2(y, cross_attn)
-        y = self.add_norm3(y, self.ffn)
-        return y, self_w, cross_w
+        h = self.add_norm1.sublayer_input(y)  # masked self-attention
+        h, _ = self.self_attn(h, h, h, key_padding_mask=tgt_key_padding_mask,
+                              attn_mask=tgt_mask, cache=self_cache, is_causal=is_causal)  # fmt: skip
+        y = self.add_norm1(y, h)
+        h = self.add_norm2.sublayer_input(y)  # encoder-decoder (cross) attention
+        h, _ = self.cross_attn(h, memory, memory, key_padding_mask=memory_key_padding_mask,
+                               cache=cross_cache)  # fmt: skip
+        y = self.add_norm2(y, h)
+        h = self.add_norm3.sublayer_input(y)  # position-wise feed-forward
+        return self.add_norm3(y, self.ffn(h))
 
 
 # --------------------------------------------------------------------------------------
@@ -408,29 +395,26 @@ class Encoder(nn.Module):
     def forward(
         self,
         x: Tensor,
+        *,
         key_padding_mask: Tensor | None = None,
         attn_mask: Tensor | None = None,
-        need_weights: bool = False,
-        cache: list[KVCache] | None = None,
         is_causal: bool = False,
-    ) -> tuple[Tensor, list[Tensor] | None]:
+        cache: list[KVCache] | None = None,
+        hidden_states: list[Tensor] | None = None,
+    ) -> Tensor:
         """x (B, T, d) -> (B, T, d). ``is_causal``: look-ahead mask in every layer (a
         decoder-only stack); with ``cache`` (from ``init_cache``) pass only the new
         positions and a key_padding_mask (B, T_total) covering cached + new ones.
-        Returns (x, per-layer self-attention weights [(B, H, T, T_total)] if need_weights)."""
-        all_weights = [] if need_weights else None
+        ``hidden_states``: a list that receives the input and each layer's output
+        (num_layers + 1 tensors, before the final pre-norm LayerNorm)."""
+        if hidden_states is not None:
+            hidden_states.append(x)
         for i, layer in enumerate(self.layers):
-            x, w = layer(
-                x,
-                key_padding_mask,
-                attn_mask,
-                need_weights,
-                None if cache is None else cache[i],
-                is_causal,
-            )
-            if all_weights is not None:
-                all_weights.append(w)
-        return self.norm(x), all_weights
+            x = layer(x, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                      is_causal=is_causal, cache=None if cache is None else cache[i])  # fmt: skip
+            if hidden_states is not None:
+                hidden_states.append(x)
+        return self.norm(x)
 
 
 class Decoder(nn.Module):
@@ -451,31 +435,20 @@ class Decoder(nn.Module):
         self,
         y: Tensor,
         memory: Tensor,
+        *,
         tgt_key_padding_mask: Tensor | None = None,
         memory_key_padding_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
-        causal: bool = True,
+        is_causal: bool = True,
         cache: list[dict[str, KVCache]] | None = None,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]] | None]:
+    ) -> Tensor:
         """y (B, Tt, d) -> (B, Tt, d). With ``cache`` (from ``init_cache``) pass only the new
-        target positions; earlier keys/values come from the cache.
-        Returns (y, per-layer (self, cross) weights if need_weights)."""
-        all_weights = [] if need_weights else None
+        target positions; earlier keys/values come from the cache."""
         for i, layer in enumerate(self.layers):
-            y, self_w, cross_w = layer(
-                y,
-                memory,
-                tgt_key_padding_mask,
-                memory_key_padding_mask,
-                tgt_mask,
-                causal,
-                None if cache is None else cache[i],
-                need_weights,
-            )
-            if all_weights is not None:
-                all_weights.append((self_w, cross_w))
-        return self.norm(y), all_weights
+            y = layer(y, memory, tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=memory_key_padding_mask, tgt_mask=tgt_mask,
+                      is_causal=is_causal, cache=None if cache is None else cache[i])  # fmt: skip
+        return self.norm(y)
 
 
 def count_parameters(module: nn.Module) -> int:

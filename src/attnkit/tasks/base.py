@@ -22,6 +22,10 @@ subclasses ``Predictor`` and declares its ``capabilities``), then registers an i
 (``attnkit.tasks.register_task``). Its data: ``reads`` names the kinds of examples it reads
 from the catalogue (``attnkit.data.catalogue``), ``data_settings`` the dataclass of its
 recipe's data section. docs/extending.md walks through one.
+
+Every step is given the run's configuration: an ``attnkit.tasks.run_config.RunConfig``,
+which a task reads through the ``Recipe`` protocol here (reading a recipe needs the task
+registry, and the registry imports the tasks: a task module imports neither).
 """
 
 from __future__ import annotations
@@ -31,16 +35,17 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from attnkit.core.config import short_repr
 from attnkit.core.errors import ConfigError, RunError
 from attnkit.data import tokenization
-from attnkit.data.catalogue import check_data, find_kind, names_reading
+from attnkit.data.catalogue import check_data, find_kind, kinds_of, names_reading
 from attnkit.data.settings import DataConfig, TokenizerConfig
 from attnkit.data.tokenization import Tokenizer, split_long
-from attnkit.models import archs, open_pretrained
+from attnkit.models import PretrainedSource, archs, open_pretrained
 from attnkit.runtime.device import FP32, Precision
+from attnkit.runtime.training_config import TrainingConfig
 
 if TYPE_CHECKING:
     import torch
@@ -48,21 +53,45 @@ if TYPE_CHECKING:
 
     from attnkit.runtime.run import RunDir
     from attnkit.runtime.training import Task
-    from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
     "CAPABILITIES",
     "Predictor",
     "PreparedData",
+    "Recipe",
     "RunError",
     "TaskSpec",
     "get_tokenizer",
     "log_info",
     "one_line",
+    "open_pretrained_source",
     "with_data_dir",
 ]
 
 Log = Callable[[str], None]
+
+
+class Recipe(Protocol):
+    """A run's configuration as a task reads it: ``attnkit.tasks.run_config.RunConfig``
+    (a recipe or a run's config.json, read and checked), each section a dataclass.
+
+    ``task``: the task's name; ``data``: its ``data_settings`` instance (a ``DataConfig``);
+    ``tokenizer``: a ``TokenizerConfig``; ``model``: the config of the model
+    (``attnkit.models.ModelConfig``: the task's family, the recipe's arch); ``training``: a
+    ``TrainingConfig``."""
+
+    task: str
+    data: Any
+    tokenizer: TokenizerConfig
+    model: Any
+    training: TrainingConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole configuration, as config.json saves it."""
+        ...
+
+
+R = TypeVar("R", bound=Recipe)
 
 
 def log_info(line: str) -> None:
@@ -126,8 +155,8 @@ class Predictor:
         task: the task's name (``classify``, ``translate``, ...)
         model: the model, in eval mode (an ``OnnxModel`` for an ONNX export)
         tokenizer: the run's tokenizer
-        config: the run's ``RunConfig``. Read it, never change it: a task's ``evaluate``
-            with other options (``data_dir``, ``beam``, ...) works on a copy
+        config: the run's ``RunConfig`` (a ``Recipe``). Read it, never change it: a task's
+            ``evaluate`` with other options (``data_dir``, ``beam``, ...) works on a copy
             (``with_data_dir``) or takes them as arguments
         run_dir: the run directory (None: a predictor built in memory)
         device: where inputs go (the model's device)
@@ -149,7 +178,7 @@ class Predictor:
 
     model: nn.Module
     tokenizer: Tokenizer
-    config: RunConfig
+    config: Recipe
     run_dir: Path | None = None
     device: torch.device
     precision: Precision = FP32
@@ -164,7 +193,7 @@ class Predictor:
         return [self]
 
 
-def with_data_dir(cfg: RunConfig, data_dir: str | None) -> RunConfig:
+def with_data_dir(cfg: R, data_dir: str | None) -> R:
     """``cfg`` reading its dataset from ``data_dir`` (None or empty: ``cfg`` itself): a
     copy, so an evaluation on other data leaves the loaded predictor's config as it was."""
     if not data_dir:
@@ -196,7 +225,7 @@ class TaskSpec:
         """The ``model.arch`` values this task trains."""
         return archs(self.model_family)
 
-    def data_kind(self, cfg: RunConfig) -> str:
+    def data_kind(self, cfg: Recipe) -> str:
         """Which of ``reads`` the recipe's dataset is read as (the first it offers)."""
         kind = find_kind(cfg.data, self.reads)
         if kind is None:
@@ -207,7 +236,7 @@ class TaskSpec:
             )
         return kind
 
-    def check_data(self, cfg: RunConfig) -> None:
+    def check_data(self, cfg: Recipe) -> None:
         """Recipe checks of the data (before ``validate``): its dataset is one this task
         reads, with the settings its reader needs (the user's files: ``data.train``)."""
         if self.reads:
@@ -219,50 +248,50 @@ class TaskSpec:
         names = f"{', '.join(rest)} or {last}" if rest else last
         return f"task {self.name} needs model.arch {names}, got {arch!r}"
 
-    def validate(self, cfg: RunConfig) -> None:
+    def validate(self, cfg: Recipe) -> None:
         """Task-level recipe checks (the model config checks its own): raise ConfigError."""
 
     # ------------------------------------------------------------------ training
-    def check_resume(self, cfg: RunConfig, saved: dict[str, Any]) -> None:
+    def check_resume(self, cfg: Recipe, saved: dict[str, Any]) -> None:
         """Refuse (``RunError``) to resume a run whose data this code would pick otherwise
         than the code that started it (``saved["format"]`` says which wrote it)."""
 
     def before_data(
-        self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
-    ) -> tuple[RunConfig, Tokenizer | None]:
+        self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log
+    ) -> tuple[Recipe, Tokenizer | None]:
         """Adjust the recipe before the data is read (new runs only). Default: a model
         config with ``model.init_from`` adopts its source's sizes and tokenizer
         (``ModelConfig.adopt``, whatever the arch); otherwise nothing."""
         if cfg.model.pretrained is None:
             return cfg, tokenizer
-        source = open_pretrained(cfg.model.pretrained)
+        source = open_pretrained_source(cfg.model.pretrained)
         cfg.model, tokenizer = cfg.model.adopt(source, cfg.data.max_len, log)
         return cfg, tokenizer
 
-    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+    def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         """Read, split (``attnkit.data.split.split_examples``), tokenize (training the
         tokenizer when ``tokenizer`` is None) and encode the training data."""
         raise NotImplementedError
 
     def model_inputs(
-        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
+        self, cfg: Recipe, tokenizer: Tokenizer, run_info: dict[str, Any]
     ) -> dict[str, Any]:
         """The model-config fields that come from the data: by default the vocabulary, the
         padding id and the longest sequence, as the model config takes them
         (``ModelConfig.data_sizes``: a pretrained BERT keeps its own)."""
         return cfg.model.data_sizes(tokenizer, cfg.data.max_len)
 
-    def describe_model(self, cfg: RunConfig) -> str:
+    def describe_model(self, cfg: Recipe) -> str:
         """What the "model: ..." log line calls the model (its config's ``describe()``)."""
         return cfg.model.describe()
 
-    def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+    def init_model(self, model: nn.Module, cfg: Recipe, data: PreparedData, log: Log) -> None:
         """Prepare a freshly built model before training (new runs only). Default: copy
         the pretrained weights of ``model.init_from`` (``AttnkitModel.load_pretrained``)."""
         if cfg.model.pretrained is not None:
-            model.load_pretrained(open_pretrained(cfg.model.pretrained), log)
+            model.load_pretrained(open_pretrained_source(cfg.model.pretrained), log)
 
-    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> Task:
+    def trainer_task(self, cfg: Recipe, data: PreparedData) -> Task:
         """The object the Trainer calls: ``collate``, ``loss``, ``evaluate``, ``metric``."""
         raise NotImplementedError
 
@@ -270,7 +299,7 @@ class TaskSpec:
         """Tokens an item occupies once padded (for length-bucketed batching)."""
         return len(item[0])
 
-    def after_training(self, run: RunDir, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+    def after_training(self, run: RunDir, cfg: Recipe, data: PreparedData, log: Log) -> None:
         """Work on the finished run (e.g. calibration). Default: nothing."""
 
     # ------------------------------------------------------------------ using a run
@@ -278,7 +307,7 @@ class TaskSpec:
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        cfg: RunConfig,
+        cfg: Recipe,
         run: RunDir,
         saved: dict[str, Any],
     ) -> Predictor:
@@ -308,6 +337,13 @@ class TaskSpec:
         ``options`` apply to this call only: read the data with ``with_data_dir(predictor.
         config, data_dir)``, never by changing ``predictor.config``."""
         raise RunError(f"{self.name} runs have no evaluation on a labelled {split} split")
+
+
+def open_pretrained_source(init_from: str | Path) -> PretrainedSource:
+    """The folder ``model.init_from`` names (``attnkit.models.open_pretrained``), with what
+    the dataset its run trained on can be read as (``data_kinds``, from the catalogue: the
+    models know no datasets)."""
+    return open_pretrained(init_from, kinds_of=kinds_of)
 
 
 _ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}

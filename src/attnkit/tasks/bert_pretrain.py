@@ -46,12 +46,11 @@ from attnkit.data.settings import DataConfig
 from attnkit.data.split import split_examples
 from attnkit.data.tokenization import SPECIAL_TOKENS, Tokenizer
 from attnkit.runtime.run import RunDir
-from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, PreparedData, TaskSpec, get_tokenizer, one_line
+from attnkit.tasks.base import Log, PreparedData, Recipe, TaskSpec, get_tokenizer, one_line
 from attnkit.tasks.mlm import FillMaskPredictor, check_mask_prob
-from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
+    "SPEC",
     "BertPretrainData",
     "BertPretrainSpec",
     "BertPretrainingTask",
@@ -86,7 +85,7 @@ class BertPretrainData(DataConfig):
         check_mask_prob(self.mask_prob)
 
 
-def read_documents(cfg: RunConfig) -> list[list[str]]:
+def read_documents(cfg: Recipe) -> list[list[str]]:
     """The corpus as documents of segments (see ``attnkit.data.nsp``; the catalogue's
     ``segments``: a user text file's blocks of lines, or reviews cut into sentences)."""
     return read(cfg.data, "segments", "train")
@@ -103,7 +102,7 @@ def _tokenize(tokenizer: Tokenizer, docs: Sequence[list[str]]) -> list[list[list
 
 
 def _items(
-    cfg: RunConfig, tokenizer: Tokenizer, docs: list[list[list[int]]], seed: int
+    cfg: Recipe, tokenizer: Tokenizer, docs: list[list[list[int]]], seed: int
 ) -> list[tuple[list[int], list[int], int]]:
     """NSP pairs (bert-pretraining) or [CLS] document [SEP] pieces (bert-mlm)."""
     max_len = cfg.data.max_len
@@ -120,7 +119,7 @@ def _items(
     return out
 
 
-def prepare_data(cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+def prepare_data(cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
     """Documents -> held-out validation documents -> tokenizer -> items; validation items
     masked once (fixed seed)."""
     d, seed = cfg.data, cfg.training.seed
@@ -261,7 +260,7 @@ class BertPretrainPredictor(FillMaskPredictor):
     wrap_in_cls_sep = True  # fill_mask reads [CLS] text [SEP], as in pretraining
 
     def __init__(
-        self, model: nn.Module, tokenizer: Tokenizer, config: RunConfig, run_dir=None
+        self, model: nn.Module, tokenizer: Tokenizer, config: Recipe, run_dir=None
     ) -> None:
         super().__init__(model, tokenizer, config, run_dir)  # (segment ids: all 0)
         self.bert = model.eval()
@@ -293,23 +292,23 @@ class BertPretrainSpec(TaskSpec):
     data_settings = BertPretrainData
     reads = ("segments",)
 
-    def validate(self, cfg: RunConfig) -> None:
+    def validate(self, cfg: Recipe) -> None:
         d = cfg.data
         require(
             d.max_len >= 8, f"data.max_len must be >= 8 for [CLS] A [SEP] B [SEP], got {d.max_len}"
         )
 
-    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+    def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
-    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> BertPretrainingTask:
+    def trainer_task(self, cfg: Recipe, data: PreparedData) -> BertPretrainingTask:
         return BertPretrainingTask(data.tokenizer, cfg.data.mask_prob, cfg.data.whole_word_mask)
 
     def predictor(
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        cfg: RunConfig,
+        cfg: Recipe,
         run: RunDir,
         saved: dict[str, Any],
     ) -> BertPretrainPredictor:
@@ -322,4 +321,4 @@ class BertPretrainSpec(TaskSpec):
         )
 
 
-register_task(BertPretrainSpec())
+SPEC = BertPretrainSpec()  # task bert-pretrain (attnkit.tasks.registry.BUILTIN)

@@ -39,20 +39,20 @@ from attnkit.models.elmo import BiLM, ELMoEmbedder, boundary_ids
 from attnkit.models.elmo_classifier import elmo_vectors
 from attnkit.runtime.device import inference, model_device
 from attnkit.runtime.run import RunDir
-from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
     Predictor,
     PreparedData,
+    Recipe,
     TaskSpec,
     get_tokenizer,
     log_info,
     one_line,
     with_data_dir,
 )
-from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
+    "SPEC",
     "BiLMPredictor",
     "BiLMSpec",
     "BiLMTask",
@@ -74,7 +74,7 @@ class BiLMData(DataConfig):
     text_column: str = "text"  # data.name file: a CSV/TSV/JSONL's column (.txt: each line)
 
 
-def read_corpus(cfg: RunConfig) -> list[str]:
+def read_corpus(cfg: Recipe) -> list[str]:
     """The training texts: a catalogued dataset's unlabelled reviews, or the user's file
     (the catalogue's ``documents``)."""
     return read(cfg.data, "documents", "train")
@@ -98,7 +98,7 @@ def encode_pieces(
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
+    cfg: Recipe, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read the corpus, hold out validation texts (``attnkit.data.split``), train/load the
     tokenizer, encode as ``[BOS] text [EOS]`` and cut into ``max_len`` pieces."""
@@ -227,7 +227,7 @@ class BiLMPredictor(Predictor):
     capabilities = frozenset({"predict", "perplexity", "embed"})
 
     def __init__(
-        self, model: BiLM, tokenizer: Tokenizer, config: RunConfig, run_dir: Path | None = None
+        self, model: BiLM, tokenizer: Tokenizer, config: Recipe, run_dir: Path | None = None
     ) -> None:
         self.model = model.eval()
         self.device = model_device(model)
@@ -330,14 +330,14 @@ class BiLMSpec(TaskSpec):
     def arch_error(self, arch: str) -> str:
         return f"task bilm trains model.arch elmo (ELMo's biLM), got {arch!r}"
 
-    def validate(self, cfg: RunConfig) -> None:
+    def validate(self, cfg: Recipe) -> None:
         d = cfg.data
         require(d.max_len >= 2, f"data.max_len must be >= 2 for a biLM, got {d.max_len}")
 
-    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+    def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
-    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> BiLMTask:
+    def trainer_task(self, cfg: Recipe, data: PreparedData) -> BiLMTask:
         return BiLMTask(data.tokenizer)
 
     def item_length(self, item: list[int]) -> int:
@@ -347,7 +347,7 @@ class BiLMSpec(TaskSpec):
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        cfg: RunConfig,
+        cfg: Recipe,
         run: RunDir,
         saved: dict[str, Any],
     ) -> BiLMPredictor:
@@ -382,4 +382,4 @@ class BiLMSpec(TaskSpec):
         return {**predictor.perplexity(texts, batch_size), "split": split}
 
 
-register_task(BiLMSpec())
+SPEC = BiLMSpec()  # task bilm (attnkit.tasks.registry.BUILTIN)

@@ -31,14 +31,15 @@ from attnkit.data.settings import DataConfig
 from attnkit.data.split import split_examples
 from attnkit.data.tokenization import TRUNCATION, Tokenizer
 from attnkit.models import ClassifierOutput
+from attnkit.nn.capture import capture
 from attnkit.runtime import viz
 from attnkit.runtime.device import Precision, inference, model_device
 from attnkit.runtime.run import RunDir
-from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
     Predictor,
     PreparedData,
+    Recipe,
     RunError,
     TaskSpec,
     get_tokenizer,
@@ -47,9 +48,9 @@ from attnkit.tasks.base import (
     with_data_dir,
 )
 from attnkit.tasks.metrics import accuracy, classification_report
-from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
+    "SPEC",
     "ClassificationTask",
     "ClassifyData",
     "ClassifierPredictor",
@@ -94,7 +95,7 @@ def _sort_labels(values: Iterable[Any]) -> list[str]:
     return sorted(labels)
 
 
-def data_kind(cfg: RunConfig) -> str:
+def data_kind(cfg: Recipe) -> str:
     """What the recipe's examples are read as: ``pairs`` for a file with
     ``data.pair_column`` or a dataset of sentence pairs (KLUE-NLI), else ``labelled``."""
     if cfg.data.pair_column:
@@ -102,31 +103,31 @@ def data_kind(cfg: RunConfig) -> str:
     return find_kind(cfg.data, READS) or "labelled"
 
 
-def read_split(cfg: RunConfig, split: str) -> Examples:
+def read_split(cfg: Recipe, split: str) -> Examples:
     """Read one split (train / validation / test) of the recipe's dataset."""
     return read(cfg.data, data_kind(cfg), split)
 
 
-def has_labelled_split(cfg: RunConfig, split: str) -> bool:
+def has_labelled_split(cfg: Recipe, split: str) -> bool:
     """Whether the recipe's dataset has ``split`` of its own (else validation is held out)."""
     return has_split(cfg.data, data_kind(cfg), split)
 
 
-def fixed_labels(cfg: RunConfig) -> list[str]:
+def fixed_labels(cfg: Recipe) -> list[str]:
     """The label names, in id order, of a dataset that fixes them (its files hold the ids:
     NSMC, IMDB); [] where the labels are the names found in the data."""
     reader = find_reader(cfg.data, data_kind(cfg))
     return list(reader.labels) if reader else []
 
 
-def is_pair_task(cfg: RunConfig) -> bool:
+def is_pair_task(cfg: Recipe) -> bool:
     """True if the recipe's examples are sentence pairs (KLUE-NLI, or a file with
     ``data.pair_column``)."""
     return data_kind(cfg) == "pairs"
 
 
 def encode_texts(
-    tokenizer: Tokenizer, texts: list[str], cfg: RunConfig, texts_b: list[str] | None = None
+    tokenizer: Tokenizer, texts: list[str], cfg: Recipe, texts_b: list[str] | None = None
 ) -> tuple[list[list[int]], list[list[int]] | None, list[bool]]:
     """(token ids, segment ids or None, truncated) of ``texts`` as the classifier sees them.
 
@@ -155,19 +156,16 @@ def encode_texts(
     return ids, None, cut
 
 
-def classifier_output(
-    model: nn.Module, batch: dict[str, Tensor], need_weights: bool = False
-) -> ClassifierOutput:
+def classifier_output(model: nn.Module, batch: dict[str, Tensor]) -> ClassifierOutput:
     """Any classifier (or its ONNX export) on a collated batch: ``ClassifierOutput`` with
-    logits (B, num_classes) and, with ``need_weights``, the per-layer attention weights
-    [(B, H, T, T)] of a model that attends. The batch holds ``token_type_ids`` exactly when
-    the model reads segment ids (``encode_texts``)."""
+    logits (B, num_classes). The batch holds ``token_type_ids`` exactly when the model
+    reads segment ids (``encode_texts``)."""
     types = {"token_type_ids": batch["token_type_ids"]} if "token_type_ids" in batch else {}
-    return model(batch["input_ids"], batch["attention_mask"], need_weights=need_weights, **types)
+    return model(batch["input_ids"], batch["attention_mask"], **types)
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
+    cfg: Recipe, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read the dataset, split off validation, train (or load) the tokenizer, encode once.
     ``run_info["labels"]``: the class names; ``extras["truncated"]``: training texts cut."""
@@ -226,7 +224,7 @@ def prepare_data(
     return PreparedData(tokenizer, train, validation, summary, run_info, {"truncated": truncated})
 
 
-def label_ids(cfg: RunConfig, labels: Sequence[str]) -> dict[str, int]:
+def label_ids(cfg: Recipe, labels: Sequence[str]) -> dict[str, int]:
     """How a label as read from the data maps to a class id."""
     if fixed_labels(cfg):  # integer labels in the file, names for people
         return {str(i): i for i in range(len(labels))}
@@ -234,7 +232,7 @@ def label_ids(cfg: RunConfig, labels: Sequence[str]) -> dict[str, int]:
 
 
 def encode_examples(
-    examples: Sequence, tokenizer: Tokenizer, cfg: RunConfig, to_id: dict[str, int], split: str
+    examples: Sequence, tokenizer: Tokenizer, cfg: Recipe, to_id: dict[str, int], split: str
 ) -> tuple[list[Item], int]:
     """Examples -> (token ids, class id) items, and how many texts were truncated."""
     targets = []
@@ -397,7 +395,7 @@ class ClassifierPredictor(Predictor):
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        config: RunConfig,
+        config: Recipe,
         labels: Sequence[str],
         run_dir: Path | None = None,
         temperature: float = 1.0,
@@ -526,7 +524,9 @@ class ClassifierPredictor(Predictor):
         batch = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
         if types is not None:
             batch["token_type_ids"] = torch.tensor(types, device=self.device)
-        weights = classifier_output(self.model, batch, need_weights=True).attentions or []
+        with capture(self.model) as rec:  # the attention weights, as the explorer reads them
+            classifier_output(self.model, batch)
+        weights = rec.attention_weights()  # per layer (1, H, T, T)
         tokens = [self.tokenizer.id_to_token(i) or "?" for i in ids[0]]
         return tokens, [w[0].float().cpu() for w in weights]
 
@@ -675,11 +675,11 @@ class ClassifySpec(TaskSpec):
     data_settings = ClassifyData
     reads = READS
 
-    def data_kind(self, cfg: RunConfig) -> str:
+    def data_kind(self, cfg: Recipe) -> str:
         super().data_kind(cfg)  # (the dataset offers one of READS)
         return data_kind(cfg)
 
-    def check_data(self, cfg: RunConfig) -> None:
+    def check_data(self, cfg: Recipe) -> None:
         d = cfg.data
         reader = find_reader(d, "pairs") if d.pair_column else None
         require(
@@ -689,7 +689,7 @@ class ClassifySpec(TaskSpec):
         )
         super().check_data(cfg)
 
-    def validate(self, cfg: RunConfig) -> None:
+    def validate(self, cfg: Recipe) -> None:
         require(
             not cfg.data.extra_train or not is_pair_task(cfg),
             "data.extra_train adds single texts; this recipe classifies sentence pairs",
@@ -709,16 +709,16 @@ class ClassifySpec(TaskSpec):
             )
         cfg.model.validate_recipe()  # e.g. arch elmo: model.init_from is required
 
-    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+    def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
     def model_inputs(
-        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
+        self, cfg: Recipe, tokenizer: Tokenizer, run_info: dict[str, Any]
     ) -> dict[str, Any]:
         sizes = super().model_inputs(cfg, tokenizer, run_info)  # (the model config's)
         return {**sizes, "num_classes": len(run_info["labels"])}
 
-    def init_model(self, model: nn.Module, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+    def init_model(self, model: nn.Module, cfg: Recipe, data: PreparedData, log: Log) -> None:
         if model.fits_from_data:  # e.g. the n-gram model's Naive Bayes ratios
             start = time.perf_counter()
             model.fit_from_data(naive_bayes_batches(data.train, data.tokenizer.pad_id))
@@ -728,12 +728,12 @@ class ClassifySpec(TaskSpec):
             )
         super().init_model(model, cfg, data, log)  # model.init_from: the pretrained weights
 
-    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> ClassificationTask:
+    def trainer_task(self, cfg: Recipe, data: PreparedData) -> ClassificationTask:
         return ClassificationTask(
             data.run_info["labels"], data.tokenizer.pad_id, cfg.training.label_smoothing
         )
 
-    def after_training(self, run: RunDir, cfg: RunConfig, data: PreparedData, log: Log) -> None:
+    def after_training(self, run: RunDir, cfg: Recipe, data: PreparedData, log: Log) -> None:
         """Temperature scaling of the best weights on the validation split (what the model
         has to say about its training is logged first: e.g. an ELMo classifier's learned
         layer mix s_j, gamma)."""
@@ -760,7 +760,7 @@ class ClassifySpec(TaskSpec):
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        cfg: RunConfig,
+        cfg: Recipe,
         run: RunDir,
         saved: dict[str, Any],
     ) -> ClassifierPredictor:
@@ -825,4 +825,4 @@ class ClassifySpec(TaskSpec):
         return report
 
 
-register_task(ClassifySpec())
+SPEC = ClassifySpec()  # task classify (attnkit.tasks.registry.BUILTIN)

@@ -77,12 +77,19 @@ from attnkit.data.tokenization import Tokenizer, cut_text
 from attnkit.nn.generation import sample
 from attnkit.runtime.device import inference, model_device, to_device
 from attnkit.runtime.run import RunDir
-from attnkit.tasks import register_task
-from attnkit.tasks.base import Log, Predictor, PreparedData, TaskSpec, get_tokenizer, log_info
-from attnkit.tasks.run_config import RunConfig
+from attnkit.tasks.base import (
+    Log,
+    Predictor,
+    PreparedData,
+    Recipe,
+    TaskSpec,
+    get_tokenizer,
+    log_info,
+)
 
 __all__ = [
     "READS",
+    "SPEC",
     "Corpus",
     "Generation",
     "LMItem",
@@ -129,7 +136,7 @@ def corpus_kind(data: Any) -> str | None:
     return find_kind(data, READS)
 
 
-def read_corpus(cfg: RunConfig) -> Corpus:
+def read_corpus(cfg: Recipe) -> Corpus:
     """The training and validation text of a recipe (see the module docstring)."""
     d = cfg.data
     if corpus_kind(d) == "documents":
@@ -149,7 +156,7 @@ def read_corpus(cfg: RunConfig) -> Corpus:
     return Corpus([train], [val] if val else [], False, f"{size:,} characters of {what}")
 
 
-def read_test(cfg: RunConfig) -> tuple[list[str], bool] | None:
+def read_test(cfg: Recipe) -> tuple[list[str], bool] | None:
     """The test text of a recipe's dataset ((texts, documents)), or None if it has none: its
     own test split, or for a corpus of documents the texts of its labelled test split."""
     d = cfg.data
@@ -228,7 +235,7 @@ def make_sequences(
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
+    cfg: Recipe, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read and split the corpus, train (or take) the tokenizer on the training text, and
     cut both parts into sequences."""
@@ -411,7 +418,7 @@ class LMPredictor(Predictor):
     capabilities = frozenset({"generate", "predict", "score", "perplexity"})
 
     def __init__(
-        self, model: nn.Module, tokenizer: Tokenizer, config: RunConfig, run_dir=None
+        self, model: nn.Module, tokenizer: Tokenizer, config: Recipe, run_dir=None
     ) -> None:
         self.model = model.eval()
         self.device = model_device(model)
@@ -642,11 +649,11 @@ class LanguageModelSpec(TaskSpec):
     default_arch = "gpt"
     reads = READS
 
-    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+    def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
     def model_inputs(
-        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
+        self, cfg: Recipe, tokenizer: Tokenizer, run_info: dict[str, Any]
     ) -> dict[str, Any]:
         return {
             "vocab_size": tokenizer.vocab_size,
@@ -655,7 +662,7 @@ class LanguageModelSpec(TaskSpec):
             "eos_id": _eos_id(tokenizer),
         }
 
-    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> LanguageModelTask:
+    def trainer_task(self, cfg: Recipe, data: PreparedData) -> LanguageModelTask:
         return LanguageModelTask(data.tokenizer.pad_id)
 
     def item_length(self, item: LMItem) -> int:
@@ -665,7 +672,7 @@ class LanguageModelSpec(TaskSpec):
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        cfg: RunConfig,
+        cfg: Recipe,
         run: RunDir,
         saved: dict[str, Any],
     ) -> LMPredictor:
@@ -709,4 +716,4 @@ class LanguageModelSpec(TaskSpec):
         return result
 
 
-register_task(LanguageModelSpec())
+SPEC = LanguageModelSpec()  # task lm (attnkit.tasks.registry.BUILTIN)

@@ -32,19 +32,19 @@ from attnkit.data.split import split_examples
 from attnkit.data.tokenization import SPECIAL_TOKENS, Tokenizer
 from attnkit.runtime.device import inference, model_device
 from attnkit.runtime.run import RunDir
-from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
     Predictor,
     PreparedData,
+    Recipe,
     TaskSpec,
     get_tokenizer,
     log_info,
     one_line,
 )
-from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
+    "SPEC",
     "ElectraTask",
     "FillMask",
     "FillMaskPredictor",
@@ -79,7 +79,7 @@ class MaskedLMData(DataConfig):
         check_mask_prob(self.mask_prob)
 
 
-def read_corpus(cfg: RunConfig) -> list[str]:
+def read_corpus(cfg: Recipe) -> list[str]:
     """The pretraining texts: a catalogued dataset's unlabelled reviews, or the user's file
     (the catalogue's ``documents``)."""
     return read(cfg.data, "documents", "train")
@@ -96,7 +96,7 @@ def num_special(tokenizer: Tokenizer) -> int:
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
+    cfg: Recipe, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read the corpus, hold out validation texts (``attnkit.data.split``), train/load the
     tokenizer, encode, cut into ``max_len`` pieces, and mask the validation pieces once."""
@@ -142,7 +142,7 @@ def item_length(item: Item) -> int:
     return len(item[0]) if isinstance(item, tuple) else len(item)
 
 
-def build_task(cfg: RunConfig, tokenizer: Tokenizer) -> MaskedLMTask:
+def build_task(cfg: Recipe, tokenizer: Tokenizer) -> MaskedLMTask:
     """The Trainer task of the model's objective (ELECTRA's when the model detects replaced
     tokens, else the masked LM's)."""
     if cfg.model.detects_replaced_tokens:
@@ -305,7 +305,7 @@ class FillMaskPredictor(Predictor):
     wrap_in_cls_sep = False
 
     def __init__(
-        self, model: nn.Module, tokenizer: Tokenizer, config: RunConfig, run_dir=None
+        self, model: nn.Module, tokenizer: Tokenizer, config: Recipe, run_dir=None
     ) -> None:
         # an ELECTRA run fills in with its generator (a small masked LM); the model's
         # forward(input_ids, attention_mask, ..., positions=) gives a MaskedLMOutput
@@ -392,7 +392,7 @@ class MaskedLMSpec(TaskSpec):
     def arch_error(self, arch: str) -> str:
         return f"task mlm pretrains a transformer, got {arch!r}"
 
-    def check_resume(self, cfg: RunConfig, saved: dict[str, Any]) -> None:
+    def check_resume(self, cfg: Recipe, saved: dict[str, Any]) -> None:
         """Before format 2, pretraining ignored ``data.val_split: last``: such a run would
         resume with another validation split."""
         if saved["format"] == 1 and cfg.data.val_split == "last":
@@ -402,10 +402,10 @@ class MaskedLMSpec(TaskSpec):
                 "it again"
             )
 
-    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+    def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
-    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> MaskedLMTask:
+    def trainer_task(self, cfg: Recipe, data: PreparedData) -> MaskedLMTask:
         return build_task(cfg, data.tokenizer)
 
     def item_length(self, item: Item) -> int:
@@ -415,7 +415,7 @@ class MaskedLMSpec(TaskSpec):
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        cfg: RunConfig,
+        cfg: Recipe,
         run: RunDir,
         saved: dict[str, Any],
     ) -> FillMaskPredictor:
@@ -428,4 +428,4 @@ class MaskedLMSpec(TaskSpec):
         )
 
 
-register_task(MaskedLMSpec())
+SPEC = MaskedLMSpec()  # task mlm (attnkit.tasks.registry.BUILTIN)

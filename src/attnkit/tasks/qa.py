@@ -51,11 +51,11 @@ from attnkit.data.split import limit_examples, split_examples
 from attnkit.data.tokenization import MAX_TEXT_CHARS, Tokenizer
 from attnkit.runtime.device import inference, model_device, to_device
 from attnkit.runtime.run import RunDir
-from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
     Predictor,
     PreparedData,
+    Recipe,
     RunError,
     TaskSpec,
     get_tokenizer,
@@ -64,12 +64,12 @@ from attnkit.tasks.base import (
     with_data_dir,
 )
 from attnkit.tasks.metrics import qa_report
-from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
     "DOC_STRIDE",
     "MAX_ANSWER_LEN",
     "MAX_QUESTION_LEN",
+    "SPEC",
     "AnswerResult",
     "QAData",
     "QAPredictor",
@@ -110,7 +110,7 @@ class QAData(DataConfig):
         )
 
 
-def qa_settings(cfg: RunConfig) -> tuple[int, int, int]:
+def qa_settings(cfg: Recipe) -> tuple[int, int, int]:
     """(doc_stride, max_question_len, max_answer_len) of a recipe: its ``data.*`` values,
     or the module defaults where its data settings have no such field (not ``QAData``)."""
     d = cfg.data
@@ -121,7 +121,7 @@ def qa_settings(cfg: RunConfig) -> tuple[int, int, int]:
     )
 
 
-def scorer_for(cfg: RunConfig) -> str:
+def scorer_for(cfg: Recipe) -> str:
     """Which official EM/F1 (``attnkit.tasks.metrics.qa_report``): ``korquad`` (character F1)
     for KorQuAD, ``squad`` (word F1) for anything else (the catalogue reader's ``scorer``)."""
     reader = find_reader(cfg.data, "qa")
@@ -131,7 +131,7 @@ def scorer_for(cfg: RunConfig) -> str:
 # --------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------
-def _split(cfg: RunConfig) -> tuple[list[QAExample], list[QAExample]]:
+def _split(cfg: Recipe) -> tuple[list[QAExample], list[QAExample]]:
     """(train, validation) questions: the dataset's validation split, else
     ``data.val_fraction`` of the *articles* (title, or the paragraph when untitled) held out,
     so that no paragraph is read in both (``data.limit`` counts questions, as everywhere)."""
@@ -149,7 +149,7 @@ def _split(cfg: RunConfig) -> tuple[list[QAExample], list[QAExample]]:
     return [ex for g in train_g for ex in g], [ex for g in val_g for ex in g]
 
 
-def read_split(cfg: RunConfig, split: str) -> list[QAExample]:
+def read_split(cfg: Recipe, split: str) -> list[QAExample]:
     """The questions of one split (train / validation / test; KorQuAD also ``dev``: the
     whole official dev set) of the recipe's dataset (the catalogue's ``qa``)."""
     return read(cfg.data, "qa", split)
@@ -169,7 +169,7 @@ def _usable_answer(ex: QAExample) -> tuple[str, int] | None:
 def encode_examples(
     examples: Sequence[QAExample],
     tokenizer: Tokenizer,
-    cfg: RunConfig,
+    cfg: Recipe,
     with_answers: bool = True,
 ) -> list[QAFeature]:
     """Every window (``attnkit.data.qa_features.make_features``) of every example, with
@@ -210,7 +210,7 @@ def _outside(features: Sequence[QAFeature], answered: set[int]) -> int:
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
+    cfg: Recipe, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read the questions, split off validation (``attnkit.data.split``), train (or load)
     the tokenizer, cut every example into windows.
@@ -423,7 +423,7 @@ class QAPredictor(Predictor):
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        config: RunConfig,
+        config: Recipe,
         run_dir: Path | None = None,
         scorer: str | None = None,
     ) -> None:
@@ -596,7 +596,7 @@ class QASpec(TaskSpec):
     data_settings = QAData
     reads = ("qa",)
 
-    def validate(self, cfg: RunConfig) -> None:
+    def validate(self, cfg: Recipe) -> None:
         d = cfg.data
         doc_stride, max_question_len, max_answer_len = qa_settings(cfg)
         for key, value in (
@@ -611,10 +611,10 @@ class QASpec(TaskSpec):
             "+ 3 special tokens, so that every window holds context",
         )
 
-    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+    def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
-    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> QATask:
+    def trainer_task(self, cfg: Recipe, data: PreparedData) -> QATask:
         return QATask(
             data.tokenizer.pad_id,
             data.extras["val_examples"],
@@ -627,7 +627,7 @@ class QASpec(TaskSpec):
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        cfg: RunConfig,
+        cfg: Recipe,
         run: RunDir,
         saved: dict[str, Any],
     ) -> QAPredictor:
@@ -658,4 +658,4 @@ class QASpec(TaskSpec):
         return report
 
 
-register_task(QASpec())
+SPEC = QASpec()  # task qa (attnkit.tasks.registry.BUILTIN)

@@ -4,8 +4,7 @@ The task owns what depends on data: reading source/target pairs, one joint subwo
 tokenizer trained on sources and targets (so embeddings can be shared), the teacher-forcing
 batch layout, the loss and the metrics. The models (family ``seq2seq`` in ``attnkit.models``:
 the Transformer and the LSTM) see only tensors and share one signature,
-``model(src, tgt_in, src_mask, tgt_mask, teacher_forcing_ratio, need_weights) ->
-Seq2SeqOutput``; decoding is ``attnkit.nn.generation`` over the model's ``stepper()``.
+``model(src, tgt_in, src_mask, tgt_mask, teacher_forcing_ratio) -> Seq2SeqOutput``; decoding is ``attnkit.nn.generation`` over the model's ``stepper()``.
 
 Batch layout for a pair (x, y)::
 
@@ -42,15 +41,16 @@ from attnkit.data.paths import DataError
 from attnkit.data.settings import DataConfig
 from attnkit.data.split import split_examples
 from attnkit.data.tokenization import Tokenizer
+from attnkit.nn.capture import capture
 from attnkit.nn.generation import beam_search, greedy, sample
 from attnkit.runtime import viz
 from attnkit.runtime.device import inference, model_device, to_device
 from attnkit.runtime.run import RunDir
-from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
     Predictor,
     PreparedData,
+    Recipe,
     RunError,
     TaskSpec,
     get_tokenizer,
@@ -58,9 +58,10 @@ from attnkit.tasks.base import (
     with_data_dir,
 )
 from attnkit.tasks.metrics import bleu, perplexity
-from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
+    "CHAT",
+    "TRANSLATE",
     "Alignment",
     "Seq2SeqData",
     "Seq2SeqPredictor",
@@ -97,13 +98,13 @@ def _split_name(split: str) -> str:
     return split
 
 
-def read_split(cfg: RunConfig, split: str) -> list[Pair]:
+def read_split(cfg: Recipe, split: str) -> list[Pair]:
     """Source/target pairs of one split (train / validation / test) of the recipe's data
     (the catalogue's ``parallel``)."""
     return read(cfg.data, "parallel", _split_name(split))
 
 
-def _has_split(cfg: RunConfig, split: str) -> bool:
+def _has_split(cfg: Recipe, split: str) -> bool:
     return has_split(cfg.data, "parallel", split)
 
 
@@ -131,7 +132,7 @@ def item_length(item: Item) -> int:
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
+    cfg: Recipe, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read the pairs, split off validation (``attnkit.data.split``), train (or load) the
     joint tokenizer, encode. ``extras["val_references"]``: the raw validation targets."""
@@ -397,7 +398,7 @@ class Seq2SeqPredictor(Predictor):
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        config: RunConfig,
+        config: Recipe,
         run_dir: Path | None = None,
     ) -> None:
         self.model = model.eval()
@@ -558,7 +559,12 @@ class Seq2SeqPredictor(Predictor):
         # a teacher-forced pass over the decoded output gives the same attention the
         # decoding steps had (Transformer: last layer, mean of heads; LSTM: alpha_t)
         tgt_in = torch.tensor([[tk.bos_id, *(out if ended else out[:-1])]], device=self.device)
-        matrix = self.model(src, tgt_in, src_mask, need_weights=True).cross_attention[0]
+        with capture(self.model) as rec:
+            forced = self.model(src, tgt_in, src_mask)
+        if forced.cross_attention is not None:  # an LSTM's alpha_t (B, T, S)
+            matrix = forced.cross_attention[0]
+        else:  # a Transformer's last decoder layer, mean of its heads: (T, S)
+            matrix = rec.attention_weights("cross")[-1][0].mean(0)
         labels = [tk.id_to_token(i) or "?" for i in out]
         if ended:
             labels.append("[EOS]")
@@ -610,7 +616,7 @@ class Seq2SeqSpec(TaskSpec):
         self.name = name
         self.endpoint = name  # POST /v1/translate, /v1/chat
 
-    def validate(self, cfg: RunConfig) -> None:
+    def validate(self, cfg: Recipe) -> None:
         d, t = cfg.data, cfg.training
         require(
             0.0 <= t.teacher_forcing_ratio <= 1.0,
@@ -623,7 +629,7 @@ class Seq2SeqSpec(TaskSpec):
         )
         require(d.max_len > 2, "data.max_len must be > 2 for a sequence-to-sequence task")
 
-    def check_resume(self, cfg: RunConfig, saved: dict[str, Any]) -> None:
+    def check_resume(self, cfg: Recipe, saved: dict[str, Any]) -> None:
         """Before format 2, ``data.limit`` took the first pairs and validation was always
         a random sample: such a run would resume on other data."""
         if saved["format"] == 1 and (cfg.data.limit or cfg.data.val_split == "last"):
@@ -632,10 +638,10 @@ class Seq2SeqSpec(TaskSpec):
                 "pairs differently; this one cannot resume on its own data: train it again"
             )
 
-    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+    def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
-    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> Seq2SeqTask:
+    def trainer_task(self, cfg: Recipe, data: PreparedData) -> Seq2SeqTask:
         return Seq2SeqTask(
             cfg.task,
             data.tokenizer,
@@ -652,7 +658,7 @@ class Seq2SeqSpec(TaskSpec):
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        cfg: RunConfig,
+        cfg: Recipe,
         run: RunDir,
         saved: dict[str, Any],
     ) -> Seq2SeqPredictor:
@@ -696,5 +702,6 @@ class Seq2SeqSpec(TaskSpec):
         return report
 
 
-register_task(Seq2SeqSpec("translate"))
-register_task(Seq2SeqSpec("chat"))
+# tasks translate and chat (attnkit.tasks.registry.BUILTIN)
+TRANSLATE = Seq2SeqSpec("translate")
+CHAT = Seq2SeqSpec("chat")

@@ -69,11 +69,11 @@ from attnkit.data.split import split_examples
 from attnkit.data.tokenization import Tokenizer, cut_text
 from attnkit.runtime.device import inference, model_device
 from attnkit.runtime.run import RunDir
-from attnkit.tasks import register_task
 from attnkit.tasks.base import (
     Log,
     Predictor,
     PreparedData,
+    Recipe,
     RunError,
     TaskSpec,
     get_tokenizer,
@@ -82,10 +82,10 @@ from attnkit.tasks.base import (
     with_data_dir,
 )
 from attnkit.tasks.metrics import entity_f1, get_entities
-from attnkit.tasks.run_config import RunConfig
 
 __all__ = [
     "KNOWN_TAGS",
+    "SPEC",
     "Entity",
     "TagData",
     "TagPredictor",
@@ -127,19 +127,19 @@ class TagData(DataConfig):
 # --------------------------------------------------------------------------------------
 # Data
 # --------------------------------------------------------------------------------------
-def read_split(cfg: RunConfig, split: str) -> list[TaggedSentence]:
+def read_split(cfg: Recipe, split: str) -> list[TaggedSentence]:
     """One split (train / validation / test) of the recipe's dataset (the catalogue's
     ``tagged``)."""
     return read(cfg.data, "tagged", split)
 
 
-def _per_char(cfg: RunConfig) -> bool:
+def _per_char(cfg: Recipe) -> bool:
     """Whether the dataset tags characters (KLUE-NER), not words (its reader's ``unit``)."""
     reader = find_reader(cfg.data, "tagged")
     return reader is not None and reader.unit == "char"
 
 
-def word_unit(cfg: RunConfig) -> str:
+def word_unit(cfg: Recipe) -> str:
     """What one label sits on: ``data.label_unit`` when set, else ``"piece"`` for datasets
     tagged per character (KLUE-NER: every word piece of the natural text) and ``"word"``
     for the others."""
@@ -148,7 +148,7 @@ def word_unit(cfg: RunConfig) -> str:
     return "piece" if _per_char(cfg) else "word"
 
 
-def _saved_word_unit(cfg: RunConfig) -> str:
+def _saved_word_unit(cfg: Recipe) -> str:
     """The word unit of a run whose config.json predates the saved ``word_unit``: those
     runs tagged KLUE-NER per character, as words of their own."""
     if cfg.data.label_unit is not None:
@@ -207,7 +207,7 @@ def encode_sentences(
 
 
 def prepare_data(
-    cfg: RunConfig, tokenizer: Tokenizer | None = None, log: Log = log_info
+    cfg: Recipe, tokenizer: Tokenizer | None = None, log: Log = log_info
 ) -> PreparedData:
     """Read the dataset, take its validation split (or hold out ``data.val_fraction``),
     train (or keep) the tokenizer, encode once. ``run_info``: the label names and the word
@@ -438,7 +438,7 @@ class TagPredictor(Predictor):
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        config: RunConfig,
+        config: Recipe,
         labels: Sequence[str],
         run_dir: Path | None = None,
         word_unit: str = "word",
@@ -589,7 +589,7 @@ class TagSpec(TaskSpec):
     data_settings = TagData
     reads = ("tagged",)
 
-    def validate(self, cfg: RunConfig) -> None:
+    def validate(self, cfg: Recipe) -> None:
         units = ("piece", "char") if _per_char(cfg) else ("word",)
         require(
             cfg.data.label_unit in (None, *units),
@@ -597,16 +597,16 @@ class TagSpec(TaskSpec):
             f"{' or '.join(units)}, got {cfg.data.label_unit!r}",
         )
 
-    def prepare_data(self, cfg: RunConfig, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
+    def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
     def model_inputs(
-        self, cfg: RunConfig, tokenizer: Tokenizer, run_info: dict[str, Any]
+        self, cfg: Recipe, tokenizer: Tokenizer, run_info: dict[str, Any]
     ) -> dict[str, Any]:
         sizes = super().model_inputs(cfg, tokenizer, run_info)  # (the model config's)
         return {**sizes, "num_classes": len(run_info["labels"])}
 
-    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> TaggingTask:
+    def trainer_task(self, cfg: Recipe, data: PreparedData) -> TaggingTask:
         return TaggingTask(
             data.run_info["labels"], data.tokenizer.pad_id, cfg.training.label_smoothing
         )
@@ -615,7 +615,7 @@ class TagSpec(TaskSpec):
         self,
         model: nn.Module,
         tokenizer: Tokenizer,
-        cfg: RunConfig,
+        cfg: Recipe,
         run: RunDir,
         saved: dict[str, Any],
     ) -> TagPredictor:
@@ -662,4 +662,4 @@ class TagSpec(TaskSpec):
         return report
 
 
-register_task(TagSpec())
+SPEC = TagSpec()  # task tag (attnkit.tasks.registry.BUILTIN)
