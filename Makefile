@@ -62,6 +62,7 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/python tools/check_layers.py
+	$(VENV)/bin/mypy
 
 # Two pytest workers (pytest-xdist): the suite's processes are mostly single-threaded (the
 # tests' recipes set num_threads: 1), so two cores run two tests at once.
@@ -129,6 +130,7 @@ test-latest:
 	$(LATEST_VENV)/bin/python -m pip freeze --exclude-editable > $(LATEST_VENV)/freeze.txt
 	$(LATEST_VENV)/bin/ruff check .
 	$(LATEST_VENV)/bin/ruff format --check .
+	$(LATEST_VENV)/bin/mypy
 	ATTNKIT_LATEST=1 $(LATEST_VENV)/bin/pytest
 
 clean:

@@ -64,6 +64,7 @@ KINDS = {
     *("sentiment", "bert", "translate", "chat", "lm", "generation", "elmo", "speed"),
     *("dropout_speed", "speed_ratios", "recipe_speed", "threads", "quantize", "serve"),
     "explain",
+    "startup",
 }
 # keys of the earlier schemas: a split's scores are now one mapping (test, validation, ...)
 OLD_KEYS = {
@@ -942,6 +943,35 @@ def _threads(rows: list[dict]) -> list[str]:
     return lines
 
 
+STARTUP = [
+    Col("kernels", "kernels"),
+    num("python -c 'import torch' s", "import_torch_s", ".2f"),
+    num("attnkit predict RUN TEXT s", "predict_s", ".2f"),
+    num("predict - import torch s", "over_torch_s", ".2f"),
+    Col("heavy modules imported", lambda r: ", ".join(r["heavy_imports"]) or "none"),
+    Col("machine, date", lambda r: f"{r['machine']}; {r['date']}"),
+]
+
+
+def _startup(rows: list[dict]) -> list[str]:
+    """One sentence through ``attnkit predict``, whole processes (benchmarks/startup.py)."""
+    runs = [r for r in rows if r.get("kind") == "startup"]
+    if not runs:
+        return []
+    return [
+        "## Start-up: one sentence through `attnkit predict`",
+        "",
+        "Whole processes, the two commands alternating; each figure the median of "
+        f"{runs[0]['repeats']} processes (target: predict <= import torch + 0.5 s). Heavy "
+        "modules: which of torch._dynamo, sympy, matplotlib, transformers, fastapi, "
+        "onnxruntime the predict process imported. Commands: "
+        + "; ".join(f"`{r['command']}`" for r in runs),
+        "",
+        *table(runs, STARTUP),
+        "",
+    ]
+
+
 EXPLAIN = [
     Col("model", "model"),
     num("heads", "heads"),
@@ -1069,6 +1099,7 @@ def render(rows: list[dict]) -> str:
     lines += _speed_ratios(rows)
     lines += _recipe_speed(rows)
     lines += _threads(rows)
+    lines += _startup(rows)
     lines += _explain(rows)
     lines += _quantize(rows)
     machines = sorted({r["machine"] for r in rows if "machine" in r})

@@ -154,7 +154,7 @@ def test_collated_pair_batches_carry_segment_ids(pair_file) -> None:
     cfg.model = BertConfig(arch="bert-classifier", **TINY)
     spec = get_task("classify")
     data = spec.prepare_data(cfg, None, lambda *_: None)
-    batch = spec.trainer_task(cfg, data).collate(data.train[:4])
+    batch = spec.objective(cfg, data).collate(data.train[:4])
     ids, types = batch["input_ids"], batch["token_type_ids"]
     assert ids.shape == types.shape
     for row_ids, row_types, real in zip(ids, types, batch["attention_mask"], strict=True):

@@ -41,7 +41,7 @@ class Toy(torch.nn.Module):
         return self.net(x)
 
 
-class ToyTask:
+class ToyObjective:
     """Random feature vectors split by a hyperplane; ``nan_from``: the loss is NaN from that
     call on; ``nan_metric``: evaluation says NaN."""
 
@@ -77,7 +77,7 @@ def items(n: int, seed: int):
     return [(x[i], int(y[i])) for i in range(n)]
 
 
-def trainer(run: Path, task: ToyTask, model=None, **training) -> Trainer:
+def trainer(run: Path, task: ToyObjective, model=None, **training) -> Trainer:
     torch.manual_seed(0)
     train, val = items(32, 0), items(16, 1)
     config = TrainingConfig(
@@ -98,7 +98,7 @@ def trainer(run: Path, task: ToyTask, model=None, **training) -> Trainer:
 
 
 def test_a_nan_loss_stops_before_the_update_and_keeps_the_last_checkpoint(tmp_path) -> None:
-    t = trainer(tmp_path, ToyTask(nan_from=3), epochs=2)
+    t = trainer(tmp_path, ToyObjective(nan_from=3), epochs=2)
     with pytest.raises(TrainingError) as caught:
         t.fit()
     message = str(caught.value)
@@ -122,13 +122,13 @@ def test_an_infinite_gradient_norm_stops_training(tmp_path) -> None:
     first.register_hook(lambda g: g * float("inf"))
     with pytest.raises(TrainingError, match=r"^training diverged at step 1 \(lr .*\): the "
                        r"gradient norm is (inf|nan); nothing was saved yet"):  # fmt: skip
-        trainer(tmp_path, ToyTask(), model=model).fit()
+        trainer(tmp_path, ToyObjective(), model=model).fit()
     assert not (tmp_path / "model.safetensors").exists()
 
 
 def test_a_nan_validation_metric_is_never_the_best(tmp_path) -> None:
     with pytest.raises(TrainingError, match=r"at step 1 .*: the validation accuracy is nan"):
-        trainer(tmp_path, ToyTask(nan_metric=True)).fit()
+        trainer(tmp_path, ToyObjective(nan_metric=True)).fit()
     assert not (tmp_path / "model.safetensors").exists()
     assert not (tmp_path / "last").exists()
 
@@ -163,13 +163,13 @@ class FakeScaler:
 
 
 def test_fp16_overflows_now_and_then_are_normal(tmp_path) -> None:
-    t = trainer(tmp_path, ToyTask(), max_steps=12, eval_every=12)
+    t = trainer(tmp_path, ToyObjective(), max_steps=12, eval_every=12)
     t.scaler = FakeScaler(overflow={1, 2, 3, 7, 8})
     assert t.fit().step == 12
 
 
 def test_fp16_overflowing_step_after_step_is_divergence(tmp_path) -> None:
-    t = trainer(tmp_path, ToyTask(), max_steps=100, eval_every=50)
+    t = trainer(tmp_path, ToyObjective(), max_steps=100, eval_every=50)
     t.scaler = FakeScaler(overflow=set(range(5, 200)))
     with pytest.raises(TrainingError, match=rf"at step {4 + FP16_MAX_SKIPPED} .*: the fp16 "
                        rf"gradients overflowed {FP16_MAX_SKIPPED} steps in a row"):  # fmt: skip

@@ -28,6 +28,7 @@ from attnkit.data.catalogue import get_dataset, names_reading
 from attnkit.models import MODEL_CONFIGS, config_class
 from attnkit.runtime.run import RunDir
 from attnkit.tasks import get_task
+from attnkit.tasks.base import adopt_pretrained
 from attnkit.tasks.run_config import RunConfig
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
@@ -173,7 +174,7 @@ def test_the_toy_arch_adopts_a_pretrained_toy_run(
     toys: dict[str, ModuleType], data_dir: Path, tmp_path: Path, page: str
 ) -> None:
     """model.init_from: the source's sizes, tokenizer and weights, through the TaskSpec
-    defaults that api.train calls (before_data, model_inputs, init_model)."""
+    defaults that api.train calls (adopt_pretrained, model_inputs, init_model)."""
     spec, logs = get_task("toy-tag"), []
     first = RunConfig.from_dict(_recipe(data_dir))  # a pretrained run, written by hand
     data = spec.prepare_data(first, None, logs.append)
@@ -187,7 +188,7 @@ def test_the_toy_arch_adopts_a_pretrained_toy_run(
 
     recipe = _recipe(data_dir)
     recipe["model"] = {"arch": "toy-linear", "d_model": 4, "init_from": str(source)}
-    cfg, tokenizer = spec.before_data(RunConfig.from_dict(recipe), None, logs.append)
+    cfg, tokenizer = adopt_pretrained(RunConfig.from_dict(recipe), None, logs.append)
     assert cfg.model.d_model == 8  # the source's, not the recipe's 4
     assert tokenizer.vocab_size == data.tokenizer.vocab_size
     assert tokenizer.encode("The cat", max_len=12) == data.tokenizer.encode("The cat", max_len=12)
@@ -201,7 +202,7 @@ def test_the_toy_arch_adopts_a_pretrained_toy_run(
 
     recipe["model"]["init_from"] = str(data_dir)  # a folder, not a run
     with pytest.raises(ConfigError, match=r"^model.init_from: .* is not a finished run"):
-        spec.before_data(RunConfig.from_dict(recipe), None, logs.append)
+        adopt_pretrained(RunConfig.from_dict(recipe), None, logs.append)
 
 
 @pytest.mark.parametrize(

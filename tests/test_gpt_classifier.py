@@ -20,6 +20,7 @@ from attnkit.core.config import ConfigError
 from attnkit.models import GPTClassifier, GPTClassifierConfig
 from attnkit.nn.capture import capture
 from attnkit.tasks import get_task
+from attnkit.tasks.base import adopt_pretrained
 from attnkit.tasks.classify import encode_texts
 from attnkit.tasks.lm import LMPredictor
 from attnkit.tasks.run_config import RunConfig
@@ -178,7 +179,7 @@ def _prepared(recipe: dict):
     """What ``attnkit.train`` does before the first step: (config, data, built model)."""
     spec = get_task("classify")
     cfg = RunConfig.from_dict(recipe)
-    cfg, tokenizer = spec.before_data(cfg, None, lambda *_: None)
+    cfg, tokenizer = adopt_pretrained(cfg, None, lambda *_: None)
     data = spec.prepare_data(cfg, tokenizer, lambda *_: None)
     cfg.model = cfg.model.replace(**spec.model_inputs(cfg, data.tokenizer, data.run_info))
     model = cfg.model.build()

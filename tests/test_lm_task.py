@@ -25,7 +25,7 @@ from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.tasks.lm import (
     IGNORE_INDEX,
     Generation,
-    LanguageModelTask,
+    LanguageModelObjective,
     LMItem,
     LMPredictor,
     cut_stream,
@@ -157,7 +157,7 @@ def test_uniform_model_has_log2_vocab_bits_per_char() -> None:
     tk = train_tokenizer([text], kind="char", min_frequency=1)
     ids, widths = token_stream(tk, [text], documents=False)
     items = cut_stream(ids, widths, max_len=16)
-    task = LanguageModelTask(tk.pad_id)
+    task = LanguageModelObjective(tk.pad_id)
     out = task.evaluate(_Uniform(tk.vocab_size), [task.collate(items[:3]), task.collate(items[3:])])
     v = tk.vocab_size
     assert out["num_tokens"] == out["num_chars"] == len(text) - 1
@@ -177,7 +177,7 @@ def test_bits_per_char_counts_characters_not_tokens() -> None:
     assert sum(widths) == sum(len(d) for d in docs) + 2
     items = cut_stream(ids, widths, max_len=5)
     assert sum(it.chars for it in items) == sum(widths)  # the first [EOS] has width 0
-    task = LanguageModelTask(tk.pad_id)
+    task = LanguageModelObjective(tk.pad_id)
     out = task.evaluate(_Uniform(tk.vocab_size), [task.collate(items)])
     n_tokens = len(ids) - 1
     assert out["num_tokens"] == n_tokens
@@ -185,7 +185,7 @@ def test_bits_per_char_counts_characters_not_tokens() -> None:
 
 
 def test_collate_shifts_targets_and_masks_padding() -> None:
-    task = LanguageModelTask(pad_id=0)
+    task = LanguageModelObjective(pad_id=0)
     batch = task.collate([LMItem([5, 6, 7, 8], 3), LMItem([9, 10], 1)])
     assert batch["input_ids"].tolist() == [[5, 6, 7], [9, 0, 0]]
     assert batch["labels"].tolist() == [[6, 7, 8], [10, IGNORE_INDEX, IGNORE_INDEX]]

@@ -219,7 +219,7 @@ def test_electra_task_replaces_only_masked_positions() -> None:
     its labels say "replaced" exactly where the sampled token differs from the original."""
     torch.manual_seed(0)
     tok = train_tokenizer([" ".join(FILLER + POS + NEG)] * 3, vocab_size=200)
-    task = mlm.ElectraTask(tok, mask_prob=0.3, rtd_weight=50.0)
+    task = mlm.ElectraObjective(tok, mask_prob=0.3, rtd_weight=50.0)
     model = ElectraPretrainer(vocab_size=tok.vocab_size, d_model=32, num_heads=2, d_ff=64, num_layers=1,
                               max_len=32, dropout=0.0)  # fmt: skip
     items = [torch.randint(10, tok.vocab_size, (n,)).tolist() for n in (12, 7, 9)]

@@ -17,7 +17,7 @@ import pytest
 import attnkit
 from attnkit.app.cli import main
 from attnkit.core.errors import RunError
-from attnkit.tasks import BUILTIN, Predictor, get_task
+from attnkit.tasks import BUILTIN, Predictor, classify, get_task
 from attnkit.tasks.base import CAPABILITIES, OPTIONS
 from attnkit.tasks.classify import ClassifierPredictor, ClassifySpec, EnsemblePredictor
 
@@ -32,7 +32,7 @@ def _predictor_classes() -> dict[str, type]:
     for name in BUILTIN:
         spec = get_task(name)
         classes[name] = typing.get_type_hints(type(spec).predictor)["return"]
-    classes["classify ensemble"] = typing.get_type_hints(ClassifySpec.ensemble)["return"]
+    classes["classify ensemble"] = typing.get_type_hints(classify.ensemble)["return"]
     return classes
 
 
@@ -181,7 +181,7 @@ def test_evaluate_and_calibrate_leave_the_predictors_config_unchanged(
     run = tmp_path / "run"
     shutil.copytree(tiny_run_once, run)  # calibrate writes the temperature into the run
     predictor = attnkit.load(run)
-    spec.calibrate(predictor, elsewhere, lambda *_: None)
+    classify.calibrate(predictor, elsewhere, lambda *_: None)
     assert predictor.config == before
 
 

@@ -22,7 +22,7 @@ from attnkit.data.pseudo_label_files import (
 )
 from attnkit.data.readers import Example, read_table
 from attnkit.models import ClassifierOutput
-from attnkit.tasks.classify import ClassificationTask, prepare_data
+from attnkit.tasks.classify import ClassificationObjective, prepare_data
 from attnkit.tasks.pseudo_label import pseudo_label
 from attnkit.tasks.run_config import load_config
 from conftest import make_sentiment_rows, tiny_recipe, write_tiny_data
@@ -310,7 +310,7 @@ def test_soft_targets_reach_the_loss_as_distributions(teacher, tmp_path):
     assert all(isinstance(it[1], int) for it in data.train[:base])  # the labelled ones
     soft = [it[1] for it in data.train[base:]]
     assert soft == [pytest.approx(r.probabilities, abs=1e-4) for r in rows]
-    task = ClassificationTask(["neg", "pos"], pad_id=0)
+    task = ClassificationObjective(["neg", "pos"], pad_id=0)
     batch = task.collate([data.train[0], data.train[base]])
     assert batch["labels"].shape == (2, 2)
     assert batch["labels"][0].tolist() == [1.0 - data.train[0][1], float(data.train[0][1])]

@@ -23,9 +23,9 @@ from attnkit.models import SpanOutput
 from attnkit.tasks import get_task
 from attnkit.tasks.qa import (
     AnswerResult,
+    QAObjective,
     QAPredictor,
     QASpec,
-    QATask,
     encode_examples,
     prepare_data,
     qa_settings,
@@ -132,7 +132,7 @@ def test_windows_targets_and_collate(recipe: dict) -> None:
         targets.setdefault(features[index].example_index, []).append(s)
     assert all(any(t > 0 for t in ts) and 0 in ts for ts in targets.values())
 
-    task = get_task("qa").trainer_task(cfg, data)
+    task = get_task("qa").objective(cfg, data)
     batch = task.collate(data.validation[:5])
     width = max(len(it[0]) for it in data.validation[:5])
     assert batch["input_ids"].shape == batch["token_type_ids"].shape == (5, width)
@@ -162,7 +162,7 @@ def test_span_loss_and_evaluate_with_perfect_logits(recipe: dict) -> None:
                 start[row, f.start_position] = end[row, f.end_position] = 50.0
             return SpanOutput(start, end)
 
-    task: QATask = get_task("qa").trainer_task(cfg, data)
+    task: QAObjective = get_task("qa").objective(cfg, data)
     oracle = Oracle()
     batches = []
     for lo in range(0, len(data.validation), 7):

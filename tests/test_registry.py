@@ -46,6 +46,7 @@ from attnkit.tasks import (
     get_tokenizer,
     register_task,
 )
+from attnkit.tasks.base import adopt_pretrained
 from attnkit.tasks.run_config import RunConfig
 
 IGNORE = -100
@@ -104,7 +105,7 @@ class ToyTagger(AttnkitModel):
 Item = tuple[list[int], list[int]]  # (token ids, tag per token)
 
 
-class TaggingTask:
+class TaggingObjective:
     """What the Trainer needs: batches, the loss, the metrics."""
 
     metric = "accuracy"
@@ -221,8 +222,8 @@ class ToyTagSpec(TaskSpec):
     def model_inputs(self, cfg: RunConfig, tokenizer, run_info: dict) -> dict:
         return {**super().model_inputs(cfg, tokenizer, run_info), "num_tags": 2}
 
-    def trainer_task(self, cfg: RunConfig, data: PreparedData) -> TaggingTask:
-        return TaggingTask(data.tokenizer.pad_id)
+    def objective(self, cfg: RunConfig, data: PreparedData) -> TaggingObjective:
+        return TaggingObjective(data.tokenizer.pad_id)
 
     def predictor(self, model, tokenizer, cfg, run, saved) -> TaggerPredictor:
         return TaggerPredictor(model, tokenizer, cfg, run.path)
@@ -230,7 +231,7 @@ class ToyTagSpec(TaskSpec):
     def evaluate(self, predictor, split, data_dir=None, batch_size=128, **options) -> dict:
         lines = self._lines(predictor.config, split)
         items = self._encode(predictor.tokenizer, lines, predictor.config.data.max_len)
-        task = TaggingTask(predictor.tokenizer.pad_id)
+        task = TaggingObjective(predictor.tokenizer.pad_id)
         batches = [
             task.collate(items[i : i + batch_size]) for i in range(0, len(items), batch_size)
         ]
@@ -406,7 +407,7 @@ def test_a_model_starts_from_a_pretrained_run_through_its_config(
     run.save_weights(pretrained)
 
     recipe = {**toy_recipe, "model": {"arch": "toy-linear", "d_model": 4, "init_from": str(run)}}
-    cfg, tokenizer = spec.before_data(RunConfig.from_dict(recipe), None, logs.append)
+    cfg, tokenizer = adopt_pretrained(RunConfig.from_dict(recipe), None, logs.append)
     assert cfg.model.d_model == 8 and tokenizer.vocab_size == data.tokenizer.vocab_size
     assert f"model.init_from {run}: encoder sizes taken from it: d_model=8" in logs
     cfg.model = cfg.model.replace(**spec.model_inputs(cfg, tokenizer, {}))
@@ -422,7 +423,7 @@ def test_a_model_starts_from_a_pretrained_run_through_its_config(
     ]:
         recipe["model"]["init_from"] = str(source)
         with pytest.raises(ConfigError, match=message):
-            spec.before_data(RunConfig.from_dict(recipe), None, logs.append)
+            adopt_pretrained(RunConfig.from_dict(recipe), None, logs.append)
     ngram = config_class("classifier", "ngram")()  # a config without init_from takes none
     with pytest.raises(ConfigError, match="model.init_from does not apply to arch ngram"):
         ngram.check_source(open_pretrained(run.path))
@@ -469,3 +470,19 @@ def test_a_builtin_task_comes_back_after_the_registry_was_emptied(monkeypatch) -
     spec = registry.get_task("qa")
     monkeypatch.setattr(registry, "_REGISTRY", {})
     assert registry.get_task("qa") is spec
+
+
+def test_task_spec_has_at_most_twelve_hooks() -> None:
+    """Issue 41: the hooks every task may override stay few; what only classify has
+    (ensembles, calibration) lives in attnkit.tasks.classify, what every task does alike
+    (init_from's sizes, the model line) is not a hook."""
+    from attnkit.tasks.base import TaskSpec
+
+    hooks = sorted(
+        n
+        for n, v in vars(TaskSpec).items()
+        if callable(v) and not isinstance(v, type) and not n.startswith("_")
+    )
+    assert len(hooks) <= 12, hooks
+    for gone in ("archs", "before_data", "describe_model", "arch_error", "ensemble", "calibrate"):
+        assert gone not in hooks

@@ -23,8 +23,8 @@ from attnkit.data.paths import DataError
 from attnkit.data.tokenization import train_tokenizer
 from attnkit.tasks.run_config import RunConfig, load_config
 from attnkit.tasks.seq2seq import (
+    Seq2SeqObjective,
     Seq2SeqPredictor,
-    Seq2SeqTask,
     encode_pairs,
     read_split,
 )
@@ -197,7 +197,7 @@ def toy():
 def test_collate_shapes_and_shift(toy):
     pairs, tok = toy
     items, _ = encode_pairs(pairs[:3], tok, max_len=12)
-    task = Seq2SeqTask("translate", tok, 12)
+    task = Seq2SeqObjective("translate", tok, 12)
     b = task.collate(items)
     n = len(items)
     longest_src = max(len(it[0]) for it in items)
@@ -222,7 +222,7 @@ def test_loss_ignores_padding(toy, arch):
     cfg = RunConfig.from_dict(s2s_recipe(Path("/x"), arch=arch, **extra))
     torch.manual_seed(0)
     model = cfg.model.replace(vocab_size=tok.vocab_size, pad_id=tok.pad_id).build().eval()
-    task = Seq2SeqTask("translate", tok, 12, label_smoothing=0.1)
+    task = Seq2SeqObjective("translate", tok, 12, label_smoothing=0.1)
     items, _ = encode_pairs(pairs, tok, max_len=12)
     short = min(items, key=lambda it: len(it[1]) + len(it[0]))
     long = max(items, key=lambda it: len(it[1]) + len(it[0]))

@@ -27,7 +27,7 @@ from attnkit.models import TaggerOutput
 from attnkit.tasks.run_config import RunConfig, load_config
 from attnkit.tasks.tag import (
     KNOWN_TAGS,
-    TaggingTask,
+    TaggingObjective,
     TagPredictor,
     _entities,
     encode_sentences,
@@ -248,7 +248,7 @@ def test_labels_sit_on_the_first_piece_through_the_collate() -> None:
     assert truncated == 0
     pieces = len(tokenizer.encode_words(["Johnson"])[0])
     assert pieces == 7 and len(tokenizer.encode_words(["went"])[0]) == 4
-    batch = TaggingTask(["O", "B-PER"], tokenizer.pad_id).collate(items)
+    batch = TaggingObjective(["O", "B-PER"], tokenizer.pad_id).collate(items)
     ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
     assert ids.shape == labels.shape == mask.shape and ids.shape[0] == 2
     first = labels[0].tolist()
@@ -261,7 +261,7 @@ def test_labels_sit_on_the_first_piece_through_the_collate() -> None:
     # the loss counts only the labelled positions
     torch.manual_seed(0)
     logits = torch.randn(*ids.shape, 2)
-    task = TaggingTask(["O", "B-PER"], tokenizer.pad_id)
+    task = TaggingObjective(["O", "B-PER"], tokenizer.pad_id)
     loss, n_tokens = task.loss(lambda i, m: TaggerOutput(logits), batch)
     real = labels != IGNORE_INDEX
     expected = torch.nn.functional.cross_entropy(logits[real], labels[real])

@@ -27,7 +27,7 @@ from attnkit.runtime.training import LineProgress, Trainer
 from attnkit.runtime.training_config import TrainingConfig
 from attnkit.tasks.run_config import RunConfig
 from conftest import tiny_recipe
-from test_trainer import ToyModel, ToyTask, make_items
+from test_trainer import ToyModel, ToyObjective, make_items
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +61,7 @@ def toy_trainer(run: Path, callbacks=(), on_best=None, **training_options) -> Tr
     config = TrainingConfig(**{**options, **training_options})
     return Trainer(
         ToyModel(),
-        ToyTask(),
+        ToyObjective(),
         train,
         [1] * len(train),
         val,

@@ -30,7 +30,7 @@ from attnkit.runtime.training_config import TrainingConfig
 FEATURES = 8
 
 
-class ToyTask:
+class ToyObjective:
     """Two classes of random feature vectors, split by a fixed hyperplane."""
 
     metric = "accuracy"
@@ -98,7 +98,7 @@ def make_trainer(run, model=None, task=None, n_train=32, n_val=16, on_best=None,
     )
     return Trainer(
         model,
-        task or ToyTask(),
+        task or ToyObjective(),
         train,
         [1] * len(train),
         val or None,
@@ -166,7 +166,7 @@ def test_to_device_moves_nested_tensors_and_keeps_the_rest():
 
 
 def test_bf16_autocast_trains_in_bf16_on_cpu(tmp_path):
-    task = ToyTask()
+    task = ToyObjective()
     trainer = make_trainer(tmp_path, task=task, device="cpu", bf16=True, max_steps=4)
     assert trainer.precision.name == "bf16"
     assert trainer.precision.emulated == (not cpu_has_native_bf16())

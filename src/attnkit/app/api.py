@@ -63,8 +63,8 @@ from attnkit.runtime.device import (
 from attnkit.runtime.run import RunDir
 from attnkit.runtime.tracking import check_trackers
 from attnkit.runtime.training import Trainer, TrainResult, resolve_device, training_precision
-from attnkit.tasks import get_task
-from attnkit.tasks.base import Predictor, RunError
+from attnkit.tasks import classify, get_task
+from attnkit.tasks.base import Predictor, RunError, adopt_pretrained
 from attnkit.tasks.run_config import RunConfig, load_config, read_run_config
 
 __all__ = ["RunError", "calibrate", "evaluate", "export", "load", "train"]
@@ -360,13 +360,13 @@ def _train(
         spec.check_resume(cfg, saved)
     tokenizer = run.load_tokenizer() if resume else None
     if not resume and where.is_main:
-        cfg, tokenizer = spec.before_data(cfg, tokenizer, log)
+        cfg, tokenizer = adopt_pretrained(cfg, tokenizer, log)
     torch.manual_seed(cfg.training.seed)
     start = time.perf_counter()
     if where.is_main:
         data = spec.prepare_data(cfg, tokenizer, log)
     if where.distributed and not resume:
-        # rank 0's recipe (after before_data) and tokenizer (perhaps trained just now: a
+        # rank 0's recipe (after adopt_pretrained) and tokenizer (perhaps trained just now: a
         # tokenizer trained again elsewhere could differ), so every process has the same data
         cfg, tokenizer = distributed.broadcast_object(
             (cfg, data.tokenizer) if where.is_main else None
@@ -396,8 +396,8 @@ def _train(
     torch.manual_seed(cfg.training.seed)
     model = build_model(cfg.model)
     n_params = sum(p.numel() for p in model.parameters())
-    log(f"model: {spec.describe_model(cfg)}, {n_params:,} parameters")
-    task = spec.trainer_task(cfg, data)
+    log(f"model: {cfg.model.describe()}, {n_params:,} parameters")
+    task = spec.objective(cfg, data)
     if not resume:
         spec.init_model(model, cfg, data, log)
     if not resume and where.is_main:
@@ -532,7 +532,7 @@ def load(
         if len(runs) == 1:
             return load(runs[0], map_location, quantize, precision)
         members = [load(r, map_location, quantize, precision) for r in runs]
-        return get_task(members[0].config.task).ensemble(members, runs)
+        return classify.ensemble(members, runs)  # (only classify runs make one)
     run = RunDir(run_dir)
     if not run.has_config():
         raise RunError(f"{run} is not a run directory (no config.json)")
@@ -605,7 +605,7 @@ def calibrate(
     shown as ``train`` shows its own)."""
     with verbosity():
         predictor = load(run_dir)
-        return get_task(predictor.config.task).calibrate(predictor, data_dir, _log_lines(log, True))
+        return classify.calibrate(predictor, data_dir, _log_lines(log, True))
 
 
 def evaluate(

@@ -251,7 +251,7 @@ class ModelConfig:
         return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------------ building
-    def build(self) -> nn.Module:
+    def build(self) -> AttnkitModel:
         """The model this config describes (freshly initialised)."""
         raise NotImplementedError
 

@@ -47,6 +47,7 @@ BERT directory or an attnkit run whose model is a BERT (``BertConfig.adopt`` tak
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -390,11 +391,14 @@ class HfBertFiles(AttnkitModel):
     pretrained encoder (``model.init_from``) into it."""
 
     config_class: ClassVar[type[ModelConfig]] = BertConfig
+    config: BertConfig
     ARCH: ClassVar[str] = "bert"
     HAS_POOLER: ClassVar[bool] = True
     HEAD_KEYS: ClassVar[dict[str, str]] = {}
     OUTPUT: ClassVar[type] = BertOutput  # what ``forward`` returns (each head: its family's)
-    export_formats = ("int8", "hf")
+    export_formats: tuple[str, ...] = ("int8", "hf")
+    # (only a model loaded from a Hugging Face directory: ``attnkit.models.hf_bert``)
+    loading_info: dict[str, list[str]]
 
     # ------------------------------------------------------------------ files
     def save_pretrained(
@@ -528,7 +532,11 @@ class BertModel(HfBertFiles):
 # --------------------------------------------------------------------------------------
 # the task heads
 # --------------------------------------------------------------------------------------
-_ACT = {"gelu": F.gelu, "relu": F.relu, "gelu_tanh": partial(F.gelu, approximate="tanh")}
+_ACT: dict[str, Callable[[Tensor], Tensor]] = {
+    "gelu": F.gelu,
+    "relu": F.relu,
+    "gelu_tanh": partial(F.gelu, approximate="tanh"),
+}
 _LM_KEYS = {
     "lm_head.dense.weight": "cls.predictions.transform.dense.weight",
     "lm_head.dense.bias": "cls.predictions.transform.dense.bias",
@@ -734,12 +742,12 @@ class BertForTokenClassification(BertForSequenceClassification):
     OUTPUT: ClassVar[type] = TaggerOutput
     HAS_POOLER: ClassVar[bool] = False
 
-    def forward(
+    def forward(  # type: ignore[override]  # (the classifier's head, at every position)
         self,
         input_ids: Tensor,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
-    ) -> TaggerOutput:  # type: ignore[override]  # (the classifier's head, at every position)
+    ) -> TaggerOutput:
         """Returns ``TaggerOutput`` with logits (B, T, num_classes)."""
         x = self.features(input_ids, attention_mask, token_type_ids).last_hidden_state
         return TaggerOutput(self.classifier(self.dropout(x)))

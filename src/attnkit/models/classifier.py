@@ -28,8 +28,9 @@ encoder, the RNN its token embedding, and both its tokenizer.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -80,7 +81,13 @@ def _check_mlm_source(source: PretrainedSource) -> None:
     source.require_model("masked_lm", "it must be a task mlm run (a masked_lm encoder)")
 
 
-def _load_mlm_encoder(model: Any, source: PretrainedSource, log: Log) -> int:
+class _TakesEncoder(Protocol):
+    """A classifier that can start from a task-mlm run's weights (both classifiers)."""
+
+    def load_pretrained_encoder(self, weights: dict[str, Tensor], source: str) -> int: ...
+
+
+def _load_mlm_encoder(model: _TakesEncoder, source: PretrainedSource, log: Log) -> int:
     """Copy what ``model`` (``load_pretrained_encoder``) takes of a task-mlm run; log it."""
     _check_mlm_source(source)
     copied = model.load_pretrained_encoder(source.state_dict(), source.given)
@@ -143,6 +150,7 @@ class TransformerEncoderModel(AttnkitModel):
     """
 
     config_class: ClassVar[type[ModelConfig]] = TransformerEncoderConfig
+    config: TransformerEncoderConfig
     returns_attention = True
     POSITIONALS = TransformerEncoderConfig.POSITIONALS
 
@@ -155,6 +163,7 @@ class TransformerEncoderModel(AttnkitModel):
         self.embed = TokenEmbedding(
             c.vocab_size, c.d_model, padding_idx=c.pad_id, scale=c.embed_scale
         )
+        self.pos: SinusoidalPositionalEncoding | LearnedPositionalEmbedding
         if c.positional == "sinusoidal":
             self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len)
         else:
@@ -256,6 +265,7 @@ class TransformerClassifier(TransformerEncoderModel):
     """
 
     config_class: ClassVar[type[ModelConfig]] = TransformerClassifierConfig
+    config: TransformerClassifierConfig
     POOLINGS = TransformerClassifierConfig.POOLINGS
     export_formats = ("int8", "onnx")
 
@@ -311,7 +321,8 @@ class TransformerClassifier(TransformerEncoderModel):
 # --------------------------------------------------------------------------------------
 # Recurrent classifier (RNN / LSTM / GRU baselines)
 # --------------------------------------------------------------------------------------
-_CELLS: dict[str, type[nn.RNNBase]] = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
+# (each class's own constructor: RNNBase's takes a mode first)
+_CELLS: dict[str, Callable[..., nn.RNNBase]] = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
 
 @dataclass
@@ -372,6 +383,7 @@ class RNNClassifier(AttnkitModel):
     """
 
     config_class: ClassVar[type[ModelConfig]] = RNNClassifierConfig
+    config: RNNClassifierConfig
     POOLINGS = RNNClassifierConfig.POOLINGS
 
     def __init__(self, config: RNNClassifierConfig | None = None, **kwargs: Any) -> None:

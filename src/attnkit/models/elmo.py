@@ -170,6 +170,7 @@ class BiLM(AttnkitModel):
     """
 
     config_class: ClassVar[type[ModelConfig]] = ELMoConfig
+    config: ELMoConfig
 
     def __init__(self, config: ELMoConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)

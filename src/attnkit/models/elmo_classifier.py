@@ -228,6 +228,7 @@ class ELMoClassifier(AttnkitModel):
     """
 
     config_class: ClassVar[type[ModelConfig]] = ELMoClassifierConfig
+    config: ELMoClassifierConfig
 
     def __init__(self, config: ELMoClassifierConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)

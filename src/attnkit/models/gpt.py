@@ -39,7 +39,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -57,7 +57,7 @@ from attnkit.models.saved import CONFIG_FILE
 from attnkit.nn.attention import KVCache
 from attnkit.nn.dropout import Dropout
 from attnkit.nn.generation import StepCallback, beam_search, sample
-from attnkit.nn.layers import BlockConfig, Encoder, LearnedPositionalEmbedding
+from attnkit.nn.layers import BlockConfig, Encoder, EncoderLayer, LearnedPositionalEmbedding
 
 __all__ = [
     "PRESETS",
@@ -247,6 +247,7 @@ class GPT(AttnkitModel):
     """
 
     config_class: ClassVar[type[ModelConfig]] = GPTConfig
+    config: GPTConfig
     returns_attention = True
     export_formats = ("int8", "hf")
 
@@ -263,7 +264,8 @@ class GPT(AttnkitModel):
             self.lm_head.weight = self.tok_embed.weight
         self.apply(self._init_weights)
         # GPT-2: the projections into the residual stream scaled by 1/sqrt(2 num_layers)
-        for layer in self.blocks.layers:
+        for module in self.blocks.layers:
+            layer = cast(EncoderLayer, module)  # (an Encoder's ModuleList holds EncoderLayers)
             for linear in (layer.self_attn.out_proj, layer.ffn.linear2):
                 nn.init.normal_(linear.weight, 0.0, c.init_std / math.sqrt(2 * c.num_layers))
 
@@ -434,7 +436,10 @@ class GPT(AttnkitModel):
         except (OSError, ValueError):
             raw = None
         if is_hf_gpt2_config(raw):
-            return load_hf_gpt2(directory, cls.config_class, map_location=map_location)
+            model = load_hf_gpt2(directory, cls.config_class, map_location=map_location)
+            if not isinstance(model, GPT):  # (what config_class builds)
+                raise TypeError(f"{cls.config_class.__name__} does not build a GPT")
+            return model
         return super().from_pretrained(directory, map_location=map_location)
 
 

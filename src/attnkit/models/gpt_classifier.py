@@ -141,7 +141,8 @@ class GPTClassifierConfig(GPTConfig):
             f"{self.max_len}), {pooling} pooling"
         )
 
-    def build(self) -> GPTClassifier:
+    # (every GPT key, hence a GPTConfig, but it builds the classifier, which holds a GPT)
+    def build(self) -> GPTClassifier:  # type: ignore[override]
         return GPTClassifier(self)
 
     # ------------------------------------------------------------------ model.init_from
@@ -203,6 +204,7 @@ class GPTClassifier(AttnkitModel):
     """
 
     config_class: ClassVar[type[ModelConfig]] = GPTClassifierConfig
+    config: GPTClassifierConfig
     returns_attention = True
     export_formats = ("int8", "onnx")
 

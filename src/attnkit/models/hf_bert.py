@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import torch
 from torch import Tensor
@@ -43,9 +43,43 @@ from attnkit.models.sizes import (
 )
 
 # (the hints name the bases: this module is given BERT's classes, ``BertConfig`` and
-# ``attnkit.models.bert.HfBertFiles``, and needs none of their code)
+# ``attnkit.models.bert.HfBertFiles``, and needs none of their code; what it reads of them
+# beyond the bases' own is ``BertSizes`` and ``BertLayout``)
 C = TypeVar("C", bound=ModelConfig)
 M = TypeVar("M", bound=AttnkitModel)
+
+
+class BertSizes(Protocol):
+    """What this module reads of a ``BertConfig`` beyond ``ModelConfig``'s fields."""
+
+    num_layers: int
+    num_classes: int
+    activation: str
+    freeze_encoder: bool
+
+    @property
+    def pooling_used(self) -> str: ...
+
+
+class BertLayout(Protocol):
+    """What it reads of the class of a BERT model (``HfBertFiles``: ``BertModel`` or a
+    head's class) and sets on one loaded from a Hugging Face directory."""
+
+    ARCH: str
+    HAS_POOLER: bool
+    HEAD_KEYS: dict[str, str]
+    loading_info: dict[str, list[str]]
+
+
+def _sizes(config: ModelConfig) -> BertSizes:
+    """``config`` as the ``BertConfig`` it is (what ``attnkit.models.bert`` passes)."""
+    return cast(BertSizes, config)
+
+
+def _layout(model: AttnkitModel | type[AttnkitModel]) -> BertLayout:
+    """``model`` (a class or an instance) as the ``HfBertFiles`` it is."""
+    return cast(BertLayout, model)
+
 
 logger = logging.getLogger("attnkit")
 
@@ -151,13 +185,14 @@ def bert_config_to_hf(config: ModelConfig, labels: list[str] | None = None) -> d
     hf: dict[str, Any] = {"architectures": [BERT_ARCHS[config.arch]], "model_type": "bert"}
     for name, key in _CONFIG_KEYS.items():
         hf[key] = getattr(config, name)
+    sizes = _sizes(config)
     if config.arch in _LABELLED_ARCHS:
-        names = labels or [f"LABEL_{i}" for i in range(config.num_classes)]
-        if len(names) != config.num_classes or len(set(names)) != len(names):
-            raise ConfigError(f"{len(names)} label names for {config.num_classes} classes")
+        names = labels or [f"LABEL_{i}" for i in range(sizes.num_classes)]
+        if len(names) != sizes.num_classes or len(set(names)) != len(names):
+            raise ConfigError(f"{len(names)} label names for {sizes.num_classes} classes")
         hf["id2label"] = {str(i): name for i, name in enumerate(names)}
         hf["label2id"] = {name: i for i, name in enumerate(names)}
-    hf["hidden_act"] = _ACT_TO_HF[config.activation]
+    hf["hidden_act"] = _ACT_TO_HF[sizes.activation]
     hf["position_embedding_type"] = "absolute"
     return dict(sorted(hf.items()))
 
@@ -198,7 +233,7 @@ def bert_config_from_hf(raw: dict[str, Any], config_class: type[C], where: str =
     values["arch"] = _ARCH_FROM_HF.get(archs[0] if isinstance(archs, list) else "", "bert")
     labels = raw.get("id2label")
     num_labels = len(labels) if isinstance(labels, dict) and labels else raw.get("num_labels")
-    values["num_classes"] = defaults.num_classes if num_labels is None else num_labels
+    values["num_classes"] = _sizes(defaults).num_classes if num_labels is None else num_labels
     try:  # every value typed and every size bounded (attnkit.models.sizes), under HF's names
         config = config_class.from_dict(values)
         config.validate()
@@ -225,24 +260,25 @@ def hf_key_map(num_layers: int) -> dict[str, str]:
 def _prefix(model_class: type[AttnkitModel]) -> str:
     """Where the encoder's tensors are in ``model_class``: at the top (``BertModel``) or
     under ``bert.`` (a head's class)."""
-    return "" if model_class.ARCH == "bert" else "bert."
+    return "" if _layout(model_class).ARCH == "bert" else "bert."
 
 
 def model_key_map(model_class: type[AttnkitModel], num_layers: int) -> dict[str, str]:
     """attnkit state-dict name -> Hugging Face's, for ``BertModel`` or a head's class (its
     encoder under ``bert.``, the pooler only where Hugging Face's class has one)."""
     body = hf_key_map(num_layers)
-    if not model_class.HAS_POOLER:
+    layout = _layout(model_class)
+    if not layout.HAS_POOLER:
         body = {k: v for k, v in body.items() if k not in _POOLER_KEYS}
     if not _prefix(model_class):
         return body
-    return {**{f"bert.{k}": f"bert.{v}" for k, v in body.items()}, **model_class.HEAD_KEYS}
+    return {**{f"bert.{k}": f"bert.{v}" for k, v in body.items()}, **layout.HEAD_KEYS}
 
 
 def to_hf_state_dict(model: AttnkitModel) -> dict[str, Tensor]:
     """The model's tensors under Hugging Face's names (the tied masked-LM decoder is the
     word embedding: stored once, as transformers does)."""
-    names = model_key_map(type(model), model.config.num_layers)
+    names = model_key_map(type(model), _sizes(model.config).num_layers)
     return {names[k]: v for k, v in model.state_dict().items()}
 
 
@@ -271,13 +307,12 @@ def from_hf_state_dict(
     encoder tensors. Tensors of other heads are unused; the head's or pooler's tensors the
     checkpoint lacks are left out (the model keeps its fresh ones). ``info`` (if given)
     gets Hugging Face's names of both: ``missing_keys`` and ``unexpected_keys``."""
-    names = model_key_map(model_class, config.num_layers)
+    names = model_key_map(model_class, _sizes(config).num_layers)
     bare = _prefix(model_class)
     # Hugging Face's name without the bert. prefix -> ours
     theirs_to_ours = {v.removeprefix(bare): k for k, v in names.items()}
-    optional = {
-        k for k in names if k.removeprefix(bare) in _POOLER_KEYS or k in model_class.HEAD_KEYS
-    }
+    head = _layout(model_class).HEAD_KEYS
+    optional = {k for k in names if k.removeprefix(bare) in _POOLER_KEYS or k in head}
     renamed: dict[str, tuple[str, Tensor]] = {}
     for key, tensor in tensors.items():
         name = _hf_name(key)
@@ -359,7 +394,7 @@ def check_hf_bert(
         from_hf_state_dict(stubs, changed, model_class, str(directory))  # type: ignore[arg-type]
 
     def expected_found(shapes: dict[str, tuple[int, ...]], changed: ModelConfig) -> Any:
-        names = model_key_map(model_class, changed.num_layers)
+        names = model_key_map(model_class, _sizes(changed).num_layers)
         bare = _prefix(model_class)
         expected = {
             names[k].removeprefix(bare): v
@@ -403,7 +438,7 @@ def load_hf_bert(directory: str | Path, model_class: type[M], map_location: str 
     initialised (``missing_keys``: a head or pooler the checkpoint lacks) and of those
     unused (``unexpected_keys``: another head's)."""
     config = read_hf_config(directory, model_class.config_class)
-    config = config.replace(arch=model_class.ARCH)
+    config = config.replace(arch=_layout(model_class).ARCH)
     check_hf_bert(directory, config, model_class)  # before anything is loaded or built
     tensors = read_hf_tensors(directory, map_location)
     info: dict[str, list[str]] = {}
@@ -411,7 +446,7 @@ def load_hf_bert(directory: str | Path, model_class: type[M], map_location: str 
     model = model_class(config)
     result = model.load_state_dict(state, strict=False)
     assert not result.unexpected_keys, result.unexpected_keys
-    model.loading_info = info
+    _layout(model).loading_info = info
     if info["missing_keys"]:
         logger.warning(
             "Some weights of %s were not initialized from the checkpoint at %s and are newly "
@@ -438,13 +473,14 @@ def check_hf_exportable(config: ModelConfig) -> None:
     something else than attnkit's model: a feature-based model (``freeze_encoder``) or a
     bert-classifier that does not pool with the pooler (``model.pooling: mean | cls``;
     ``BertForSequenceClassification`` always reads tanh(W h_[CLS] + b))."""
-    if config.freeze_encoder:
+    sizes = _sizes(config)
+    if sizes.freeze_encoder:
         raise ConfigError(
             "a feature-based model (model.freeze_encoder) reads a learned mix of the encoder's "
             "layers, which Hugging Face's BERT classes have no place for; export the "
             "fine-tuned kind instead"
         )
-    pooling = config.pooling_used
+    pooling = sizes.pooling_used
     if config.arch == "bert-classifier" and pooling != "pooler":
         raise ConfigError(
             f"it pools {_POOLED_BY.get(pooling, f'by {pooling}')} (model.pooling: {pooling}); "

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import torch
 from torch import Tensor
@@ -44,8 +44,27 @@ from attnkit.models.sizes import (
 )
 
 # (the hints name the bases: this module is given GPT's classes, ``GPTConfig`` and ``GPT``,
-# and needs none of their code)
+# and needs none of their code; what it reads of a config beyond the base's is ``GPTSizes``)
 C = TypeVar("C", bound=ModelConfig)
+
+
+class GPTSizes(Protocol):
+    """What this module reads of a ``GPTConfig`` beyond ``ModelConfig``'s fields."""
+
+    eos_id: int | None
+    d_model: int
+    d_ff: int
+    num_layers: int
+    dropout: float
+    attention_dropout: float | None
+    activation: str
+    tie_embeddings: bool
+
+
+def _sizes(config: ModelConfig) -> GPTSizes:
+    """``config`` as the ``GPTConfig`` it is (what ``attnkit.models.gpt`` passes)."""
+    return cast(GPTSizes, config)
+
 
 __all__ = [
     "check_hf_gpt2",
@@ -209,14 +228,15 @@ def gpt_config_to_hf(config: ModelConfig) -> dict[str, Any]:
     hf: dict[str, Any] = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}
     for name, key in _CONFIG_KEYS.items():
         hf[key] = getattr(config, name)
-    if config.attention_dropout is None:
-        hf["attn_pdrop"] = config.dropout
-    hf["embd_pdrop"] = config.dropout
-    hf["n_inner"] = config.d_ff
+    sizes = _sizes(config)
+    if sizes.attention_dropout is None:
+        hf["attn_pdrop"] = sizes.dropout
+    hf["embd_pdrop"] = sizes.dropout
+    hf["n_inner"] = sizes.d_ff
     hf["n_ctx"] = config.max_len
-    hf["activation_function"] = _ACT_TO_HF[config.activation]
+    hf["activation_function"] = _ACT_TO_HF[sizes.activation]
     hf["pad_token_id"] = config.pad_id
-    hf["bos_token_id"] = hf["eos_token_id"] = config.eos_id
+    hf["bos_token_id"] = hf["eos_token_id"] = sizes.eos_id
     for key, default in _UNSUPPORTED:
         hf[key] = default
     hf = dict(sorted(hf.items()))
@@ -232,7 +252,7 @@ def gpt_config_to_hf(config: ModelConfig) -> dict[str, Any]:
 def to_hf_state_dict(model: AttnkitModel) -> dict[str, Tensor]:
     """The model's tensors under ``GPT2LMHeadModel``'s names, Conv1D weights transposed,
     q/k/v fused into ``c_attn``; ``lm_head.weight`` only when not tied."""
-    c = model.config
+    c = _sizes(model.config)
     state = model.state_dict()
     out = {
         "transformer.wte.weight": state["tok_embed.weight"],
@@ -273,7 +293,7 @@ def _named(tensors: dict[str, Any], config: ModelConfig) -> dict[str, Any]:
         name = key if key == "lm_head.weight" else key.removeprefix("transformer.")
         if name.endswith(_IGNORED_SUFFIXES):
             continue
-        if name == "lm_head.weight" and config.tie_embeddings:
+        if name == "lm_head.weight" and _sizes(config).tie_embeddings:
             continue  # the token embedding itself
         named[name if name == "lm_head.weight" else f"transformer.{name}"] = tensor
     return named
@@ -322,14 +342,15 @@ def from_hf_state_dict(
     named = _named(tensors, config)
     _check_shapes({k: tuple(v.shape) for k, v in named.items()}, config, where)
 
-    d = config.d_model
+    sizes = _sizes(config)
+    d = sizes.d_model
     state = {
         "tok_embed.weight": named["transformer.wte.weight"],
         "pos.embedding.weight": named["transformer.wpe.weight"],
         "blocks.norm.weight": named["transformer.ln_f.weight"],
         "blocks.norm.bias": named["transformer.ln_f.bias"],
     }
-    for i in range(config.num_layers):
+    for i in range(sizes.num_layers):
         ours, theirs = f"blocks.layers.{i}.", f"transformer.h.{i}."
         for module, norm in _NORMS.items():
             for part in ("weight", "bias"):

@@ -100,6 +100,7 @@ class TransformerMLM(TransformerEncoderModel):
     input embedding."""
 
     config_class: ClassVar[type[ModelConfig]] = MaskedLMConfig
+    config: MaskedLMConfig
 
     def __init__(self, config: MaskedLMConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
@@ -151,6 +152,7 @@ class ElectraPretrainer(TransformerEncoderModel):
     """
 
     config_class: ClassVar[type[ModelConfig]] = MaskedLMConfig
+    config: MaskedLMConfig
 
     def __init__(self, config: MaskedLMConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)

@@ -91,6 +91,7 @@ class NgramClassifier(AttnkitModel):
     """
 
     config_class: ClassVar[type[ModelConfig]] = NgramConfig
+    config: NgramConfig
     explains_by_contributions = True
 
     def __init__(self, config: NgramConfig | None = None, **kwargs: Any) -> None:
@@ -104,6 +105,7 @@ class NgramClassifier(AttnkitModel):
         nn.init.zeros_(self.weight.weight)
         self.bias = nn.Parameter(torch.zeros(c.num_classes))
         # r (num_features, C): saved with the weights, so a loaded model needs no data
+        self.nb_ratio: Tensor
         self.register_buffer("nb_ratio", torch.ones(num_features, c.num_classes))
 
     @property

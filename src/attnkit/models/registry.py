@@ -172,7 +172,8 @@ def archs_exporting(fmt: str) -> list[str]:
     out: list[str] = []
     for by_arch in MODEL_CONFIGS.values():
         for arch, cls in by_arch.items():
-            if arch not in out and fmt in _export_formats(cls, arch):
+            # (a class is hashable; mypy reads the dataclass's __hash__: python/mypy#11470)
+            if arch not in out and fmt in _export_formats(cls, arch):  # type: ignore[arg-type]
                 out.append(arch)
     return out
 
@@ -257,5 +258,5 @@ def build_classifier(
             f"unknown hyperparameter(s) {', '.join(map(repr, unknown))} for arch {arch!r}; "
             f"valid: {', '.join(valid)}"
         )
-    config = cls(arch=arch, vocab_size=vocab_size, num_classes=num_classes, pad_id=pad_id)
-    return config.replace(**hparams).build()
+    config = cls(arch=arch, vocab_size=vocab_size, pad_id=pad_id)  # (num_classes: the arch's own)
+    return config.replace(num_classes=num_classes, **hparams).build()

@@ -94,6 +94,7 @@ class Seq2SeqLSTM(AttnkitModel):
     """Encoder-decoder LSTM (see the module docstring), built from a ``Seq2SeqLSTMConfig``."""
 
     config_class: ClassVar[type[ModelConfig]] = Seq2SeqLSTMConfig
+    config: Seq2SeqLSTMConfig
     max_target_len: int | None = None  # a recurrent decoder has no positional table
 
     def __init__(self, config: Seq2SeqLSTMConfig | None = None, **kwargs: Any) -> None:
@@ -134,7 +135,9 @@ class Seq2SeqLSTM(AttnkitModel):
             self.tgt_embed = self.src_embed
 
     # ------------------------------------------------------------------ encoder
-    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> tuple[Tensor, tuple, Tensor]:
+    def encode(
+        self, src: Tensor, src_mask: Tensor | None = None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor]:
         """src (B, S) -> (outputs (B, S, hid_dim), (h, c) each (n_layers, B, hid_dim), mask)."""
         src_mask = src != self.pad_id if src_mask is None else src_mask
         lengths = src_mask.sum(1).clamp(min=1).cpu()
@@ -168,13 +171,17 @@ class Seq2SeqLSTM(AttnkitModel):
         s_t = out[:, 0]  # (B, H)
         if self.attention_name is None:
             return self.out(self.dropout(s_t)), state, context0, None
+        if keys is None:
+            raise ValueError("decode_step with attention needs keys (self.score.prepare(enc_out))")
         scores = self.score.score(s_t[:, None], keys)  # (B, 1, S)
         alpha = masked_softmax(scores, src_mask[:, None])  # (B, 1, S)
         c_t = attend(alpha, enc_out)[:, 0]  # (B, H)
         a_t = torch.tanh(self.W_c(torch.cat([c_t, s_t], -1)))  # attentional hidden state
         return self.out(self.dropout(a_t)), state, a_t, alpha[:, 0]
 
-    def _start(self, src: Tensor, src_mask: Tensor | None):
+    def _start(
+        self, src: Tensor, src_mask: Tensor | None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor, Tensor, Tensor, Tensor | None]:
         enc_out, state, src_mask = self.encode(src, src_mask)
         context0 = state[0][-1]  # the "context vector": last layer's final state (B, H)
         feed = context0 if self.attention_name is None else torch.zeros_like(context0)
@@ -196,14 +203,16 @@ class Seq2SeqLSTM(AttnkitModel):
         ``tgt_mask`` is accepted for one seq2seq signature (padding only follows the real
         target tokens, whose loss the task masks)."""
         enc_out, state, src_mask, context0, feed, keys = self._start(src, src_mask)
-        logits, alphas = [], []
+        logits: list[Tensor] = []
+        alphas: list[Tensor] = []  # (none without attention)
         y_prev = tgt_in[:, 0]
         for t in range(tgt_in.size(1)):
             step_logits, state, feed, alpha = self.decode_step(
                 y_prev, state, feed, enc_out, src_mask, context0, keys
             )
             logits.append(step_logits)
-            alphas.append(alpha)
+            if alpha is not None:
+                alphas.append(alpha)
             if t + 1 < tgt_in.size(1):
                 if teacher_forcing_ratio >= 1.0:
                     y_prev = tgt_in[:, t + 1]
@@ -226,7 +235,16 @@ class Seq2SeqLSTM(AttnkitModel):
 class LSTMStepper:
     """``attnkit.nn.generation`` adaptor: the LSTM state plays the role of the KV cache."""
 
-    def __init__(self, model: Seq2SeqLSTM, enc_out, state, src_mask, context0, feed, keys) -> None:
+    def __init__(
+        self,
+        model: Seq2SeqLSTM,
+        enc_out: Tensor,
+        state: tuple[Tensor, Tensor],
+        src_mask: Tensor,
+        context0: Tensor,
+        feed: Tensor,
+        keys: Tensor | None,
+    ) -> None:
         self.model = model
         self.enc_out, self.state, self.src_mask = enc_out, state, src_mask
         self.context0, self.feed, self.keys = context0, feed, keys
@@ -247,5 +265,6 @@ class LSTMStepper:
         self.feed = self.feed.index_select(0, index)
         if self.keys is not None:
             self.keys = self.keys.index_select(0, index)
-        self.state = tuple(s.index_select(1, index) for s in self.state)
+        h, c = self.state
+        self.state = (h.index_select(1, index), c.index_select(1, index))
         self.attention = [a.index_select(0, index) for a in self.attention]

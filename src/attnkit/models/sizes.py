@@ -166,7 +166,13 @@ class _NoValuesOnMeta(TorchFunctionMode):
     Python reference decomposition whose wrapper imports ``torch._dynamo`` (~0.8 s of a
     command's start-up) to fill values that do not exist."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Iterable[type],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         if func is torch.arange and _on_meta(kwargs):  # (its decomposition imports dynamo)
             return _meta_arange(*args, **kwargs)
@@ -182,7 +188,7 @@ class _NoValuesOnMeta(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _on_meta(kwargs: dict) -> bool:
+def _on_meta(kwargs: dict[str, Any]) -> bool:
     device = kwargs.get("device")
     return device is None or torch.device(device).type == "meta"
 
@@ -199,7 +205,7 @@ def _meta_arange(*args: Any, dtype: torch.dtype | None = None, **_: Any) -> torc
     return torch.empty(length, dtype=dtype, device="meta")
 
 
-def _meta_elementwise(name: str, args: tuple) -> torch.Tensor:
+def _meta_elementwise(name: str, args: tuple[Any, ...]) -> torch.Tensor:
     """An elementwise op's result on meta operands: the broadcast shape, the promoted dtype
     (a float for the functions that make one)."""
     shapes = [a.shape for a in args if isinstance(a, torch.Tensor)]
@@ -367,7 +373,7 @@ def check_training_memory(
 # --------------------------------------------------------------------------------------
 # the weight file
 # --------------------------------------------------------------------------------------
-def weight_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
+def weight_shapes(path: str | os.PathLike[str]) -> dict[str, tuple[int, ...]]:
     """Every tensor's shape in a safetensors file, from its header alone (nothing is
     loaded). A missing or damaged file is a one-line error naming it."""
     try:
@@ -542,7 +548,7 @@ def _meta_shapes(config: Any) -> dict[str, tuple[int, ...]]:
 def check_weights(
     model: nn.Module,
     config: Any,
-    weights: str | os.PathLike,
+    weights: str | os.PathLike[str],
     where: str,
     error: type[AttnkitError] = RunError,
     int8: bool = False,
@@ -585,7 +591,7 @@ def renamed_fields(message: str, names: dict[str, str]) -> str:
 def check_model(
     config: Any,
     where: str,
-    weights: str | os.PathLike | None = None,
+    weights: str | os.PathLike[str] | None = None,
     error: type[AttnkitError] = RunError,
     int8: bool = False,
 ) -> None:

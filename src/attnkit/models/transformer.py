@@ -70,7 +70,12 @@ class TransformerConfig(TransformerSizes):
     tgt_vocab_size: int | None = param(None, "target vocabulary if not the joint one", True)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], **kwargs: Any) -> TransformerConfig:
+    def from_dict(
+        cls,
+        raw: dict[str, Any],
+        allow_derived: bool = True,
+        ignore: frozenset[str] = frozenset(),
+    ) -> TransformerConfig:
         """``preset`` fills the sizes the section does not set (an explicit ``d_model``
         etc. wins); the saved config holds the filled values."""
         name = raw.get("preset")
@@ -81,7 +86,7 @@ class TransformerConfig(TransformerSizes):
                     f"got {short_repr(name)}"
                 )
             raw = {**_preset_sizes(name), **raw}
-        return super().from_dict(raw, **kwargs)
+        return super().from_dict(raw, allow_derived=allow_derived, ignore=ignore)
 
     def validate(self) -> None:
         super().validate()
@@ -115,6 +120,7 @@ class Transformer(AttnkitModel):
     """The encoder-decoder Transformer, built from a ``TransformerConfig``."""
 
     config_class: ClassVar[type[ModelConfig]] = TransformerConfig
+    config: TransformerConfig
     returns_attention = True
     has_cross_attention = True
     attention_description = "Transformer, last layer, mean of heads"
@@ -131,6 +137,7 @@ class Transformer(AttnkitModel):
             if c.share_embeddings
             else TokenEmbedding(tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
         )
+        self.pos: SinusoidalPositionalEncoding | LearnedPositionalEmbedding
         if c.positional == "sinusoidal":
             self.pos = SinusoidalPositionalEncoding(c.d_model, c.max_len)
         else:

@@ -71,7 +71,7 @@ from attnkit.runtime.tracking import make_trackers
 from attnkit.runtime.training_config import TrainingConfig
 
 __all__ = [
-    "Task",
+    "Objective",
     "Trainer",
     "TrainResult",
     "cpu_has_native_bf16",
@@ -95,8 +95,9 @@ FP16_MAX_SKIPPED = 25
 logger = logging.getLogger(__name__)
 
 
-class Task(Protocol):
-    """What the Trainer needs from a task."""
+class Objective(Protocol):
+    """What the Trainer needs from a task: its objective (how to batch, the loss, how to
+    evaluate, the metric)."""
 
     metric: str  # name of the model-selection metric in evaluate()'s result
     greater_is_better: bool
@@ -191,16 +192,16 @@ def autocast_dtype(config: TrainingConfig, device: torch.device) -> torch.dtype 
     return training_precision(config, device).dtype
 
 
-class TaskLoss(nn.Module):
+class ObjectiveLoss(nn.Module):
     """``task.loss(model, batch)`` as a module's forward, so that ``DistributedDataParallel``
     sees every use of the weights, whichever of the model's methods the task calls."""
 
-    def __init__(self, model: nn.Module, task: Task) -> None:
+    def __init__(self, model: nn.Module, objective: Objective) -> None:
         super().__init__()
-        self.model, self.task = model, task
+        self.model, self.objective = model, objective
 
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, int]:
-        return self.task.loss(self.model, batch)
+        return self.objective.loss(self.model, batch)
 
 
 @dataclass
@@ -236,7 +237,7 @@ class Trainer:
     def __init__(
         self,
         model: nn.Module,
-        task: Task,
+        objective: Objective,
         train_items: Sequence[Any],
         lengths: Sequence[int],
         val_items: Sequence[Any] | None,
@@ -246,7 +247,7 @@ class Trainer:
         on_best: Callable[[Path], None] | None = None,
         callbacks: Sequence[Callback | object] = (),
     ) -> None:
-        self.task, self.cfg, self.on_best = task, config, on_best
+        self.objective, self.cfg, self.on_best = objective, config, on_best
         self.train_items, self.val_items = train_items, val_items
         self.run = run if isinstance(run, RunDir) else RunDir(run)
         # the trackers first (a missing tensorboard fails here, before any work)
@@ -260,7 +261,7 @@ class Trainer:
         # the gradients over the processes)
         self.model = model.to(self.device)
         self.train_model = torch.compile(self.model) if config.compile else self.model
-        self.train_loss: nn.Module = TaskLoss(self.train_model, task)
+        self.train_loss: nn.Module = ObjectiveLoss(self.train_model, objective)
         if self.where.distributed:
             self.train_loss = DistributedDataParallel(
                 self.train_loss,
@@ -434,7 +435,7 @@ class Trainer:
         of the step's loss. ``last``: the step's last micro-batch, whose backward pass
         averages the gradients over the processes (the others skip that)."""
         mine = distributed.shard(indices, self.where)
-        batch = to_device(self.task.collate([self.train_items[j] for j in mine]), self.device)
+        batch = to_device(self.objective.collate([self.train_items[j] for j in mine]), self.device)
         sync = (
             self.train_loss.no_sync()
             if isinstance(self.train_loss, DistributedDataParallel) and not last
@@ -536,11 +537,11 @@ class Trainer:
         """The task's metrics on the validation items (eval mode, no gradients)."""
         self.model.eval()
         batches = (
-            to_device(self.task.collate([self.val_items[i] for i in b]), self.device)
+            to_device(self.objective.collate([self.val_items[i] for i in b]), self.device)
             for b in self.val_batches
         )
         with torch.no_grad(), self._autocast():
-            result = self.task.evaluate(self.model, batches)
+            result = self.objective.evaluate(self.model, batches)
         self.model.train()
         return result
 
@@ -548,12 +549,12 @@ class Trainer:
         """Evaluate, log, keep the best weights (model.safetensors, then ``on_best``);
         True when ``patience`` evaluations in a row brought no improvement."""
         result = self.evaluate()
-        value = float(result[self.task.metric])
+        value = float(result[self.objective.metric])
         row = {"step": s.step, "epoch": s.epoch}
         row.update({f"val_{k}": v for k, v in result.items() if isinstance(v, (int, float))})
         if not math.isfinite(value) or not self._weights_finite():
             # never a NaN "best", never weights of a diverged model saved
-            what = f"the validation {self.task.metric} is {value}"
+            what = f"the validation {self.objective.metric} is {value}"
             if math.isfinite(value):
                 what = "some weights are not finite numbers"
             self._diverged(s.step, self._current_lr(), what)
@@ -561,7 +562,7 @@ class Trainer:
         self._callback("on_eval", dict(row))
         s.last_metrics = row
         better = s.best is None or (
-            value > s.best if self.task.greater_is_better else value < s.best
+            value > s.best if self.objective.greater_is_better else value < s.best
         )
         if better:
             s.best, s.best_step, s.bad_evals = value, s.step, 0
@@ -572,11 +573,13 @@ class Trainer:
         else:
             s.bad_evals += 1
         self._say(
-            f"step {s.step}: val {self.task.metric} {value:.4f}"
+            f"step {s.step}: val {self.objective.metric} {value:.4f}"
             f" (best {s.best:.4f} at step {s.best_step})"
-            + (f", val loss {result['loss']:.4f}" if self.task.metric != "loss" else "")
+            + (f", val loss {result['loss']:.4f}" if self.objective.metric != "loss" else "")
             + "".join(  # a task's other headline numbers (its ``shown`` metric names)
-                f", {k} {result[k]:.4f}" for k in getattr(self.task, "shown", ()) if k in result
+                f", {k} {result[k]:.4f}"
+                for k in getattr(self.objective, "shown", ())
+                if k in result
             )
         )
         self._plot()

@@ -6,18 +6,22 @@ returns. ``attnkit.app.api`` runs the same steps for every task, asking the spec
 
     train:    spec.check_data(cfg); spec.validate(cfg) (when the recipe is read)
               spec.check_resume(cfg, saved)               --resume only
-              spec.before_data(cfg, tokenizer, log)       new runs; e.g. init_from's sizes
+              adopt_pretrained(cfg, tokenizer, log)       new runs: init_from's sizes
               data = spec.prepare_data(cfg, tokenizer, log)
               cfg.model <- spec.model_inputs(cfg, data.tokenizer, data.run_info)
               model = cfg.model.build();  spec.init_model(model, cfg, data, log)
-              Trainer(model, spec.trainer_task(cfg, data), data.train, ...).fit()
+              Trainer(model, spec.objective(cfg, data), data.train, ...).fit()
               spec.after_training(run, cfg, data, log)
-    load:     spec.predictor(model, tokenizer, cfg, run, saved)   (several: spec.ensemble)
+    load:     spec.predictor(model, tokenizer, cfg, run, saved)
     evaluate: spec.evaluate(predictor, split, ...)
-    calibrate: spec.calibrate(predictor, data_dir, log)
+
+Twelve hooks in all (``data_kind`` and ``item_length`` besides those above). "Task" means
+the recipe's ``task:`` and its ``TaskSpec``; what the Trainer optimises is the task's
+*objective* (``attnkit.runtime.training.Objective``: collate, loss, evaluate, metric). What
+only classification has (ensembles, calibration) lives in ``attnkit.tasks.classify``.
 
 A new task subclasses ``TaskSpec``, sets ``name`` / ``model_family`` and overrides
-``prepare_data``, ``trainer_task`` and ``predictor`` (the rest have defaults; its predictor
+``prepare_data``, ``objective`` and ``predictor`` (the rest have defaults; its predictor
 subclasses ``Predictor`` and declares its ``capabilities``), then registers an instance
 (``attnkit.tasks.register_task``). Its data: ``reads`` names the kinds of examples it reads
 from the catalogue (``attnkit.data.catalogue``), ``data_settings`` the dataclass of its
@@ -52,7 +56,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from attnkit.runtime.run import RunDir
-    from attnkit.runtime.training import Task
+    from attnkit.runtime.training import Objective
 
 __all__ = [
     "CAPABILITIES",
@@ -219,12 +223,10 @@ class TaskSpec:
     endpoint: str | None = None
     # the outputs of its models' ONNX graph (attnkit export --format onnx); (): no export
     onnx_outputs: tuple[str, ...] = ()
+    # what the refusal of another model.arch says it does ("": needs the family's archs)
+    trains: str = ""
 
     # ------------------------------------------------------------------ recipe
-    def archs(self) -> list[str]:
-        """The ``model.arch`` values this task trains."""
-        return archs(self.model_family)
-
     def data_kind(self, cfg: Recipe) -> str:
         """Which of ``reads`` the recipe's dataset is read as (the first it offers)."""
         kind = find_kind(cfg.data, self.reads)
@@ -242,12 +244,6 @@ class TaskSpec:
         if self.reads:
             check_data(cfg.data, self.data_kind(cfg))
 
-    def arch_error(self, arch: str) -> str:
-        """The one-line error for a ``model.arch`` this task does not train."""
-        *rest, last = self.archs()
-        names = f"{', '.join(rest)} or {last}" if rest else last
-        return f"task {self.name} needs model.arch {names}, got {arch!r}"
-
     def validate(self, cfg: Recipe) -> None:
         """Task-level recipe checks (the model config checks its own): raise ConfigError."""
 
@@ -255,18 +251,6 @@ class TaskSpec:
     def check_resume(self, cfg: Recipe, saved: dict[str, Any]) -> None:
         """Refuse (``RunError``) to resume a run whose data this code would pick otherwise
         than the code that started it (``saved["format"]`` says which wrote it)."""
-
-    def before_data(
-        self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log
-    ) -> tuple[Recipe, Tokenizer | None]:
-        """Adjust the recipe before the data is read (new runs only). Default: a model
-        config with ``model.init_from`` adopts its source's sizes and tokenizer
-        (``ModelConfig.adopt``, whatever the arch); otherwise nothing."""
-        if cfg.model.pretrained is None:
-            return cfg, tokenizer
-        source = open_pretrained_source(cfg.model.pretrained)
-        cfg.model, tokenizer = cfg.model.adopt(source, cfg.data.max_len, log)
-        return cfg, tokenizer
 
     def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         """Read, split (``attnkit.data.split.split_examples``), tokenize (training the
@@ -281,17 +265,13 @@ class TaskSpec:
         (``ModelConfig.data_sizes``: a pretrained BERT keeps its own)."""
         return cfg.model.data_sizes(tokenizer, cfg.data.max_len)
 
-    def describe_model(self, cfg: Recipe) -> str:
-        """What the "model: ..." log line calls the model (its config's ``describe()``)."""
-        return cfg.model.describe()
-
     def init_model(self, model: nn.Module, cfg: Recipe, data: PreparedData, log: Log) -> None:
         """Prepare a freshly built model before training (new runs only). Default: copy
         the pretrained weights of ``model.init_from`` (``AttnkitModel.load_pretrained``)."""
         if cfg.model.pretrained is not None:
             model.load_pretrained(open_pretrained_source(cfg.model.pretrained), log)
 
-    def trainer_task(self, cfg: Recipe, data: PreparedData) -> Task:
+    def objective(self, cfg: Recipe, data: PreparedData) -> Objective:
         """The object the Trainer calls: ``collate``, ``loss``, ``evaluate``, ``metric``."""
         raise NotImplementedError
 
@@ -315,16 +295,6 @@ class TaskSpec:
         whose ``capabilities`` say what the CLI verbs and the server may ask of it."""
         raise NotImplementedError
 
-    def ensemble(self, predictors: Sequence[Predictor], runs: Sequence[Any]) -> Predictor:
-        """A predictor averaging several runs' predictors, if the task has such a thing."""
-        raise RunError(f"only classify runs can be ensembled; {runs[0]} is a {self.name} run")
-
-    def calibrate(self, predictor: Predictor, data_dir: str | None, log: Log) -> dict[str, Any]:
-        """Fit what makes the run's probabilities honest (classify: a softmax temperature),
-        for runs trained before training did it."""
-        raise RunError(f"{predictor.run_dir} is a {self.name} run: it has no class "
-                       "probabilities to calibrate (classify runs have)")  # fmt: skip
-
     def evaluate(
         self,
         predictor: Predictor,
@@ -337,6 +307,33 @@ class TaskSpec:
         ``options`` apply to this call only: read the data with ``with_data_dir(predictor.
         config, data_dir)``, never by changing ``predictor.config``."""
         raise RunError(f"{self.name} runs have no evaluation on a labelled {split} split")
+
+
+def task_archs(spec: TaskSpec) -> list[str]:
+    """The ``model.arch`` values ``spec`` trains (its family's)."""
+    return archs(spec.model_family)
+
+
+def arch_error(spec: TaskSpec, arch: str) -> str:
+    """The one-line error for a ``model.arch`` that ``spec`` does not train."""
+    if spec.trains:
+        return f"task {spec.name} {spec.trains}, got {arch!r}"
+    *rest, last = task_archs(spec)
+    names = f"{', '.join(rest)} or {last}" if rest else last
+    return f"task {spec.name} needs model.arch {names}, got {arch!r}"
+
+
+def adopt_pretrained(
+    cfg: Recipe, tokenizer: Tokenizer | None, log: Log
+) -> tuple[Recipe, Tokenizer | None]:
+    """Before a new run's data is read: a model config with ``model.init_from`` adopts its
+    source's sizes and tokenizer (``ModelConfig.adopt``, whatever the arch and the task);
+    otherwise nothing changes."""
+    if cfg.model.pretrained is None:
+        return cfg, tokenizer
+    source = open_pretrained_source(cfg.model.pretrained)
+    cfg.model, tokenizer = cfg.model.adopt(source, cfg.data.max_len, log)
+    return cfg, tokenizer
 
 
 def open_pretrained_source(init_from: str | Path) -> PretrainedSource:

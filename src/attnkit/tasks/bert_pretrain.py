@@ -53,7 +53,7 @@ __all__ = [
     "SPEC",
     "BertPretrainData",
     "BertPretrainSpec",
-    "BertPretrainingTask",
+    "BertPretrainingObjective",
     "BertPretrainPredictor",
     "read_documents",
 ]
@@ -158,7 +158,7 @@ def prepare_data(cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> Prepared
     return PreparedData(tokenizer, train, validation, summary)
 
 
-class BertPretrainingTask:
+class BertPretrainingObjective:
     """Masked-LM (+ NSP) cross-entropy; model selection by the validation loss."""
 
     metric = "loss"
@@ -301,8 +301,10 @@ class BertPretrainSpec(TaskSpec):
     def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
-    def trainer_task(self, cfg: Recipe, data: PreparedData) -> BertPretrainingTask:
-        return BertPretrainingTask(data.tokenizer, cfg.data.mask_prob, cfg.data.whole_word_mask)
+    def objective(self, cfg: Recipe, data: PreparedData) -> BertPretrainingObjective:
+        return BertPretrainingObjective(
+            data.tokenizer, cfg.data.mask_prob, cfg.data.whole_word_mask
+        )
 
     def predictor(
         self,

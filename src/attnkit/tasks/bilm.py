@@ -55,7 +55,7 @@ __all__ = [
     "SPEC",
     "BiLMPredictor",
     "BiLMSpec",
-    "BiLMTask",
+    "BiLMObjective",
     "TextPerplexity",
     "boundary_ids",
     "encode_pieces",
@@ -157,7 +157,7 @@ def perplexities(forward: float, backward: float, count: int) -> dict[str, Any]:
     }
 
 
-class BiLMTask:
+class BiLMObjective:
     """Trainer task: loss = forward NLL + backward NLL; selection by validation loss."""
 
     metric = "loss"
@@ -324,11 +324,9 @@ class BiLMSpec(TaskSpec):
     name = "bilm"
     model_family = "bilm"
     default_arch = "elmo"
+    trains = "trains model.arch elmo (ELMo's biLM)"
     data_settings = BiLMData
     reads = ("documents",)
-
-    def arch_error(self, arch: str) -> str:
-        return f"task bilm trains model.arch elmo (ELMo's biLM), got {arch!r}"
 
     def validate(self, cfg: Recipe) -> None:
         d = cfg.data
@@ -337,8 +335,8 @@ class BiLMSpec(TaskSpec):
     def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
-    def trainer_task(self, cfg: Recipe, data: PreparedData) -> BiLMTask:
-        return BiLMTask(data.tokenizer)
+    def objective(self, cfg: Recipe, data: PreparedData) -> BiLMObjective:
+        return BiLMObjective(data.tokenizer)
 
     def item_length(self, item: list[int]) -> int:
         return len(item)

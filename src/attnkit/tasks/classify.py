@@ -51,7 +51,7 @@ from attnkit.tasks.metrics import accuracy, classification_report
 
 __all__ = [
     "SPEC",
-    "ClassificationTask",
+    "ClassificationObjective",
     "ClassifyData",
     "ClassifierPredictor",
     "ClassifySpec",
@@ -294,7 +294,7 @@ def fit_temperature(logits: Tensor, labels: Tensor, low: float = 0.05, high: flo
     return math.exp((a + b) / 2)
 
 
-class ClassificationTask:
+class ClassificationObjective:
     """Cross-entropy over classes; model selection by validation accuracy."""
 
     metric = "accuracy"
@@ -644,6 +644,26 @@ def _inputs(items: Sequence[Item]) -> tuple[list[list[int]], int, list[list[int]
     return [it[0] for it in items], 64, types
 
 
+def ensemble(predictors: Sequence[Any], runs: Sequence[Any]) -> EnsemblePredictor:
+    """The predictor averaging several classify runs' class probabilities (``attnkit.load``
+    of a list of runs); another task's run is refused in one line."""
+    for r, m in zip(runs, predictors, strict=True):
+        if not isinstance(m, ClassifierPredictor):
+            raise RunError(f"only classify runs can be ensembled; {r} is a {m.task} run")
+    return EnsemblePredictor(predictors)
+
+
+def calibrate(predictor: Any, data_dir: str | None, log: Log) -> dict[str, Any]:
+    """Temperature scaling for a classify run trained before training did it
+    (``attnkit.calibrate``); another task's run has no class probabilities to calibrate."""
+    if not isinstance(predictor, ClassifierPredictor):
+        raise RunError(f"{predictor.run_dir} is a {predictor.task} run: it has no class "
+                       "probabilities to calibrate (classify runs have)")  # fmt: skip
+    cfg = with_data_dir(predictor.config, data_dir)  # a copy: the predictor's is kept
+    data = prepare_data(cfg, predictor.tokenizer, log=lambda *_: None)
+    return calibrate_run(RunDir(predictor.run_dir), predictor, data.validation, log)
+
+
 def calibrate_run(
     run: RunDir, predictor: ClassifierPredictor, validation: Sequence[Item], log: Log
 ) -> dict[str, Any]:
@@ -728,8 +748,8 @@ class ClassifySpec(TaskSpec):
             )
         super().init_model(model, cfg, data, log)  # model.init_from: the pretrained weights
 
-    def trainer_task(self, cfg: Recipe, data: PreparedData) -> ClassificationTask:
-        return ClassificationTask(
+    def objective(self, cfg: Recipe, data: PreparedData) -> ClassificationObjective:
+        return ClassificationObjective(
             data.run_info["labels"], data.tokenizer.pad_id, cfg.training.label_smoothing
         )
 
@@ -747,14 +767,6 @@ class ClassifySpec(TaskSpec):
         if data.validation:
             predictor = self.predictor(model, data.tokenizer, cfg, run, run.read_config())
             calibrate_run(run, predictor, data.validation, log)
-
-    def calibrate(
-        self, predictor: ClassifierPredictor, data_dir: str | None, log: Log
-    ) -> dict[str, Any]:
-        """Temperature scaling for a run trained before training did it."""
-        cfg = with_data_dir(predictor.config, data_dir)  # a copy: the predictor's is kept
-        data = prepare_data(cfg, predictor.tokenizer, log=lambda *_: None)
-        return calibrate_run(RunDir(predictor.run_dir), predictor, data.validation, log)
 
     def predictor(
         self,
@@ -776,12 +788,6 @@ class ClassifySpec(TaskSpec):
         return ClassifierPredictor(
             model, tokenizer, cfg, labels, run.path, temperature, bool(saved.get("pairs"))
         )
-
-    def ensemble(self, predictors: Sequence[Any], runs: Sequence[Any]) -> EnsemblePredictor:
-        for r, m in zip(runs, predictors, strict=True):
-            if not isinstance(m, ClassifierPredictor):
-                raise RunError(f"only classify runs can be ensembled; {r} is a {m.task} run")
-        return EnsemblePredictor(predictors)
 
     def evaluate(
         self,

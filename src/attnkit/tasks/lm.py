@@ -8,50 +8,11 @@ generation from the trained run.
     lm = attnkit.load("runs/shakespeare-char")
     lm.generate("ROMEO:", max_new_tokens=200, temperature=0.8, top_k=40)[0].text
 
-Data (``data.name``): a dataset the catalogue reads as one continuous ``text`` or, else, as
-``documents`` (``attnkit.data.kinds``):
-
-* ``text``: ``tinyshakespeare``, the catalogue's one text, split by position, the char-rnn /
-  nanoGPT way: the first 90% of its characters train, the last 10% validate (always; the
-  split is the dataset's own, like a catalogued validation file, so ``data.val_fraction``
-  and ``data.val_split`` do not apply). It has no test split: ``evaluate --split test``
-  scores the validation split and says so. ``file``: ``data.train``, a UTF-8 text file
-  (``.gz`` too) read as ONE continuous text (blank lines and all; nothing is cut into
-  documents), split by position like Tiny Shakespeare: its last ``data.val_fraction`` of
-  characters validate (0: no validation). ``data.test``, if given, is another such file
-  (``evaluate --split test``).
-* ``documents``: ``nsmc`` / ``imdb``: unlabelled reviews
-  (``attnkit.data.readers.read_unlabeled``: never the test set), one document each;
-  ``data.val_fraction`` of them held out as ``data.val_split`` says. ``evaluate --split
-  test`` scores the dataset's labelled test texts.
-
-Sequences. The tokens of the training part form one stream, cut into contiguous blocks of
-``data.max_len + 1`` tokens that overlap by one token (block i starts at token i *
-max_len), so that every token but the first is a target exactly once: inputs = the first
-``max_len`` tokens of a block, targets = the same shifted by one. Documents (reviews) are
-packed into that stream GPT-2's way, each one followed by ``[EOS]`` and the stream
-starting with one (``[EOS] review [EOS] review [EOS] ...``): no padding, and ``[EOS]`` both
-ends a review (the model learns to stop) and marks where the next begins (a review
-prompt starts with it). The Trainer's sampler shuffles the blocks; validation is cut the
-same way (deterministic: every held-out token scored once). ``data.limit`` keeps N
-reviews (documents) or N training blocks (one text).
-
-Metrics. loss = mean cross-entropy per target token (nats), perplexity = e^loss,
-bits_per_token = loss / ln 2, and bits_per_char = the total NLL in bits / the number of
-characters of the text the targets spell (each token counts the characters from its
-start to the next token's start, ``[EOS]`` counts one: the line break that ends a review
-in the corpus file), so runs with different tokenizers on the same text compare. Model
-selection: lowest validation loss.
-
-Generation (``LMPredictor.generate``, ``attnkit generate``). A model of one text (Tiny
-Shakespeare, a file) starts an empty prompt from a line break (if its tokenizer spells one,
-else ``[EOS]``) and never samples a special token (that text never ends); a review model
-reads every prompt after ``[EOS]`` (a review's start: an empty prompt is just that) and
-stops at the ``[EOS]`` it samples. A prompt longer than the context keeps its last
-``max_len`` tokens (the window slides, with a warning). Stop strings are matched on the
-decoded continuation (tokens need not align with them) and cut off with what follows.
-Streaming hands out the newly decoded suffix of the whole text after each token, holding
-back an unfinished UTF-8 character (byte-level BPE) and a possible stop string's start.
+Data: one continuous ``text`` (Tiny Shakespeare, a file: split by position) or
+``documents`` (reviews, each followed by ``[EOS]``), cut into blocks of ``data.max_len + 1``
+tokens; loss, perplexity, bits per token and per character; generation with stop strings
+and streaming. The details (what each split is, how blocks overlap, how bits per character
+count, how prompts start): docs/lm-task.md.
 """
 
 from __future__ import annotations
@@ -95,7 +56,7 @@ __all__ = [
     "LMItem",
     "LMPredictor",
     "LanguageModelSpec",
-    "LanguageModelTask",
+    "LanguageModelObjective",
     "make_sequences",
     "nll_metrics",
     "prepare_data",
@@ -281,7 +242,7 @@ def nll_metrics(nll: float, tokens: int, chars: int) -> dict[str, Any]:
     }
 
 
-class LanguageModelTask:
+class LanguageModelObjective:
     """Next-token cross-entropy over the real target tokens; selection by validation loss."""
 
     metric = "loss"
@@ -326,7 +287,7 @@ class LanguageModelTask:
 
 
 def score_items(
-    model: nn.Module, task: LanguageModelTask, items: Sequence[LMItem], batch_size: int = 64
+    model: nn.Module, task: LanguageModelObjective, items: Sequence[LMItem], batch_size: int = 64
 ) -> dict[str, Any]:
     """``task.evaluate`` over ``items`` in batches, the model in eval mode on its device."""
     device = model_device(model)
@@ -626,7 +587,7 @@ class LMPredictor(Predictor):
         if not items:
             raise InputError("the text is a single token: there is nothing to predict")
         report = score_items(
-            self.model, LanguageModelTask(self.tokenizer.pad_id), items, batch_size
+            self.model, LanguageModelObjective(self.tokenizer.pad_id), items, batch_size
         )
         if not math.isfinite(report["loss"]):  # NaN weights: an error, not a NaN perplexity
             raise NonFiniteError(NON_FINITE)
@@ -662,8 +623,8 @@ class LanguageModelSpec(TaskSpec):
             "eos_id": _eos_id(tokenizer),
         }
 
-    def trainer_task(self, cfg: Recipe, data: PreparedData) -> LanguageModelTask:
-        return LanguageModelTask(data.tokenizer.pad_id)
+    def objective(self, cfg: Recipe, data: PreparedData) -> LanguageModelObjective:
+        return LanguageModelObjective(data.tokenizer.pad_id)
 
     def item_length(self, item: LMItem) -> int:
         return len(item.ids) - 1
@@ -710,7 +671,7 @@ class LanguageModelSpec(TaskSpec):
         items = make_sequences(predictor.tokenizer, texts, documents, cfg.data.max_len)
         if not items:
             raise RunError(f"the {result['split']} split of {cfg.data.name} is empty")
-        task = LanguageModelTask(predictor.tokenizer.pad_id)
+        task = LanguageModelObjective(predictor.tokenizer.pad_id)
         result.update(score_items(predictor.model, task, items, batch_size))
         result["num_sequences"] = len(items)
         return result

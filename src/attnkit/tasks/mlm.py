@@ -45,12 +45,12 @@ from attnkit.tasks.base import (
 
 __all__ = [
     "SPEC",
-    "ElectraTask",
+    "ElectraObjective",
     "FillMask",
     "FillMaskPredictor",
     "MaskedLMData",
     "MaskedLMSpec",
-    "MaskedLMTask",
+    "MaskedLMObjective",
     "build_task",
     "prepare_data",
     "sample_tokens",
@@ -142,15 +142,17 @@ def item_length(item: Item) -> int:
     return len(item[0]) if isinstance(item, tuple) else len(item)
 
 
-def build_task(cfg: Recipe, tokenizer: Tokenizer) -> MaskedLMTask:
+def build_task(cfg: Recipe, tokenizer: Tokenizer) -> MaskedLMObjective:
     """The Trainer task of the model's objective (ELECTRA's when the model detects replaced
     tokens, else the masked LM's)."""
     if cfg.model.detects_replaced_tokens:
-        return ElectraTask(tokenizer, cfg.data.mask_prob, cfg.model.rtd_weight, cfg.training.seed)
-    return MaskedLMTask(tokenizer, cfg.data.mask_prob)
+        return ElectraObjective(
+            tokenizer, cfg.data.mask_prob, cfg.model.rtd_weight, cfg.training.seed
+        )
+    return MaskedLMObjective(tokenizer, cfg.data.mask_prob)
 
 
-class MaskedLMTask:
+class MaskedLMObjective:
     """Cross-entropy at the masked positions; model selection by validation loss."""
 
     metric = "loss"
@@ -210,7 +212,7 @@ def sample_tokens(logits: Tensor, generator: torch.Generator | None = None) -> T
     return torch.searchsorted(cdf, u).squeeze(-1).clamp_(max=logits.size(-1) - 1)
 
 
-class ElectraTask(MaskedLMTask):
+class ElectraObjective(MaskedLMObjective):
     """ELECTRA: loss = generator masked-LM loss + ``rtd_weight`` x discriminator binary
     cross-entropy over every real token (replaced or original).
 
@@ -386,11 +388,9 @@ class MaskedLMSpec(TaskSpec):
 
     name = "mlm"
     model_family = "masked_lm"
+    trains = "pretrains a transformer"
     data_settings = MaskedLMData
     reads = ("documents",)
-
-    def arch_error(self, arch: str) -> str:
-        return f"task mlm pretrains a transformer, got {arch!r}"
 
     def check_resume(self, cfg: Recipe, saved: dict[str, Any]) -> None:
         """Before format 2, pretraining ignored ``data.val_split: last``: such a run would
@@ -405,7 +405,7 @@ class MaskedLMSpec(TaskSpec):
     def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
-    def trainer_task(self, cfg: Recipe, data: PreparedData) -> MaskedLMTask:
+    def objective(self, cfg: Recipe, data: PreparedData) -> MaskedLMObjective:
         return build_task(cfg, data.tokenizer)
 
     def item_length(self, item: Item) -> int:

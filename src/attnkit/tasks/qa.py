@@ -74,7 +74,7 @@ __all__ = [
     "QAData",
     "QAPredictor",
     "QASpec",
-    "QATask",
+    "QAObjective",
     "encode_examples",
     "prepare_data",
     "qa_settings",
@@ -279,7 +279,7 @@ def _forward(model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor
     return out.start_logits, out.end_logits
 
 
-class QATask:
+class QAObjective:
     """Span cross-entropy; model selection by validation F1.
 
     ``examples`` / ``features``: the validation questions and their windows, which the
@@ -442,7 +442,7 @@ class QAPredictor(Predictor):
         self, features: Sequence[QAFeature], batch_size: int = 32
     ) -> list[tuple[Tensor, Tensor]]:
         """(start logits (T,), end logits (T,)) of each window, in order (CPU, float)."""
-        task = QATask(self.tokenizer.pad_id)
+        task = QAObjective(self.tokenizer.pad_id)
         out: list[tuple[Tensor, Tensor] | None] = [None] * len(features)
         order = sorted(range(len(features)), key=lambda k: len(features[k].input_ids))
         items = _items(features)
@@ -560,7 +560,7 @@ class QAPredictor(Predictor):
         if not labelled:
             raise RunError("no question of this split has an answer to compare with")
         features = encode_examples(labelled, self.tokenizer, self.config)
-        task = QATask(
+        task = QAObjective(
             self.tokenizer.pad_id,
             labelled,
             features,
@@ -614,8 +614,8 @@ class QASpec(TaskSpec):
     def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
-    def trainer_task(self, cfg: Recipe, data: PreparedData) -> QATask:
-        return QATask(
+    def objective(self, cfg: Recipe, data: PreparedData) -> QAObjective:
+        return QAObjective(
             data.tokenizer.pad_id,
             data.extras["val_examples"],
             data.extras["val_features"],

@@ -41,7 +41,7 @@ from attnkit.models.saved import INT8_WEIGHTS, ONNX_FILE
 from attnkit.models.sizes import MAX_LEN, check_model
 from attnkit.runtime.run import RunDir
 from attnkit.runtime.training_config import TrainingConfig
-from attnkit.tasks.base import TaskSpec
+from attnkit.tasks.base import TaskSpec, arch_error, task_archs
 from attnkit.tasks.registry import get_task, task_names
 
 __all__ = ["ConfigError", "RunConfig", "load_config", "read_run_config"]
@@ -192,11 +192,11 @@ def _model_section(task: str, raw: Any, source: str) -> Any:
     arch = raw.get("arch", spec.default_arch)
     if not isinstance(arch, str):
         raise ConfigError(f"model.arch must be str, got {short_repr(arch)}")
-    if arch not in spec.archs():
-        raise ConfigError(spec.arch_error(arch))
+    if arch not in task_archs(spec):
+        raise ConfigError(arch_error(spec, arch))
     cls = config_class(spec.model_family, arch)
     if source == "recipe":
-        _refuse_sibling_keys(raw, cls, spec.archs(), spec.model_family, arch)
+        _refuse_sibling_keys(raw, cls, task_archs(spec), spec.model_family, arch)
     return cls.from_dict(
         raw,
         allow_derived=source != "recipe",

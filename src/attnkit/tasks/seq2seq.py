@@ -66,7 +66,7 @@ __all__ = [
     "Seq2SeqData",
     "Seq2SeqPredictor",
     "Seq2SeqSpec",
-    "Seq2SeqTask",
+    "Seq2SeqObjective",
     "TraceStep",
     "decode",
     "encode_pairs",
@@ -240,7 +240,7 @@ def decode(
 # --------------------------------------------------------------------------------------
 # Task (what the Trainer needs)
 # --------------------------------------------------------------------------------------
-class Seq2SeqTask:
+class Seq2SeqObjective:
     """Label-smoothed cross-entropy over real target tokens; BLEU (translate) or loss (chat)
     for model selection.
 
@@ -641,8 +641,8 @@ class Seq2SeqSpec(TaskSpec):
     def prepare_data(self, cfg: Recipe, tokenizer: Tokenizer | None, log: Log) -> PreparedData:
         return prepare_data(cfg, tokenizer, log)
 
-    def trainer_task(self, cfg: Recipe, data: PreparedData) -> Seq2SeqTask:
-        return Seq2SeqTask(
+    def objective(self, cfg: Recipe, data: PreparedData) -> Seq2SeqObjective:
+        return Seq2SeqObjective(
             cfg.task,
             data.tokenizer,
             cfg.data.max_len,
@@ -681,7 +681,7 @@ class Seq2SeqSpec(TaskSpec):
         if not pairs:
             raise RunError(f"the {split} split is empty")
         items, truncated = encode_pairs(pairs, predictor.tokenizer, cfg.data.max_len)
-        task = Seq2SeqTask(
+        task = Seq2SeqObjective(
             cfg.task,
             predictor.tokenizer,
             cfg.data.max_len,

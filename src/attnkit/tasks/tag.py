@@ -91,7 +91,7 @@ __all__ = [
     "TagPredictor",
     "TagSpec",
     "Tagging",
-    "TaggingTask",
+    "TaggingObjective",
     "encode_sentences",
     "prepare_data",
     "read_split",
@@ -185,7 +185,7 @@ def encode_sentences(
     ``[CLS] pieces [SEP]``, labels on each word's first piece). ``unit`` piece: (token ids,
     a label id on every piece, unit_position, unit_first, the gold label id of each
     character) (``encode_pieces`` of the sentence's text): the last three let
-    :meth:`TaggingTask.evaluate` score characters."""
+    :meth:`TaggingObjective.evaluate` score characters."""
     items: list[Any] = []
     truncated = 0
     for sentence in sentences:
@@ -268,7 +268,7 @@ def word_accuracy(y_true: Sequence[Sequence[str]], y_pred: Sequence[Sequence[str
     return sum(a == b for a, b in pairs) / max(len(pairs), 1)
 
 
-class TaggingTask:
+class TaggingObjective:
     """Cross-entropy over the labelled positions (each word's first piece, or every piece
     for ``word_unit: piece``); model selection by validation entity-level F1 (per
     character for ``piece`` items, whose predictions are mapped back to characters)."""
@@ -606,8 +606,8 @@ class TagSpec(TaskSpec):
         sizes = super().model_inputs(cfg, tokenizer, run_info)  # (the model config's)
         return {**sizes, "num_classes": len(run_info["labels"])}
 
-    def trainer_task(self, cfg: Recipe, data: PreparedData) -> TaggingTask:
-        return TaggingTask(
+    def objective(self, cfg: Recipe, data: PreparedData) -> TaggingObjective:
+        return TaggingObjective(
             data.run_info["labels"], data.tokenizer.pad_id, cfg.training.label_smoothing
         )
 
