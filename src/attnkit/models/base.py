@@ -172,6 +172,34 @@ class PretrainedSource(Protocol):
         ...
 
 
+def block_checks(config: Any) -> list[tuple[bool, str]]:
+    """The checks every Transformer block config shares (``TransformerSizes``, BERT's, GPT's),
+    for ``check``: d_model, num_heads, d_ff and num_layers > 0, d_model divisible by
+    num_heads, and each dropout (``dropout``, ``attention_dropout``, ``ffn_dropout`` where
+    the config has it; None: the default) in [0, 1). Sizes first: the division needs them."""
+    sizes = [
+        positive(f"model.{n}", getattr(config, n))
+        for n in ("d_model", "num_heads", "d_ff", "num_layers")
+    ]
+    if not all(ok for ok, _ in sizes):
+        return sizes
+    rates = [
+        (
+            value is None or 0.0 <= value < 1.0,
+            f"model.{name} must be in [0, 1), got {value!r}",
+        )
+        for name in ("dropout", "attention_dropout", "ffn_dropout")
+        if hasattr(config, name)
+        for value in (getattr(config, name),)
+    ]
+    divisible = (
+        config.d_model % config.num_heads == 0,
+        f"model.d_model must be divisible by model.num_heads, got d_model "
+        f"{config.d_model} and num_heads {config.num_heads}",
+    )
+    return [*sizes, divisible, *rates]
+
+
 def param(default: Any, doc: str, derived: bool = False) -> Any:
     """A config field with its one-line documentation. ``derived``: the task sets it from
     the data (a recipe may not)."""
@@ -373,27 +401,8 @@ class TransformerSizes(ModelConfig):
 
     def validate(self) -> None:
         super().validate()
+        check(*block_checks(self))
         check(
-            positive("model.d_model", self.d_model),
-            positive("model.num_heads", self.num_heads),
-            positive("model.d_ff", self.d_ff),
-            positive("model.num_layers", self.num_layers),
-        )
-        check(  # (num_heads > 0 now)
-            (
-                self.d_model % self.num_heads == 0,
-                f"model.d_model must be divisible by model.num_heads, got d_model "
-                f"{self.d_model} and num_heads {self.num_heads}",
-            ),
-            (0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1), got {self.dropout!r}"),
-            (
-                self.attention_dropout is None or 0.0 <= self.attention_dropout < 1.0,
-                f"model.attention_dropout must be in [0, 1), got {self.attention_dropout!r}",
-            ),
-            (
-                self.ffn_dropout is None or 0.0 <= self.ffn_dropout < 1.0,
-                f"model.ffn_dropout must be in [0, 1), got {self.ffn_dropout!r}",
-            ),
             (
                 self.positional in self.POSITIONALS,
                 f"model.positional must be one of {', '.join(self.POSITIONALS)}, "

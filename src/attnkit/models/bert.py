@@ -59,7 +59,14 @@ from torch import Tensor, nn
 
 from attnkit.core.config import ConfigError, check, positive, short_repr
 from attnkit.data.tokenization import Tokenizer
-from attnkit.models.base import AttnkitModel, Log, ModelConfig, PretrainedSource, param
+from attnkit.models.base import (
+    AttnkitModel,
+    Log,
+    ModelConfig,
+    PretrainedSource,
+    block_checks,
+    param,
+)
 from attnkit.models.hf_bert import (
     BERT_ARCHS,
     bert_config_from_hf,
@@ -187,12 +194,8 @@ class BertConfig(ModelConfig):
 
     def validate(self) -> None:
         super().validate()
+        check(positive("model.vocab_size", self.vocab_size), *block_checks(self))
         check(
-            positive("model.vocab_size", self.vocab_size),
-            positive("model.d_model", self.d_model),
-            positive("model.num_heads", self.num_heads),
-            positive("model.d_ff", self.d_ff),
-            positive("model.num_layers", self.num_layers),
             positive("model.type_vocab_size", self.type_vocab_size),
             positive("model.layer_norm_eps", self.layer_norm_eps),
             positive("model.init_std", self.init_std),
@@ -204,18 +207,8 @@ class BertConfig(ModelConfig):
                 f"model.arch must be one of {', '.join(BERT_ARCHS)}, got {short_repr(self.arch)}",
             ),
             (
-                self.d_model % self.num_heads == 0,
-                f"model.d_model must be divisible by model.num_heads, got d_model "
-                f"{self.d_model} and num_heads {self.num_heads}",
-            ),
-            (
                 0 <= self.pad_id < self.vocab_size,
                 f"model.pad_id must be in [0, vocab_size), got {self.pad_id}",
-            ),
-            (0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1), got {self.dropout!r}"),
-            (
-                0.0 <= self.attention_dropout < 1.0,
-                f"model.attention_dropout must be in [0, 1), got {self.attention_dropout!r}",
             ),
             (
                 self.preset is None or self.preset in PRESETS,

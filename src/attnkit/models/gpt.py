@@ -45,7 +45,7 @@ import torch
 from torch import Tensor, nn
 
 from attnkit.core.config import ConfigError, check, positive, short_repr
-from attnkit.models.base import AttnkitModel, ModelConfig, param
+from attnkit.models.base import AttnkitModel, ModelConfig, block_checks, param
 from attnkit.models.hf_gpt2 import (
     check_hf_gpt2,
     gpt_config_from_hf,
@@ -131,20 +131,14 @@ class GPTConfig(ModelConfig):
         arch = type(self).__dataclass_fields__["arch"].default  # (a subclass names its own)
         check(
             positive("model.vocab_size", self.vocab_size) if filled else (True, ""),
-            positive("model.d_model", self.d_model),
-            positive("model.num_heads", self.num_heads),
-            positive("model.d_ff", self.d_ff),
-            positive("model.num_layers", self.num_layers),
+            *block_checks(self),
+        )
+        check(
             positive("model.layer_norm_eps", self.layer_norm_eps),
             positive("model.init_std", self.init_std),
         )
         check(
             (arch == self.arch, f"model.arch must be {arch}, got {short_repr(self.arch)}"),
-            (
-                self.d_model % self.num_heads == 0,
-                f"model.d_model must be divisible by model.num_heads, got d_model "
-                f"{self.d_model} and num_heads {self.num_heads}",
-            ),
             (
                 not filled or 0 <= self.pad_id < self.vocab_size,
                 f"model.pad_id must be in [0, vocab_size), got {short_repr(self.pad_id)}",
@@ -152,11 +146,6 @@ class GPTConfig(ModelConfig):
             (
                 not filled or self.eos_id is None or 0 <= self.eos_id < self.vocab_size,
                 f"model.eos_id must be null or in [0, vocab_size), got {short_repr(self.eos_id)}",
-            ),
-            (0.0 <= self.dropout < 1.0, f"model.dropout must be in [0, 1), got {self.dropout!r}"),
-            (
-                self.attention_dropout is None or 0.0 <= self.attention_dropout < 1.0,
-                f"model.attention_dropout must be in [0, 1), got {self.attention_dropout!r}",
             ),
             (
                 self.activation in ACTIVATIONS,
