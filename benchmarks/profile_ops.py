@@ -6,7 +6,7 @@
     python benchmarks/profile_ops.py dropout              # one dropout, (32, 128, 1024), fwd + bwd
 
 Prints ``torch.profiler``'s operator table (self CPU time) or the milliseconds; writes
-nothing. Shapes and weights are benchmarks/speed.py's.
+nothing. Shapes and weights are benchmarks/speed.py's (its contenders: speed_peers.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import speed  # noqa: E402
+import speed_peers as speed  # noqa: E402  (benchmarks/speed.py's contenders)
 from attnkit.nn.dropout import dropout  # noqa: E402
 
 

@@ -36,7 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import ROOT, command_line, machine, publish  # noqa: E402
-from speed import cpu_info  # noqa: E402
+from speed_runners import cpu_info  # noqa: E402  (benchmarks/speed.py's)
 
 RECIPES = (
     "configs/nsmc-transformer.yaml",

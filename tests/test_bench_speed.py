@@ -84,14 +84,18 @@ SPEED = {
 }
 
 
+MODULES = ("report", "speed", "speed_peers", "speed_runners")
+
+
 @pytest.fixture
 def bench(monkeypatch):
-    """benchmarks/ importable (report, speed) for one test."""
+    """benchmarks/ importable (report, speed and its speed_peers / speed_runners) for one
+    test."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    for name in ("report", "speed"):
+    for name in MODULES:
         monkeypatch.delitem(sys.modules, name, raising=False)
     yield importlib.import_module("report"), importlib.import_module("speed")
-    for name in ("report", "speed"):
+    for name in MODULES:
         sys.modules.pop(name, None)
 
 
@@ -152,26 +156,26 @@ def test_every_section_times_both_contenders_at_a_tiny_shape(bench):
 
 @pytest.mark.slow
 def test_the_peers_get_attnkits_weights(bench):
-    _, speed = bench
-    encs = speed.build_encoders(speed.Shape(2, 32, 4), vocab=100, seq=12, with_ad0=False)
-    b = speed.encoder_batch(3, 12, 100)
+    peers = importlib.import_module("speed_peers")  # the contenders of speed.py
+    encs = peers.build_encoders(peers.Shape(2, 32, 4), vocab=100, seq=12, with_ad0=False)
+    b = peers.encoder_batch(3, 12, 100)
     assert not b.mask.all() and b.mask[:, 0].all()  # padded rows
-    outs = {k: speed.encoder_infer(e, b, "fp32")() for k, e in encs.items()}
+    outs = {k: peers.encoder_infer(e, b, "fp32")() for k, e in encs.items()}
     for key in ("transformers", "torch"):
         diff = (outs["attnkit"] - outs[key])[b.mask].abs().max()
         assert diff < 1e-5, (key, diff)
 
-    ours, peer = speed.build_s2s(speed.s2s_config())
-    s = speed.s2s_batch(2, 6, ours.config.vocab_size)
+    ours, peer = peers.build_s2s(peers.s2s_config())
+    s = peers.s2s_batch(2, 6, ours.config.vocab_size)
     ours.eval(), peer.eval()
     with torch.no_grad():
         a = ours(s.src, s.tgt_in, s.src_mask, s.tgt_mask).logits
         p = peer(s.src, s.tgt_in, s.src_mask, s.tgt_mask)
     assert (a - p)[s.tgt_mask].abs().max() < 1e-4
 
-    gpt, hf = speed.build_gpts(speed.Shape(1, 32, 2), vocab=100, max_len=32)
+    gpt, hf = peers.build_gpts(peers.Shape(1, 32, 2), vocab=100, max_len=32)
     prompt = torch.randint(1, 100, (2, 4), generator=torch.Generator().manual_seed(0))
-    calls = speed.generate_calls(gpt, hf, prompt, new_tokens=6)
+    calls = peers.generate_calls(gpt, hf, prompt, new_tokens=6)
     mine, theirs = calls["attnkit"](), calls["transformers"]()
     assert mine.shape == (2, 6) and torch.equal(mine, theirs)
 

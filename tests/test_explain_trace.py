@@ -420,8 +420,8 @@ def test_gpt_lm_steps_store_the_distribution(base, monkeypatch) -> None:
         d = step["distribution"]
         assert d["complete"] and d["ids"] is None and d["mass"] == 1.0
         close(arr(d["logits"]), logits[step["position"]])  # all of them: the page is exact
-    monkeypatch.setattr(families, "FULL_VOCAB", 16)
-    monkeypatch.setattr(families, "STORED_TOP", 20)
+    monkeypatch.setattr(families.lm_bilm, "FULL_VOCAB", 16)  # (the lm family's module)
+    monkeypatch.setattr(families.lm_bilm, "STORED_TOP", 20)
     t = trace(pred, "the movie", steps=1, temperature=0.0, top=5, precision="float32")
     (step,) = t["view"]["steps"]
     d = step["distribution"]

@@ -9,8 +9,9 @@ own server for a new text, and nothing else).
     html, csp = served_page(t, {"endpoint": "/v1/explain", "model": "nsmc"})  # served
     write_page("explain.html", html)                               # atomically
 
-The page's parts live in ``static/`` (explain.html, explain.css, explain.js: plain DOM,
-canvas and SVG, no framework).
+The page's parts live in ``static/`` (explain.html, explain.css and the script: plain DOM,
+canvas and SVG, no framework). The script is several files, ``SCRIPTS``, joined in that
+order into the page's one inline script (one top-level scope, one CSP hash).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from attnkit.core.errors import InputError
 __all__ = [
     "DEFAULT_BEAM",
     "DEFAULT_STEPS",
+    "SCRIPTS",
     "STATIC",
     "explain_traces",
     "page_csp",
@@ -49,6 +51,16 @@ DEFAULT_STEPS = 8  # lm runs: the tokens generated, one step each
 DEFAULT_BEAM = 4  # seq2seq runs: the beam shown beside greedy decoding
 
 STATIC = Path(__file__).parent / "static"
+# the page's script, in static/: joined in this order into its one inline <script>
+SCRIPTS = (
+    "explain-base.js",  # state, decoding the arrays, DOM and language helpers, lookups
+    "explain-draw.js",  # colours, heatmaps and legends, SVG axes, bars
+    "explain-input.js",  # sections 1-2: input tokens, embeddings
+    "explain-attention.js",  # sections 3-4: one head step by step, every head
+    "explain-residual.js",  # section 5: residual stream, FFN, Add & Norm
+    "explain-families.js",  # section 6: each family's view (the FAMILIES table)
+    "explain-main.js",  # header, notes, tour, the served page's form, wiring, start
+)
 KOREAN_FONT_FAMILY = "attnkit-ko"
 # the Hangul blocks (jamo, compatibility jamo, syllables): the characters the page draws
 # with its inline subset of NanumGothic when no Korean system font has them
@@ -58,6 +70,12 @@ _HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7af\ud7b
 @functools.cache
 def _asset(name: str) -> str:
     return (STATIC / name).read_text(encoding="utf-8")
+
+
+@functools.cache
+def _script() -> str:
+    """The page's script: the files of ``SCRIPTS``, in order, as one."""
+    return "\n".join(_asset(name) for name in SCRIPTS)
 
 
 def _labelled(traces: Any) -> list[dict[str, Any]]:
@@ -270,10 +288,10 @@ def _render(
     served = api is not None
     name = first.get("run") or first.get("arch", "") or (api or {}).get("model", "")
     title = title or f"attnkit explain · {name}"
-    script = "\n" + _asset("explain.js") + "\n"
+    script = "\n" + _script() + "\n"
     # the Hangul of the traces (a refused page: its text), and of the page's own labels
     chars = hangul_of([i["trace"] for i in items] + [api or {}, _asset("explain.html"),
-                      _asset("explain.js")])  # fmt: skip
+                      _script()])  # fmt: skip
     style = "\n" + _font_face(chars, served) + "\n" + _asset("explain.css") + "\n"
     csp = page_csp(script, style, served)
     parts = {
