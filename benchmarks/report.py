@@ -788,9 +788,12 @@ def _serve(rows: list[dict]) -> list[str]:
         "## Serving (attnkit serve) under load",
         "",
         "`attnkit serve RUN` in its own process on loopback; a fixed number of requests from "
-        "N concurrent clients (httpx), then it stops. Latency is per request, as the client "
-        "sees it (queueing at the server included: inference runs one batch at a time). "
-        "Memory: the server process's resident set before and after the load.",
+        "N concurrent clients (httpx, or `--client raw`: a minimal HTTP client that leaves "
+        "the 2 cores to the server), then it stops. Latency is per request, as the client "
+        "sees it (queueing at the server included). Concurrent classify / tag requests are "
+        "batched into one forward (`--batch-size`, default 16; `--batch-wait-ms`, default "
+        "2); *unbatched* rows ran with `--batch-size 1`. Memory: the server process's "
+        "resident set before and after the load.",
         "",
         *table(load, SERVE),
     ]

@@ -5,17 +5,24 @@ process's memory before and after -> benchmarks/results/NAME.json (kind "serve")
 
     python benchmarks/serve_load.py                       # 2,000 requests, 16 concurrent
     python benchmarks/serve_load.py --run runs/nsmc-transformer --requests 5000
+    python benchmarks/serve_load.py --batch-size 1 --name serve-load-unbatched
+    python benchmarks/serve_load.py --concurrency 1 --name serve-load-1-client
 
 The served run: ``--run RUN``, else runs/bench-serve-nsmc-quick, trained first from
 configs/nsmc-quick.yaml when missing (a few minutes). Each request classifies one NSMC
 test review (``--texts N`` per request for batched requests), drawn in a fixed order; the
-server runs as its own process (``attnkit serve``), exactly as a user starts it.
+server runs as its own process (``attnkit serve``), exactly as a user starts it, with
+``--batch-size`` / ``--batch-wait-ms`` (its micro-batching; ``--batch-size 1``: off),
+``--precision`` and ``--threads`` passed on. The record says the CPU (its model name, and
+whether /proc/cpuinfo has avx512_bf16) and the precision the server computes in.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
+import json
 import os
 import socket
 import statistics
@@ -23,6 +30,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import torch
 
 from report import ROOT, command_line, cpu_native_bf16, machine, publish
 
@@ -48,6 +57,39 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return round(int(line.split()[1]) / 1024, 1)
     raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def _cpu() -> dict:
+    """The CPU's model name (as lscpu says it) and whether /proc/cpuinfo lists avx512_bf16."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        text = ""
+    name, flags = "unknown", set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and name == "unknown":
+            name = value.strip()
+        elif key.strip() == "flags" and not flags:
+            flags = set(value.split())
+    return {"cpu": name, "avx512_bf16": "avx512_bf16" in flags}
+
+
+def _precision(precision: str) -> str:
+    """What the server computes in for ``--precision`` on the CPU (attnkit.load's rule)."""
+    from attnkit.runtime.device import resolve_precision
+
+    bf16 = {"auto": "auto", "fp32": False, "bf16": True}[precision]
+    return resolve_precision(bf16, torch.device("cpu"), what="precision").name
+
+
+def _served(info: dict, precision: str, cpu: dict, threads: int) -> str:
+    """The table's model cell: the model, and how and where it was served."""
+    bf16 = "avx512_bf16" if cpu["avx512_bf16"] else "no avx512_bf16"
+    return (
+        f"{info['arch']} ({info['task']}, {info['dataset']}), {info['parameters']:,} parameters;"
+        f" {precision}, {threads} threads, {cpu['cpu']} ({bf16})"
+    )
 
 
 def _texts(n: int) -> tuple[list[str], str]:
@@ -102,6 +144,47 @@ async def _load(url: str, bodies: list[dict], concurrency: int) -> tuple[list[fl
     return latencies, errors
 
 
+async def _load_raw(
+    url: str, bodies: list[dict], concurrency: int
+) -> tuple[list[float], list[str]]:
+    """``_load`` with a client of a few lines: one kept-alive HTTP/1.1 connection per worker
+    (asyncio streams), ~0.1 ms of CPU a request where httpx takes ~1.5 ms. On a machine of
+    few cores the client shares them with the server; this one leaves them to the server."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    latencies: list[float] = []
+    errors: list[str] = []
+    pending = iter(bodies)
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            for body in pending:
+                data = json.dumps(body, ensure_ascii=False).encode()
+                head = (f"POST /v1/classify HTTP/1.1\r\nHost: {host}\r\nContent-Type: "
+                        f"application/json\r\nContent-Length: {len(data)}\r\n\r\n")  # fmt: skip
+                start = time.perf_counter()
+                try:
+                    writer.write(head.encode() + data)
+                    lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+                    fields = dict(x.lower().split(": ", 1) for x in lines[1:] if ": " in x)
+                    answer = await reader.readexactly(int(fields["content-length"]))
+                    ok = lines[0].startswith("HTTP/1.1 200") and len(
+                        json.loads(answer)["predictions"]
+                    ) == len(body["texts"])
+                    if not ok:
+                        errors.append(f"{lines[0]}: {answer[:200]!r}")
+                except Exception as exc:  # noqa: BLE001 - counted as an error
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                    return
+                finally:
+                    latencies.append(time.perf_counter() - start)
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, errors
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
@@ -114,6 +197,14 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--texts", type=int, default=1, help="texts per request (one batch)")
+    # the server's options, passed on when given (else its defaults)
+    parser.add_argument("--batch-size", type=int, help="1: no batching across requests")
+    parser.add_argument("--batch-wait-ms", type=float)
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto")
+    parser.add_argument("--threads", type=int, help="torch threads of the server")
+    parser.add_argument("--client", choices=("httpx", "raw"), default="httpx",
+                        help="httpx (an AsyncClient), or raw: a minimal HTTP/1.1 client that "
+                        "leaves the CPU to the server (the server's capacity on few cores)")  # fmt: skip
     parser.add_argument("--name", default="serve-load")
     args = parser.parse_args()
     run = args.run or DEFAULT_RUN
@@ -121,6 +212,8 @@ def main() -> None:
     texts, source = _texts(args.requests * args.texts)
     bodies = [{"texts": texts[i : i + args.texts]} for i in range(0, len(texts), args.texts)]
 
+    names = ("batch_size", "batch_wait_ms", "threads")
+    passed = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
     port = _free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     server = subprocess.Popen(
@@ -134,6 +227,9 @@ def main() -> None:
             str(port),
             "--max-texts",
             str(max(64, args.texts)),
+            "--precision",
+            args.precision,
+            *[f"--{name.replace('_', '-')}={value}" for name, value in passed.items()],
         ],  # fmt: skip
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -156,16 +252,27 @@ def main() -> None:
         # one warm-up request (first-call allocations), then the measured load
         httpx.post(f"{url}/v1/classify", json=bodies[0], timeout=60)
         rss_before = _rss_mb(server.pid)
+        # this process's objects (torch, the texts) out of its collector's sight: a full
+        # collection here took ~100 ms, a pause every request in flight would be charged
+        gc.collect()
+        gc.freeze()
         start = time.perf_counter()
-        latencies, errors = asyncio.run(_load(url, bodies, args.concurrency))
+        load = _load if args.client == "httpx" else _load_raw
+        latencies, errors = asyncio.run(load(url, bodies, args.concurrency))
         wall = time.perf_counter() - start
         rss_after = _rss_mb(server.pid)
-        info = httpx.get(f"{url}/v1/models", timeout=10).json()["models"][0]
+        served = httpx.get(f"{url}/v1/models", timeout=10).json()
+        info, limits = served["models"][0], served["limits"]
     finally:
         server.terminate()
         server.wait(timeout=30)
 
     ms = [x * 1000 for x in latencies]
+    precision, cpu, threads = (
+        _precision(args.precision),
+        _cpu(),
+        args.threads or torch.get_num_threads(),
+    )
     record = {
         "name": args.name,
         "kind": "serve",
@@ -173,12 +280,18 @@ def main() -> None:
         "run": str(run.resolve().relative_to(ROOT))
         if run.resolve().is_relative_to(ROOT)
         else str(run),
-        "model": f"{info['arch']} ({info['task']}, {info['dataset']}), {info['parameters']:,} parameters",
+        "model": _served(info, precision, cpu, threads),
         "endpoint": "/v1/classify",
         "texts": source,
         "requests": len(bodies),
         "texts_per_request": args.texts,
         "concurrency": args.concurrency,
+        "client": args.client,
+        # as the server says (None: a server without micro-batching)
+        "batch_size": limits.get("batch_size"),
+        "batch_wait_ms": limits.get("batch_wait_ms"),
+        "precision": precision,
+        "server_threads": threads,
         "errors": len(errors),
         "first_errors": errors[:5],
         "wall_s": round(wall, 2),
@@ -190,6 +303,7 @@ def main() -> None:
         "server_rss_mb_before": rss_before,
         "server_rss_mb_after": rss_after,
         "machine": machine(),
+        **cpu,
         "cpu_native_bf16": cpu_native_bf16(),
         "date": time.strftime("%Y-%m-%d"),
     }

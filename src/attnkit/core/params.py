@@ -23,6 +23,11 @@ and the sizes other verbs take, bounded the same way wherever they enter:
     pe_max_len          1 .. MAX_PE_SIZE: ``attnkit plot positional-encoding --max-len``
     pe_d_model          2 .. MAX_PE_SIZE: its ``--d-model``; both together at most
                         ``MAX_PE_CELLS`` numbers (``check_pe_size``)
+    batch_size          1 .. MAX_BATCH_SIZE: the texts ``attnkit serve`` answers in one
+                        forward pass across concurrent requests (``--batch-size``,
+                        ``Limits.batch_size``; 1: each request alone)
+    batch_wait_ms       0 .. MAX_BATCH_WAIT_MS: how long a batch, once the server is under
+                        load, waits for more requests (``--batch-wait-ms``)
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from attnkit.core.errors import InputError
 
 __all__ = [
     "EXPLAIN_MIN_TOKENS",
+    "MAX_BATCH_SIZE",
+    "MAX_BATCH_WAIT_MS",
     "MAX_EXPLAIN_TOKENS",
     "MAX_PE_CELLS",
     "MAX_PE_SIZE",
@@ -110,6 +117,11 @@ MAX_EXPLAIN_TOKENS = 4096
 # figure takes ~3 s and ~1 GB to draw; 1,000,000 x 100,000 would take 400 GB)
 MAX_PE_SIZE = 8192
 MAX_PE_CELLS = 1 << 22  # 4,194,304: 2048 x 2048, 8192 x 512
+# the server's micro-batches: past a few hundred texts a forward pass gains nothing on a CPU
+# (the predictors cut their input into batches of 32-64 anyway), and waiting longer than a
+# tenth of a second for company costs every request more than a forward pass saves
+MAX_BATCH_SIZE = 256
+MAX_BATCH_WAIT_MS = 100.0
 
 # the fewest tokens the explainer may cut an input to (``max_tokens``), by the input's layout:
 # one token of each text and the special tokens around them. The explainer picks a run's
@@ -134,6 +146,8 @@ PARAMS: dict[str, Param] = {
         Param("max_tokens", int, min(EXPLAIN_MIN_TOKENS.values()), high=MAX_EXPLAIN_TOKENS),
         Param("pe_max_len", int, 1, high=MAX_PE_SIZE, flag="--max-len"),
         Param("pe_d_model", int, 2, high=MAX_PE_SIZE, flag="--d-model"),
+        Param("batch_size", int, 1, high=MAX_BATCH_SIZE),
+        Param("batch_wait_ms", float, 0.0, high=MAX_BATCH_WAIT_MS),
     )
 }
 

@@ -5,7 +5,21 @@ from __future__ import annotations
 
 import argparse
 
-from attnkit.app.cli.common import UsageError, _add_device, _device
+from attnkit.app.cli.common import UsageError, _add_device, _bounded, _device
+
+
+def _batch_wait_ms(text: str) -> float:
+    """--batch-wait-ms: milliseconds in the range of ``PARAMS["batch_wait_ms"]``."""
+    from attnkit.core.params import PARAMS
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    problem = PARAMS["batch_wait_ms"].problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -19,6 +33,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         timeout_s=args.timeout,
         body_timeout_s=args.body_timeout,
+        batch_size=args.batch_size,
+        batch_wait_ms=args.batch_wait_ms,
     )
     serve(
         args.run,
@@ -52,5 +68,11 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     sv.add_argument("--body-timeout", type=float, default=10.0, metavar="SECONDS",
                     help="seconds a client has to send a request's head, then its body (408 "
                     "and the connection closed after; default 10)")  # fmt: skip
+    sv.add_argument("--batch-size", type=_bounded("batch_size"), default=16, metavar="N",
+                    help="texts of concurrent /v1/classify and /v1/tag requests answered by one "
+                    "forward pass (whole requests; default 16; 1: each request alone)")  # fmt: skip
+    sv.add_argument("--batch-wait-ms", type=_batch_wait_ms, default=2.0, metavar="MS",
+                    help="under load, how long a batch waits for more requests (default 2; a "
+                    "lone client never waits)")  # fmt: skip
     _add_device(sv)
     sv.set_defaults(func=_cmd_serve)

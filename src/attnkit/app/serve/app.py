@@ -21,13 +21,18 @@ request head or body not sent within ``Limits.body_timeout_s``, 413 over a size 
 422 a bad body or parameter (types are strict), 503 not answered within the timeout.
 Inference runs in worker threads, one at a time (the model lock: on a few CPU cores one
 batch at a time is fastest, and it keeps warnings per request); a request's texts are one
-batch. Work whose client has gone (closed the connection) is dropped: skipped if it has not
-started, and a generation stops at its next token.
+batch. Concurrent /v1/classify and /v1/tag requests to one run are micro-batched
+(``attnkit.app.serve.batching``, ``Limits.batch_size`` / ``batch_wait_ms``): answered by one
+forward pass, each its own answer, warnings and errors, as it would be alone (a batch one
+of whose requests fails, or warns about something not of one input, is answered request by
+request). Work whose client has gone (closed the connection) is dropped: skipped if it has
+not started, and a generation stops at its next token.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib.util
 import io
@@ -36,7 +41,7 @@ import json
 import re
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -58,6 +63,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from attnkit.app.explain.page import served_page
 from attnkit.app.explain.trace import family_of
 from attnkit.app.serve import handlers
+from attnkit.app.serve.batching import Batcher, Pending
 from attnkit.app.serve.handlers import PayloadTooLarge
 from attnkit.app.serve.limits import Limits
 from attnkit.app.serve.runs import ServedRun, load_runs, pick, pick_explainable
@@ -177,7 +183,7 @@ def _explain_api(run: ServedRun) -> dict[str, Any]:
 
 
 class _Server:
-    """The served runs, the limits and the model lock, shared by the routes."""
+    """The served runs, the limits, the model lock and the batchers, shared by the routes."""
 
     def __init__(
         self, runs: dict[str, ServedRun], limits: Limits, explain: dict[str, Any] | None = None
@@ -186,6 +192,23 @@ class _Server:
         self.limits = limits
         self.lock = threading.Lock()
         self.explain_defaults = dict(explain or {})  # attnkit explain's text and options
+        # (run, endpoint) -> its micro-batcher: the endpoints handlers.BATCHED answers
+        self.batchers: dict[tuple[str, str], Batcher] = {}
+        if limits.batch_size > 1:
+            for run in runs.values():
+                if run.endpoint in handlers.BATCHED:
+                    self.batchers[(run.name, run.endpoint)] = Batcher(
+                        functools.partial(self.run_batch, run, run.endpoint),
+                        max_size=limits.batch_size,
+                        wait_s=limits.batch_wait_ms / 1000,
+                        lock=self.lock,
+                        name=f"attnkit-batch-{run.name}",
+                    )
+
+    def close(self) -> None:
+        """Stop the batchers' threads (the app's shutdown): a request still queued gets 503."""
+        for batcher in self.batchers.values():
+            batcher.close(ApiError(503, "the server is shutting down; try again later"))
 
     def pick(self, endpoint: str, name: str | None) -> ServedRun:
         try:
@@ -207,15 +230,42 @@ class _Server:
             with self.lock:
                 if cancelled.is_set():
                     raise _Cancelled
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    result = fn()
-            # the capture is process-wide, but inference runs one job at a time (the lock);
-            # keep the warnings that speak about the input
-            notes = list(dict.fromkeys(str(w.message) for w in caught if _ours(w)))
-            return {**result, "warnings": notes} if notes else result
+                return _with_warnings(fn)
 
         return job
+
+    def run_batch(self, run: ServedRun, endpoint: str, batch: list[Pending]) -> None:
+        """Answer a batch of ``endpoint`` requests to ``run`` (a batcher's worker thread,
+        under the model lock): one call of ``handlers.BATCHED``, each request its own part
+        of the answer and the warnings about its own inputs. If the call fails (one
+        request's text refused, a non-finite output, ...) or warns about anything but an
+        input, each request is answered alone, exactly as without batching."""
+        handler = handlers.HANDLERS[endpoint]
+        results: list[dict[str, Any]] | None = None
+        notes: list[list[str]] | None = None
+        if len(batch) > 1:
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    reqs = [item.request for item in batch]
+                    results = handlers.BATCHED[endpoint](run, reqs, self.limits)
+                notes = _per_request_notes(caught, [item.size for item in batch])
+            except Exception:  # noqa: BLE001 - one request's error: each answered alone
+                results = None
+        if results is not None and notes is not None:
+            for item, result, mine in zip(batch, results, notes, strict=True):
+                item.future.set_result({**result, "warnings": mine} if mine else result)
+            return
+        for item in batch:
+            if item.cancelled.is_set():  # given up while the batch ran
+                item.future.set_exception(_Cancelled())
+                continue
+            try:
+                answer = _with_warnings(functools.partial(handler, run, item.request, self.limits))
+            except Exception as exc:  # noqa: BLE001 - its own error, as it would be alone
+                item.future.set_exception(exc)
+            else:
+                item.future.set_result(answer)
 
     async def await_job(
         self,
@@ -229,6 +279,13 @@ class _Server:
         finishes (a generation stops at its next token), bounded by the size limits."""
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(None, self.job(fn, cancelled))
+        return await self.wait(future, cancelled, receive)
+
+    async def wait(
+        self, future: asyncio.Future, cancelled: threading.Event, receive: Callable | None
+    ) -> Any:
+        """``future``'s result (a job's, a batched request's), or 503 / 499 as ``await_job``
+        says; ``cancelled`` is set when the request is given up."""
         future.add_done_callback(_retrieve)
         gone = asyncio.ensure_future(_client_gone(receive)) if receive is not None else None
         try:
@@ -250,6 +307,11 @@ class _Server:
         run = self.pick(endpoint, req.model)
         self.check(endpoint, req)
         cancelled = threading.Event()
+        batcher = self.batchers.get((run.name, endpoint))
+        key = handlers.batch_key(req) if batcher is not None else None
+        if batcher is not None and key is not None:
+            item = Pending(req, size=len(req.texts), key=key, cancelled=cancelled)
+            return await self.wait(asyncio.wrap_future(batcher.submit(item)), cancelled, receive)
 
         def stop_if_cancelled(_piece: str) -> None:  # a generation stops between tokens
             if cancelled.is_set():
@@ -460,6 +522,42 @@ def _ours(w: warnings.WarningMessage) -> bool:
     return issubclass(w.category, UserWarning)
 
 
+def _with_warnings(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``fn()``'s answer with the warnings it raised (ours, once each) as its "warnings"."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn()
+    # the capture is process-wide, but inference runs one job at a time (the model lock);
+    # keep the warnings that speak about the input
+    notes = list(dict.fromkeys(str(w.message) for w in caught if _ours(w)))
+    return {**result, "warnings": notes} if notes else result
+
+
+# how a predictor names one of the texts of a call in a warning: "input 3 is longer than ..."
+_INPUT_NOTE = re.compile(r"input (\d+)\b(.*)", re.DOTALL)
+
+
+def _per_request_notes(
+    caught: Sequence[warnings.WarningMessage], sizes: Sequence[int]
+) -> list[list[str]] | None:
+    """The warnings of one call for the texts of several requests (``sizes`` texts each, in
+    order), each request's own, with its inputs numbered as in a call of its own ("input 3"
+    of the call is the second request's "input 1" when the first has two texts); None when
+    one of them is not about one input (then no request can be told which are its own)."""
+    starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    notes: list[list[str]] = [[] for _ in sizes]
+    for w in caught:
+        if not _ours(w):
+            continue
+        found = _INPUT_NOTE.fullmatch(str(w.message))
+        if found is None or not 0 < int(found[1]) <= starts[-1]:
+            return None
+        number = int(found[1])
+        k = next(i for i in range(len(sizes)) if number <= starts[i + 1])
+        notes[k].append(f"input {number - starts[k]}{found[2]}")
+    return [list(dict.fromkeys(n)) for n in notes]
+
+
 def _final(future: asyncio.Future) -> dict[str, Any]:
     """The last line of a streamed generation."""
     exc = future.exception()
@@ -509,7 +607,16 @@ def create_app(
     server = _Server(runs, limits, explain)
     if explain is not None:  # attnkit explain: its text refused is an error now, not later
         server.check_explain()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:  # shutdown (Ctrl-C, the end of a TestClient): the batchers' threads stop
+            server.close()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="attnkit",
         version=__version__,
         description="Attention and Transformer models trained with attnkit, served over HTTP.",

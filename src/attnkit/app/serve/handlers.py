@@ -2,7 +2,9 @@
 
 ``check(endpoint, request, limits)`` runs first, in the event loop (cheap: sizes only);
 ``HANDLERS[endpoint](run, request, limits)`` then runs in a worker thread under the
-server's model lock and returns the JSON body."""
+server's model lock and returns the JSON body. ``BATCHED[endpoint](run, requests, limits)``
+answers several requests of one ``batch_key`` by one call of the predictor's batch API
+(``attnkit.app.serve.batching``): the JSON body of each, as ``HANDLERS`` would give it."""
 
 from __future__ import annotations
 
@@ -105,10 +107,8 @@ def _rounded(rows: Any, digits: int = 4) -> Any:
     return round(float(rows), digits)
 
 
-def classify(run: ServedRun, req: ClassifyRequest, limits: Limits) -> dict[str, Any]:
-    """Labels and probabilities; with ``attention``, per text the tokens and, per layer and
-    head, the attention each token receives (the mean over all query positions of its
-    column: what the web page highlights)."""
+def _classify_options(run: ServedRun, req: ClassifyRequest) -> dict[str, Any]:
+    """``predict``'s options for ``req`` (its second sentences), after the run's checks."""
     p = run.predictor
     options = {}
     if req.pairs is not None:
@@ -117,6 +117,15 @@ def classify(run: ServedRun, req: ClassifyRequest, limits: Limits) -> dict[str, 
         options["pairs"] = req.pairs
     if req.attention and not p.can("attention"):
         raise InputError(f"model {run.name!r} has no attention maps to return")
+    return options
+
+
+def classify(run: ServedRun, req: ClassifyRequest, limits: Limits) -> dict[str, Any]:
+    """Labels and probabilities; with ``attention``, per text the tokens and, per layer and
+    head, the attention each token receives (the mean over all query positions of its
+    column: what the web page highlights)."""
+    p = run.predictor
+    options = _classify_options(run, req)
     preds = p.predict(req.texts, **options)
     out = []
     for text, pred in zip(req.texts, preds, strict=True):
@@ -212,6 +221,60 @@ def explain(
     )
     return {"model": run.name, "traces": [{"label": k, "trace": t} for k, t in traces]}
 
+
+def batch_key(req: Any) -> str | None:
+    """Which requests one forward pass may answer together (None: this one runs alone):
+    classify requests without attention maps (those of single texts apart from those of
+    sentence pairs), and tag requests."""
+    if isinstance(req, ClassifyRequest):
+        return None if req.attention else "texts" if req.pairs is None else "pairs"
+    if isinstance(req, TagRequest):
+        return "texts"
+    return None
+
+
+def _parts(items: Sequence[Any], reqs: Sequence[Any]) -> list[list[Any]]:
+    """``items`` (one per text of all ``reqs``, in order) cut back into each request's."""
+    out, start = [], 0
+    for req in reqs:
+        out.append(list(items[start : start + len(req.texts)]))
+        start += len(req.texts)
+    if start != len(items):
+        raise RuntimeError(f"{len(items)} answers for {start} texts")
+    return out
+
+
+def classify_many(
+    run: ServedRun, reqs: Sequence[ClassifyRequest], limits: Limits
+) -> list[dict[str, Any]]:
+    """``classify`` of several requests (of one ``batch_key``) by one ``predict`` call."""
+    options = [_classify_options(run, r) for r in reqs]
+    texts = [t for r in reqs for t in r.texts]
+    merged: dict[str, Any] = {}
+    if "pairs" in options[0]:
+        if any(len(r.pairs or ()) != len(r.texts) for r in reqs):  # each its own error
+            raise InputError("a request's texts and second sentences differ in number")
+        merged["pairs"] = [s for r in reqs for s in r.pairs or ()]
+    preds = run.predictor.predict(texts, **merged)
+    return [
+        {"model": run.name, "predictions": [pred.to_dict() for pred in part]}
+        for part in _parts(preds, reqs)
+    ]
+
+
+def tag_many(run: ServedRun, reqs: Sequence[TagRequest], limits: Limits) -> list[dict[str, Any]]:
+    """``tag`` of several requests by one ``tag`` call."""
+    results = run.predictor.tag([t for r in reqs for t in r.texts])
+    return [
+        {"model": run.name, "results": [t.to_dict() for t in part]}
+        for part in _parts(results, reqs)
+    ]
+
+
+BATCHED: dict[str, Callable[..., list[dict[str, Any]]]] = {
+    "classify": classify_many,
+    "tag": tag_many,
+}
 
 HANDLERS: dict[str, Callable[..., dict[str, Any]]] = {
     "classify": classify,

@@ -1,4 +1,5 @@
-"""What one request may ask of ``attnkit serve``: every limit in one place."""
+"""What one request may ask of ``attnkit serve``, and how requests share a forward pass:
+every limit in one place."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from attnkit.core.errors import ConfigError
+from attnkit.core.params import PARAMS
 
 
 @dataclass(frozen=True)
@@ -16,7 +18,13 @@ class Limits:
     -> 422 (a parameter out of range); a request still unanswered after ``timeout_s``
     seconds (waiting for the model included) -> 503; a request whose head (request line and
     headers) or whose body has not fully arrived ``body_timeout_s`` seconds after it began
-    -> 408, and the connection is closed (a client trickling bytes holds nothing for long)."""
+    -> 408, and the connection is closed (a client trickling bytes holds nothing for long).
+
+    Micro-batching (``attnkit.app.serve.batching``): concurrent /v1/classify and /v1/tag
+    requests to one run are answered together, by one forward pass of at most
+    ``batch_size`` texts (whole requests; 1: each request alone, as before). Under load a
+    batch waits up to ``batch_wait_ms`` for more requests; a lone client's requests never
+    wait. Their ranges are ``attnkit.core.params.PARAMS``' (the CLI's options too)."""
 
     max_chars: int = 2000  # characters per text (a review, a sentence, a prompt, a question)
     max_texts: int = 64  # texts per request (one batch)
@@ -27,6 +35,8 @@ class Limits:
     max_body_bytes: int = 1_000_000  # bytes of one request body
     max_context_chars: int = 20_000  # characters of one /v1/answer context
     body_timeout_s: float = 10.0  # seconds to send the request head, and then its body
+    batch_size: int = 16  # texts of concurrent requests answered by one forward pass
+    batch_wait_ms: float = 2.0  # under load, how long a batch waits for more requests
 
     def __post_init__(self) -> None:
         for name in ("max_chars", "max_texts", "max_attention_texts", "max_new_tokens",
@@ -42,3 +52,7 @@ class Limits:
                 or not (0 < value < math.inf)
             ):
                 raise ConfigError(f"serve limit {name} must be a finite number > 0, got {value!r}")
+        for name in ("batch_size", "batch_wait_ms"):
+            problem = PARAMS[name].problem(getattr(self, name))
+            if problem is not None:
+                raise ConfigError(f"serve limit {name} {problem}")

@@ -2,7 +2,8 @@
 
 ``bind(host, port)`` takes the address before any model is loaded, so a port in use is one
 line (``cannot listen on 127.0.0.1:8000: address already in use``), not uvicorn's log after
-minutes of loading. ``make_server(app, limits)`` is uvicorn with ``JsonErrorProtocol``:
+minutes of loading; its connections have TCP_NODELAY (as uvicorn's own sockets do), so a
+response is not held back by Nagle's algorithm. ``make_server(app, limits)`` is uvicorn with ``JsonErrorProtocol``:
 what uvicorn answers itself, below the app, also gets the JSON error body of every other
 error (``attnkit.app.serve.app.error_body``):
 
@@ -62,9 +63,13 @@ def bind(host: str, port: int) -> list[socket.socket]:
     sockets: list[socket.socket] = []
     try:
         for family, address in addresses:
-            sock = socket.socket(family, socket.SOCK_STREAM)
+            # a TCP socket by name (proto IPPROTO_TCP, not 0): asyncio sets TCP_NODELAY only
+            # on connections of such a socket. Without it, Nagle's algorithm held each
+            # response's body until the client's delayed ACK of its head: 40 ms a request
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # (inherited on accept)
             if family == socket.AF_INET6 and len(addresses) > 1:  # one family per socket
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)

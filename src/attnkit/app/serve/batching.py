@@ -1,0 +1,174 @@
+"""Micro-batching for ``attnkit serve``: concurrent requests to one run's endpoint, answered
+by one forward pass.
+
+A ``Batcher`` is one queue and one worker thread (started with the first request, gone
+after ``idle_s`` seconds without one, or at ``close``). The worker takes the model lock,
+then every request queued by then (the first one's ``key`` only: classify requests of
+single texts and of sentence pairs are not mixed), in arrival order, up to ``max_size``
+rows (texts; whole requests, so one bigger than that is a batch of its own), and hands the
+batch to ``run_batch``, which settles each request's future. While one forward pass runs,
+the next batch gathers in the queue; that alone batches a loaded server.
+
+``wait_s``: once the server is under load (the last batch held several requests, or some
+arrived while it ran), the worker also waits up to ``wait_s`` for the batch to fill before
+it starts. A lone client never waits: its request finds the last batch alone and the queue
+empty, and runs at once.
+
+Requests given up while queued (timeout, client gone: their ``cancelled`` event) are
+dropped, never run; their futures are cancelled.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Batcher", "Pending"]
+
+
+@dataclass(eq=False)
+class Pending:
+    """One queued request: ``size`` rows (its texts) of a batch of ``key``; its answer (a
+    JSON body) or its exception comes through ``future``."""
+
+    request: Any
+    size: int
+    key: Hashable
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    future: Future = field(default_factory=Future)
+
+
+class Batcher:
+    """The queue and worker thread of one run's endpoint (see the module's docstring).
+
+    Args:
+        run_batch: called in the worker thread, under ``lock``, with each batch (one or more
+            ``Pending``, their futures running); it must settle every future.
+        max_size: the most rows of one batch (>= 1).
+        wait_s: under load, how long a batch waits to fill (0: never).
+        lock: the model lock, held while a batch is taken and run.
+        idle_s: the worker thread ends after this long without a request.
+    """
+
+    def __init__(
+        self,
+        run_batch: Callable[[list[Pending]], None],
+        max_size: int,
+        wait_s: float,
+        lock: threading.Lock | None = None,
+        idle_s: float = 10.0,
+        name: str = "attnkit-batcher",
+    ) -> None:
+        self._run_batch = run_batch
+        self.max_size = max_size
+        self.wait_s = wait_s
+        self._lock = lock if lock is not None else threading.Lock()
+        self._idle_s = idle_s
+        self._name = name
+        self._cond = threading.Condition()
+        self._queue: deque[Pending] = deque()
+        self._thread: threading.Thread | None = None
+        self._closed: BaseException | None = None  # set by close: what a late request gets
+        self._loaded = False  # the last batch had company: worth waiting for more
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for a batch now."""
+        with self._cond:
+            return len(self._queue)
+
+    @property
+    def running(self) -> bool:
+        """Whether the worker thread is alive."""
+        with self._cond:
+            return self._thread is not None
+
+    def submit(self, item: Pending) -> Future:
+        """Queue ``item`` (starting the worker if it is not running); returns its future."""
+        with self._cond:
+            if self._closed is not None:
+                item.future.set_exception(self._closed)
+                return item.future
+            self._queue.append(item)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return item.future
+
+    def close(self, error: BaseException, timeout_s: float = 5.0) -> None:
+        """Stop: the requests still queued, and any submitted later, get ``error``; the
+        batch being run (if any) finishes, waited for up to ``timeout_s`` (the thread is a
+        daemon: it never keeps the process alive)."""
+        with self._cond:
+            self._closed = error
+            dropped = list(self._queue)
+            self._queue.clear()
+            thread = self._thread
+            self._cond.notify_all()
+        for item in dropped:
+            if item.future.set_running_or_notify_cancel():
+                item.future.set_exception(error)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+
+    # ------------------------------------------------------------------ the worker thread
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._queue or self._closed, timeout=self._idle_s)
+                if self._closed is not None or not self._queue:  # closed, or idle: stop
+                    self._thread = None
+                    return
+                if self._loaded and self.wait_s > 0:  # under load: let the batch fill
+                    deadline = time.monotonic() + self.wait_s
+                    self._cond.wait_for(
+                        lambda: self._closed is not None or self._full(),
+                        timeout=max(deadline - time.monotonic(), 0),
+                    )
+            with self._lock:  # what queues while the model is busy joins this batch
+                batch = self._take()
+                if batch:
+                    self._run(batch)
+            with self._cond:
+                self._loaded = len(batch) > 1 or bool(self._queue)
+
+    def _full(self) -> bool:
+        return sum(item.size for item in self._queue) >= self.max_size
+
+    def _take(self) -> list[Pending]:
+        """The next batch, out of the queue: the first live request, then the later ones of
+        its key while they fit. Requests given up are dropped on the way."""
+        with self._cond:
+            batch: list[Pending] = []
+            rows = 0
+            for item in list(self._queue):
+                if item.cancelled.is_set() or item.future.cancelled():
+                    self._queue.remove(item)
+                    item.future.cancel()
+                    continue
+                if batch and item.key != batch[0].key:
+                    continue
+                if batch and rows + item.size > self.max_size:
+                    break
+                self._queue.remove(item)
+                if item.future.set_running_or_notify_cancel():
+                    batch.append(item)
+                    rows += item.size
+            return batch
+
+    def _run(self, batch: list[Pending]) -> None:
+        try:
+            self._run_batch(batch)
+        except BaseException as exc:  # noqa: BLE001 - never leave a request hanging
+            for item in batch:
+                if not item.future.done():
+                    item.future.set_exception(exc)
+        for item in batch:  # run_batch must settle each; a bug here is not a hang
+            if not item.future.done():
+                item.future.set_exception(RuntimeError("the batch left a request unanswered"))

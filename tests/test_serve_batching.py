@@ -1,0 +1,539 @@
+"""attnkit serve's micro-batching (attnkit.app.serve.batching): concurrent /v1/classify and
+/v1/tag requests to one run share a forward pass, each gets its own answer, warnings and
+errors exactly as without batching; a lone client never waits; the options' ranges; the
+worker threads stop with the app (and a real server process stops on Ctrl-C)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+import attnkit  # noqa: E402
+from attnkit.app.cli import main  # noqa: E402
+from attnkit.app.serve import Limits, create_app  # noqa: E402
+from attnkit.app.serve.batching import Batcher, Pending  # noqa: E402
+from attnkit.app.serve.runs import ServedRun, load_runs  # noqa: E402
+from attnkit.core.errors import ConfigError, InputError, NonFiniteError  # noqa: E402
+from attnkit.core.params import PARAMS  # noqa: E402
+
+# texts of several lengths (padding differs between a batch and a text alone), Korean, and
+# one over the tiny run's max_len of 16 tokens (its truncation warning)
+TEXTS = [
+    "good",
+    "the movie was really great and the actors were wonderful",
+    "이 영화 정말 재미있어요",
+    "bad plot",
+    " ".join(["the movie was really great"] * 6),
+    "terrible, boring, a waste of time",
+    "ok",
+    "최고의 영화",
+]
+
+
+@pytest.fixture(scope="module")
+def runs(served_runs):
+    return load_runs([f"{name}={served_runs[name]}" for name in ("sentiment", "ngram")])
+
+
+async def _post_all(app, path: str, bodies: list[dict]) -> list[httpx.Response]:
+    """Every body posted to ``path`` at once (in-process, one event loop)."""
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        return list(await asyncio.gather(*(client.post(path, json=b) for b in bodies)))
+
+
+def _concurrently(app, path: str, bodies: list[dict]) -> list[httpx.Response]:
+    try:
+        return asyncio.run(_post_all(app, path, bodies))
+    finally:
+        app.state.server.close()
+
+
+def _one_by_one(app, path: str, bodies: list[dict]) -> list[httpx.Response]:
+    with TestClient(app) as client:
+        return [client.post(path, json=b) for b in bodies]
+
+
+def _gated(monkeypatch, predictor, method: str, app, key: tuple[str, str], texts: int):
+    """Count the texts of each call of ``predictor.method``; its first call waits until
+    requests of ``texts`` texts in all have reached the batcher (concurrency forced, not
+    hoped for): they are then in that call or queued behind it."""
+    calls: list[int] = []
+    submitted: list[int] = []
+    real = getattr(predictor, method)
+    batcher = app.state.server.batchers[key]
+    submit = batcher.submit
+
+    def counted_submit(item):
+        submitted.append(item.size)
+        return submit(item)
+
+    def counted(texts, *args, **kwargs):
+        if not calls:
+            deadline = time.monotonic() + 20
+            while sum(submitted) < texts_in_all and time.monotonic() < deadline:
+                time.sleep(0.005)
+        calls.append(len(texts))
+        return real(texts, *args, **kwargs)
+
+    texts_in_all = texts
+    monkeypatch.setattr(batcher, "submit", counted_submit)
+    monkeypatch.setattr(predictor, method, counted)
+    return calls
+
+
+def _same(got: httpx.Response, want: httpx.Response) -> None:
+    """The same status and body, probabilities to 1e-6."""
+    assert got.status_code == want.status_code, (got.text, want.text)
+    a, b = got.json(), want.json()
+    for x, y in zip(a.get("predictions", []), b.get("predictions", []), strict=True):
+        for key in ("probabilities", "probability"):
+            if key in y:
+                assert x.pop(key) == pytest.approx(y.pop(key), abs=1e-6)
+    assert a == b
+
+
+# ----------------------------------------------------------------------------- options
+def test_the_options_are_bounded_by_params(capsys) -> None:
+    assert Limits().batch_size == 16 and Limits().batch_wait_ms == 2.0
+    assert PARAMS["batch_size"].problem(1) is None and PARAMS["batch_size"].problem(0)
+    assert PARAMS["batch_wait_ms"].problem(0) is None and PARAMS["batch_wait_ms"].problem(-1)
+    for bad in ({"batch_size": 0}, {"batch_size": 2.0}, {"batch_size": True},
+                {"batch_size": 257}, {"batch_wait_ms": -0.5}, {"batch_wait_ms": float("nan")},
+                {"batch_wait_ms": 1000}):  # fmt: skip
+        with pytest.raises(ConfigError, match=f"serve limit {next(iter(bad))} must be"):
+            Limits(**bad)
+    for option, value, said in (("--batch-size", "0", "must be in 1..256, got 0"),
+                                ("--batch-size", "x", "expected an integer"),
+                                ("--batch-wait-ms", "-1", "must be in [0, 100], got -1.0"),
+                                ("--batch-wait-ms", "inf", "must be in [0, 100]")):  # fmt: skip
+        with pytest.raises(SystemExit) as exit_:
+            main(["serve", "/nonexistent/run", option, value])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and f"argument {option}: {said}" in err, err
+        assert err.count("\n") == 1
+
+
+def test_batch_size_1_turns_batching_off(runs) -> None:
+    assert create_app(runs, Limits(batch_size=1)).state.server.batchers == {}
+    batchers = create_app(runs, Limits()).state.server.batchers
+    assert set(batchers) == {("sentiment", "classify"), ("ngram", "classify")}
+    assert {b.max_size for b in batchers.values()} == {16}
+
+
+# ----------------------------------------------------------------------------- equality
+def test_a_padded_batch_gives_what_each_text_alone_gives(runs) -> None:
+    p = runs["sentiment"].predictor
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the long text's truncation
+        together = p.predict(TEXTS)
+        alone = [p.predict([t])[0] for t in TEXTS]
+    for a, b in zip(together, alone, strict=True):
+        assert a.label == b.label and a.truncated == b.truncated
+        assert list(a.probabilities.values()) == pytest.approx(
+            list(b.probabilities.values()), abs=1e-6
+        )
+
+
+def test_concurrent_classify_requests_share_a_forward(runs, monkeypatch) -> None:
+    # one or two texts per request: 9 texts in 7 requests, three of them truncated (inputs
+    # 2, 5 and 7 of a forward of all: each request's own input 1, 1 and 2)
+    bodies = [{"model": "sentiment", "texts": [t]} for t in TEXTS[:5]]
+    bodies += [{"model": "sentiment", "texts": [TEXTS[6], TEXTS[5]]},
+               {"model": "sentiment", "texts": [TEXTS[7], TEXTS[0]]}]  # fmt: skip
+    want = _one_by_one(create_app(runs, Limits(batch_size=1)), "/v1/classify", bodies)
+    app = create_app(runs, Limits(batch_size=16))
+    calls = _gated(monkeypatch, runs["sentiment"].predictor, "predict", app,
+                   ("sentiment", "classify"), texts=9)  # fmt: skip
+    got = _concurrently(app, "/v1/classify", bodies)
+    assert len(calls) <= 2 and sum(calls) == 9, calls  # 7 requests in 1 or 2 forwards
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+    cut = "is longer than max_len=16 tokens; it was truncated (kept: head)"
+    assert [g.json().get("warnings") for g in got] == [
+        None, [f"input 1 {cut}"], None, None, [f"input 1 {cut}"], [f"input 2 {cut}"], None,
+    ]  # fmt: skip
+    assert [p["truncated"] for p in got[5].json()["predictions"]] == [False, True]
+
+
+def test_a_request_is_never_mixed_with_another_runs(runs, monkeypatch) -> None:
+    bodies = [{"model": m, "texts": [t]} for t in TEXTS[:4] for m in ("sentiment", "ngram")]
+    want = _one_by_one(create_app(runs, Limits(batch_size=1)), "/v1/classify", bodies)
+    got = _concurrently(create_app(runs, Limits()), "/v1/classify", bodies)
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+
+
+def test_one_requests_error_does_not_fail_the_others(runs, monkeypatch) -> None:
+    bodies = [{"model": "sentiment", "texts": [t]} for t in TEXTS[:3]]
+    bodies.insert(1, {"model": "sentiment", "texts": ["fine", "   "]})  # its input 2: empty
+    want = _one_by_one(create_app(runs, Limits(batch_size=1)), "/v1/classify", bodies)
+    assert want[1].json()["error"]["message"] == "input 2 is empty or whitespace only"
+    app = create_app(runs, Limits())
+    calls = _gated(monkeypatch, runs["sentiment"].predictor, "predict", app,
+                   ("sentiment", "classify"), texts=5)  # fmt: skip
+    got = _concurrently(app, "/v1/classify", bodies)
+    # a batch with the failing request fails, then each of its requests is run alone
+    assert calls in ([5, 1, 2, 1, 1], [1, 4, 2, 1, 1]), calls
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+
+
+def test_sentence_pairs_and_attention_requests_are_not_merged(runs) -> None:
+    bodies = [
+        {"model": "sentiment", "texts": ["good"]},
+        {"model": "sentiment", "texts": ["good"], "pairs": ["bad"]},  # not a pair model: 422
+        {"model": "sentiment", "texts": ["good", "bad"], "attention": True},
+        {"model": "sentiment", "texts": ["bad"]},
+    ]
+    want = _one_by_one(create_app(runs, Limits(batch_size=1)), "/v1/classify", bodies)
+    got = _concurrently(create_app(runs, Limits()), "/v1/classify", bodies)
+    assert [g.status_code for g in got] == [200, 422, 200, 200]
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+
+
+# ----------------------------------------------------------------------------- a fake model
+class _Prediction:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "label": self.text[::-1], "length": len(self.text)}
+
+
+class _SlowClassifier:
+    """A predictor taking ``delay`` seconds per call, whatever the batch: concurrent
+    requests pile up behind it. "long" in a text: a warning about that input; "odd": a
+    warning about no input; "nan": a non-finite output."""
+
+    def __init__(self, delay: float = 0.05) -> None:
+        self.delay = delay
+        self.calls: list[list[str]] = []
+        self.lock = threading.Lock()
+
+    def can(self, capability: str) -> bool:
+        return False
+
+    def predict(self, texts: list[str], pairs=None) -> list[_Prediction]:
+        with self.lock:
+            self.calls.append(list(texts))
+        time.sleep(self.delay)
+        for i, text in enumerate(texts, 1):
+            if not text.strip():
+                raise InputError(f"input {i} is empty or whitespace only")
+            if "nan" in text:
+                raise NonFiniteError("the model's output is not finite (NaN weights?)")
+            if "long" in text:
+                warnings.warn(f"input {i} is longer than max_len=4 tokens", stacklevel=2)
+            if "odd" in text:
+                warnings.warn("this model is odd", stacklevel=2)
+        return [_Prediction(t) for t in texts]
+
+
+def _fake_app(batch_size: int = 16, wait_ms: float = 2.0, delay: float = 0.05):
+    model = _SlowClassifier(delay)
+    run = ServedRun("fake", Path("fake"), "classify", "classify", model)
+    limits = Limits(batch_size=batch_size, batch_wait_ms=wait_ms, max_texts=64)
+    return create_app({"fake": run}, limits), model
+
+
+def test_many_concurrent_requests_in_few_forwards_each_its_own_answer() -> None:
+    app, model = _fake_app(batch_size=16)
+    bodies = [{"texts": [f"text {i}"]} for i in range(40)]
+    got = _concurrently(app, "/v1/classify", bodies)
+    assert [g.json()["predictions"][0]["text"] for g in got] == [f"text {i}" for i in range(40)]
+    assert [g.json()["predictions"][0]["label"] for g in got] == [
+        f"text {i}"[::-1] for i in range(40)
+    ]
+    assert len(model.calls) <= 6, [len(c) for c in model.calls]  # 40 requests alone: 40
+    assert max(len(c) for c in model.calls) <= 16
+    assert sorted(t for c in model.calls for t in c) == sorted(f"text {i}" for i in range(40))
+
+
+def test_whole_requests_up_to_batch_size_texts() -> None:
+    app, model = _fake_app(batch_size=4)
+    bodies = [{"texts": [f"a{i}", f"b{i}", f"c{i}"][: 1 + i % 3]} for i in range(12)]
+    bodies.append({"texts": [f"big{k}" for k in range(6)]})  # over 4: a batch of its own
+    got = _concurrently(app, "/v1/classify", bodies)
+    for g, b in zip(got, bodies, strict=True):
+        assert [p["text"] for p in g.json()["predictions"]] == b["texts"]
+    assert all(len(c) <= 4 for c in model.calls if not c[0].startswith("big"))
+    assert [f"big{k}" for k in range(6)] in model.calls
+    assert len(model.calls) < len(bodies)
+
+
+def test_warnings_and_errors_stay_with_their_request() -> None:
+    bodies = [
+        {"texts": ["fine"]},
+        {"texts": ["short", "long one"]},  # its input 2 warns
+        {"texts": ["long too"]},  # its input 1 warns
+        {"texts": ["ok"]},
+        {"texts": ["nan"]},  # a non-finite output: 422 for it alone
+        {"texts": ["last"]},
+    ]
+    want = _one_by_one(_fake_app(batch_size=1)[0], "/v1/classify", bodies)
+    assert want[1].json()["warnings"] == ["input 2 is longer than max_len=4 tokens"]
+    assert want[4].status_code == 422
+    # without the failing request: one or two forwards, the warnings renumbered
+    app, model = _fake_app(delay=0.2)
+    got = _concurrently(app, "/v1/classify", bodies[:4] + bodies[5:])
+    assert len(model.calls) <= 2, model.calls
+    for g, w in zip(got, want[:4] + want[5:], strict=True):
+        _same(g, w)
+    # with it: the batch is answered request by request, each as alone
+    app, model = _fake_app(delay=0.2)
+    got = _concurrently(app, "/v1/classify", bodies)
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+    # a warning about no one input: each request alone too (no warning lands elsewhere)
+    odd = [{"texts": ["a"]}, {"texts": ["b"]}, {"texts": ["odd"]}, {"texts": ["c"]}]
+    want = _one_by_one(_fake_app(batch_size=1)[0], "/v1/classify", odd)
+    got = _concurrently(_fake_app(delay=0.2)[0], "/v1/classify", odd)
+    assert [("warnings" in g.json()) for g in got] == [False, False, True, False]
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+
+
+def test_a_lone_client_never_waits_for_a_batch() -> None:
+    # a batch wait of 100 ms: sequential requests must not pay it
+    app, model = _fake_app(wait_ms=100, delay=0.0)
+    with TestClient(app) as client:
+        client.post("/v1/classify", json={"texts": ["warm-up"]})
+        start = time.perf_counter()
+        for i in range(10):
+            assert client.post("/v1/classify", json={"texts": [f"t{i}"]}).status_code == 200
+        took = time.perf_counter() - start
+    assert took < 0.9, f"10 requests took {took:.2f} s: they waited for company"
+    assert all(len(c) == 1 for c in model.calls)
+
+
+def test_a_request_given_up_while_queued_is_never_run() -> None:
+    model = _SlowClassifier(delay=0.0)
+    release = threading.Event()
+    real = model.predict
+
+    def blocking(texts, pairs=None):
+        if texts == ["first"]:
+            release.wait(30)
+        return real(texts)
+
+    model.predict = blocking  # type: ignore[method-assign]
+    run = ServedRun("fake", Path("fake"), "classify", "classify", model)
+    app = create_app({"fake": run}, Limits(timeout_s=0.3))
+    with TestClient(app) as client, ThreadPoolExecutor(2) as pool:
+        first = pool.submit(client.post, "/v1/classify", json={"texts": ["first"]})
+        time.sleep(0.1)
+        queued = client.post("/v1/classify", json={"texts": ["queued"]})
+        assert queued.status_code == 503, queued.text
+        release.set()
+        first.result(timeout=30)
+        assert client.post("/v1/classify", json={"texts": ["after"]}).status_code == 200
+    assert ["queued"] not in model.calls and ["after"] in model.calls
+
+
+# ----------------------------------------------------------------------------- the tagger
+@pytest.fixture(scope="module")
+def tagger(tmp_path_factory) -> Path:
+    import random
+
+    rng = random.Random(0)
+    words = ["John", "Smith", "visited", "Paris", "met", "Anna", "in", "Rome", "today", "."]
+    tags = {"John": "B-PER", "Smith": "I-PER", "Anna": "B-PER", "Paris": "B-LOC",
+            "Rome": "B-LOC"}  # fmt: skip
+    folder = tmp_path_factory.mktemp("tagger")
+    for split, n in (("train", 80), ("valid", 10), ("test", 10)):
+        blocks = []
+        for _ in range(n):
+            sentence = rng.choices(words, k=rng.randint(3, 8))
+            blocks.append("\n".join(f"{w}\t{tags.get(w, 'O')}" for w in sentence))
+        (folder / f"{split}.conll").write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
+    recipe = {
+        "task": "tag",
+        "data": {"name": "file", "train": str(folder / "train.conll"),
+                 "validation": str(folder / "valid.conll"), "test": str(folder / "test.conll"),
+                 "max_len": 12},
+        "tokenizer": {"kind": "wordpiece", "vocab_size": 60, "min_frequency": 1},
+        "model": {"arch": "bert-tagger", "d_model": 16, "num_heads": 2, "d_ff": 32,
+                  "num_layers": 1, "dropout": 0.0, "attention_dropout": 0.0},
+        "training": {"epochs": 1, "max_steps": 10, "batch_size": 16, "lr": 5e-3,
+                     "eval_every": 10, "log_every": 5, "progress": False, "num_threads": 1},
+    }  # fmt: skip
+    out = folder / "run"
+    from attnkit.tasks.run_config import RunConfig
+
+    attnkit.train(RunConfig.from_dict(recipe), out=out, log=lambda *_: None)
+    return out
+
+
+def test_concurrent_tag_requests_share_a_forward(tagger, monkeypatch) -> None:
+    runs = load_runs([f"ner={tagger}"])
+    texts = ["John Smith visited Paris .", "Anna met John in Rome today .", "Rome",
+             " ".join(["John visited Paris today"] * 6), "Anna in Paris"]  # fmt: skip
+    bodies = [{"texts": [t]} for t in texts] + [{"texts": texts[:2]}]
+    want = _one_by_one(create_app(runs, Limits(batch_size=1)), "/v1/tag", bodies)
+    assert any("warnings" in w.json() for w in want)  # the long text is cut, with a warning
+    app = create_app(runs, Limits())
+    calls = _gated(monkeypatch, runs["ner"].predictor, "tag", app, ("ner", "tag"), texts=7)
+    got = _concurrently(app, "/v1/tag", bodies)
+    assert len(calls) <= 2 and sum(calls) == 7, calls
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+
+
+# ----------------------------------------------------------------------------- shutdown
+def test_the_batchers_stop_with_the_app(runs) -> None:
+    app = create_app(runs, Limits())
+    batcher = app.state.server.batchers[("ngram", "classify")]
+    with TestClient(app) as client:
+        assert client.post("/v1/classify", json={"model": "ngram", "texts": ["good"]}).is_success
+        assert batcher.running
+    assert not batcher.running  # the lifespan's end stopped and joined its thread
+
+
+def test_close_answers_what_is_still_queued() -> None:
+    lock = threading.Lock()
+    batcher = Batcher(lambda batch: [i.future.set_result(i.request) for i in batch], 8, 0.0,
+                      lock=lock)  # fmt: skip
+    with lock:  # the model is busy: the request waits in the queue
+        future = batcher.submit(Pending("x", size=1, key="k"))
+        time.sleep(0.05)
+        batcher.close(RuntimeError("shutting down"), timeout_s=0.05)
+        assert isinstance(future.exception(timeout=1), RuntimeError)
+        late = batcher.submit(Pending("y", size=1, key="k"))
+        assert isinstance(late.exception(timeout=1), RuntimeError)
+    deadline = time.monotonic() + 5
+    while batcher.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not batcher.running
+
+
+def test_an_idle_worker_ends_and_comes_back() -> None:
+    batcher = Batcher(lambda batch: [i.future.set_result(i.request) for i in batch], 8, 0.0,
+                      idle_s=0.05)  # fmt: skip
+    assert batcher.submit(Pending("a", size=1, key="k")).result(timeout=5) == "a"
+    deadline = time.monotonic() + 5
+    while batcher.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not batcher.running
+    assert batcher.submit(Pending("b", size=1, key="k")).result(timeout=5) == "b"
+    batcher.close(RuntimeError("done"))
+
+
+def test_responses_are_not_held_back_by_nagle() -> None:
+    """The listening sockets are TCP by name with TCP_NODELAY: a response's head and body
+    (two writes) leave at once. Without it each keep-alive request waited ~40 ms for the
+    client's delayed ACK (a loaded server's p50 was these waits)."""
+    import http.client
+
+    from attnkit.app.serve.server import bind, make_server
+
+    sockets = bind("127.0.0.1", 0)
+    for sock in sockets:
+        assert sock.proto == socket.IPPROTO_TCP
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    app, _ = _fake_app(delay=0.0)
+    server = make_server(app, Limits(), log_level="error")
+    thread = threading.Thread(target=server.run, kwargs={"sockets": sockets}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", sockets[0].getsockname()[1], timeout=10)
+        took = []
+        for i in range(12):  # one kept-alive connection, one request after the other
+            start = time.perf_counter()
+            conn.request("POST", "/v1/classify", body=json.dumps({"texts": [f"t{i}"]}),
+                         headers={"content-type": "application/json"})  # fmt: skip
+            assert conn.getresponse().read()
+            took.append(time.perf_counter() - start)
+        conn.close()
+        median = sorted(took)[len(took) // 2]
+        assert median < 0.03, f"median {median * 1000:.0f} ms a request: Nagle's 40 ms?"
+    finally:
+        server.should_exit = True
+        thread.join(20)
+    assert not thread.is_alive()
+    assert not app.state.server.batchers[("fake", "classify")].running  # the lifespan's end
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_batching_server_process_answers_and_stops_on_ctrl_c(served_runs) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnkit.app.cli",
+            "serve",
+            str(served_runs["ngram"]),
+            "--port",
+            str(port),
+            "--batch-size",
+            "8",
+            "--batch-wait-ms",
+            "1",
+        ],  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/healthz", timeout=2):
+                    break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read()
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.3)
+
+        def classify(text: str) -> str:
+            request = urllib.request.Request(
+                f"{url}/v1/classify",
+                data=json.dumps({"texts": [text]}).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=30) as r:
+                return json.load(r)["predictions"][0]["text"]
+
+        texts = [f"good movie {i}" for i in range(24)]
+        with ThreadPoolExecutor(8) as pool:
+            assert list(pool.map(classify, texts)) == texts
+        with urllib.request.urlopen(f"{url}/v1/models", timeout=5) as r:
+            limits = json.load(r)["limits"]
+        assert limits["batch_size"] == 8 and limits["batch_wait_ms"] == 1.0
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        assert proc.wait(timeout=20) == 130, proc.stdout.read()  # "attnkit: interrupted"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
