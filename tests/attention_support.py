@@ -26,9 +26,13 @@ def weights_by_need_weights(model: nn.Module, call: Callable[[], Any]) -> tuple[
             handles.append(
                 module.register_forward_hook(lambda mod, args, out: found.append(out[1]))
             )
+    if not handles:
+        raise AssertionError(f"{type(model).__name__} has no MultiHeadAttention to read")
     try:
         result = call()
     finally:
         for handle in handles:
             handle.remove()
+    if not found or any(w is None for w in found):  # need_weights=True must give weights
+        raise AssertionError(f"need_weights=True gave no weights: {found!r:.200}")
     return result, found
