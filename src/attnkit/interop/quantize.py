@@ -32,6 +32,7 @@ from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 from attnkit.core.checkpoint import misfit_summary, read_tensors, save_tensors
 from attnkit.core.errors import RunError
 from attnkit.models.saved import INT8_WEIGHTS
+from attnkit.nn.fast_linear import Linear
 
 __all__ = [
     "INT8_WEIGHTS",
@@ -52,6 +53,10 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         if p.device.type != "cpu":
             raise RunError(f"int8 quantization runs on the CPU; this model is on {p.device}")
     model.eval()
+    for module in model.modules():  # attnkit's oneDNN-backed Linear is quantized as nn.Linear
+        if type(module) is Linear:
+            module.__dict__.pop("_onednn_weight", None)
+            module.__class__ = nn.Linear
     with warnings.catch_warnings():
         # torch.ao.quantization says it is deprecated in favour of torchao; it is what
         # PyTorch 2.13 (this project's pin) runs dynamic int8 Linear layers with

@@ -79,6 +79,7 @@ from attnkit.models.hf_bert import (
 from attnkit.models.outputs import ClassifierOutput, MaskedLMOutput, SpanOutput, TaggerOutput
 from attnkit.models.saved import CONFIG_FILE
 from attnkit.nn.dropout import Dropout
+from attnkit.nn.fast_linear import Linear, linear
 from attnkit.nn.layers import (
     BlockConfig,
     Encoder,
@@ -476,7 +477,7 @@ class BertModel(HfBertFiles):
         self.embeddings = BertEmbeddings(c)
         self.encoder = Encoder(c.block(), c.num_layers)
         # (Hugging Face's masked-LM, token-classification and QA heads have no pooler)
-        self.pooler = nn.Linear(c.d_model, c.d_model) if add_pooling_layer else None
+        self.pooler = Linear(c.d_model, c.d_model) if add_pooling_layer else None
         self.apply(self._init_weights)
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -552,13 +553,13 @@ class BertLMHead(nn.Module):
 
     def __init__(self, c: BertConfig) -> None:
         super().__init__()
-        self.dense = nn.Linear(c.d_model, c.d_model)
+        self.dense = Linear(c.d_model, c.d_model)
         self.act = _ACT[c.activation]
         self.norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(c.vocab_size))
 
     def forward(self, x: Tensor, embedding: Tensor) -> Tensor:
-        return F.linear(self.norm(self.act(self.dense(x))), embedding, self.bias)
+        return linear(self.norm(self.act(self.dense(x))), embedding, self.bias, owner=self)
 
 
 class _BertWithHead(HfBertFiles):
@@ -665,7 +666,7 @@ class BertForPreTraining(_BertWithHead):
     def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         self.lm_head = BertLMHead(self.config)
-        self.nsp_head = nn.Linear(self.config.d_model, 2)
+        self.nsp_head = Linear(self.config.d_model, 2)
         self._init_head()
 
     def forward(
@@ -702,7 +703,7 @@ class BertForSequenceClassification(_BertWithHead):
     def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         self.dropout = Dropout(self.config.dropout)
-        self.classifier = nn.Linear(self.config.d_model, self.config.num_classes)
+        self.classifier = Linear(self.config.d_model, self.config.num_classes)
         self._init_head()
 
     def forward(
@@ -759,7 +760,7 @@ class BertForQuestionAnswering(_BertWithHead):
 
     def __init__(self, config: BertConfig | None = None, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
-        self.qa_outputs = nn.Linear(self.config.d_model, 2)
+        self.qa_outputs = Linear(self.config.d_model, 2)
         self._init_head()
 
     def forward(

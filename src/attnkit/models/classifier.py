@@ -49,6 +49,7 @@ from attnkit.models.base import (
 )
 from attnkit.nn.attention import padding_mask
 from attnkit.nn.dropout import Dropout
+from attnkit.nn.fast_linear import Linear
 from attnkit.nn.layers import (
     Encoder,
     LearnedPositionalEmbedding,
@@ -276,7 +277,7 @@ class TransformerClassifier(TransformerEncoderModel):
         self.needs_cls = c.needs_cls
         self.num_classes = c.num_classes
         self.head_dropout = Dropout(c.dropout)
-        self.head = nn.Linear(c.d_model, c.num_classes)
+        self.head = Linear(c.d_model, c.num_classes)
 
     def load_pretrained_encoder(self, weights: dict[str, Tensor], source: str) -> int:
         """Copy a pretrained encoder (``embed.*``, ``pos.*``, ``encoder.*`` of a masked-LM
@@ -404,7 +405,7 @@ class RNNClassifier(AttnkitModel):
             dropout=c.dropout if c.num_layers > 1 else 0.0,  # between layers only
         )
         self.head_dropout = Dropout(c.dropout)
-        self.head = nn.Linear(c.hidden_size * self.num_directions, c.num_classes)
+        self.head = Linear(c.hidden_size * self.num_directions, c.num_classes)
 
     def load_pretrained_encoder(self, weights: dict[str, Tensor], source: str) -> int:
         """Take the token embedding of a pretrained Transformer encoder, as the vectors that

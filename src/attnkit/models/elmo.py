@@ -41,6 +41,7 @@ from attnkit.data.tokenization import Tokenizer
 from attnkit.models.base import AttnkitModel, ModelConfig, param
 from attnkit.nn.attention import padding_mask
 from attnkit.nn.dropout import Dropout
+from attnkit.nn.fast_linear import Linear, linear
 from attnkit.nn.layers import ScalarMix
 
 __all__ = ["BiLM", "BiLMOutput", "ELMoConfig", "ELMoEmbedder", "boundary_ids", "reverse_padded"]
@@ -183,19 +184,17 @@ class BiLM(AttnkitModel):
             self.embed.weight[c.pad_id].zero_()
         widths_differ = c.hidden_size != c.d_model
         # the token vector x_k the LSTMs read, as wide as their states
-        self.input_proj = nn.Linear(c.d_model, c.hidden_size) if widths_differ else nn.Identity()
+        self.input_proj = Linear(c.d_model, c.hidden_size) if widths_differ else nn.Identity()
         self.dropout = Dropout(c.dropout)
         self.forward_lstm = _LSTMStack(c.hidden_size, c.num_layers, c.dropout, c.residual)
         self.backward_lstm = _LSTMStack(c.hidden_size, c.num_layers, c.dropout, c.residual)
         # one softmax for both directions
         if c.tie_embeddings:
-            self.output_proj = (
-                nn.Linear(c.hidden_size, c.d_model) if widths_differ else nn.Identity()
-            )
+            self.output_proj = Linear(c.hidden_size, c.d_model) if widths_differ else nn.Identity()
             self.softmax_bias = nn.Parameter(torch.zeros(c.vocab_size))
         else:
             self.output_proj = nn.Identity()
-            self.softmax = nn.Linear(c.hidden_size, c.vocab_size)
+            self.softmax = Linear(c.hidden_size, c.vocab_size)
 
     # ------------------------------------------------------------------ pieces
     def real_token_mask(self, input_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
@@ -222,7 +221,7 @@ class BiLM(AttnkitModel):
         """The shared softmax's scores (..., V) for top-layer states (..., hidden)."""
         h = self.output_proj(self.dropout(states))
         if self.config.tie_embeddings:
-            return F.linear(h, self.embed.weight, self.softmax_bias)
+            return linear(h, self.embed.weight, self.softmax_bias, owner=self)
         return self.softmax(h)
 
     def _directions(

@@ -46,6 +46,7 @@ from attnkit.models.base import (
 from attnkit.models.classifier import _real_token_mask, masked_max, masked_mean
 from attnkit.models.elmo import BiLM, ELMoConfig, ELMoEmbedder, boundary_ids
 from attnkit.nn.dropout import Dropout
+from attnkit.nn.fast_linear import Linear
 
 __all__ = [
     "ELMoClassifier",
@@ -246,7 +247,7 @@ class ELMoClassifier(AttnkitModel):
             else None
         )
         self.head_dropout = Dropout(c.dropout)
-        self.head = nn.Linear(2 * c.task_hidden_size if self.rnn else width, c.num_classes)
+        self.head = Linear(2 * c.task_hidden_size if self.rnn else width, c.num_classes)
 
     @property
     def bilm(self) -> BiLM:

@@ -56,6 +56,7 @@ from attnkit.models.hf_gpt2 import (
 from attnkit.models.saved import CONFIG_FILE
 from attnkit.nn.attention import KVCache
 from attnkit.nn.dropout import Dropout
+from attnkit.nn.fast_linear import Linear
 from attnkit.nn.generation import StepCallback, beam_search, sample
 from attnkit.nn.layers import BlockConfig, Encoder, EncoderLayer, LearnedPositionalEmbedding
 
@@ -248,7 +249,7 @@ class GPT(AttnkitModel):
         self.pos = LearnedPositionalEmbedding(c.max_len, c.d_model)  # wpe
         self.dropout = Dropout(c.dropout)
         self.blocks = Encoder(c.block(), c.num_layers)  # pre-norm: ends in LayerNorm (ln_f)
-        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.lm_head = Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_embeddings:
             self.lm_head.weight = self.tok_embed.weight
         self.apply(self._init_weights)

@@ -48,6 +48,7 @@ from attnkit.models.base import (
 from attnkit.models.classifier import _real_token_mask, masked_mean
 from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.nn.dropout import Dropout
+from attnkit.nn.fast_linear import Linear
 
 __all__ = ["GPTClassifier", "GPTClassifierConfig", "last_token"]
 
@@ -217,7 +218,7 @@ class GPTClassifier(AttnkitModel):
             self.gpt.lm_head.weight.requires_grad_(False)
         self.head_dropout = Dropout(c.dropout if c.classifier_dropout is None
                                        else c.classifier_dropout)  # fmt: skip
-        self.head = nn.Linear(c.d_model, c.num_classes)
+        self.head = Linear(c.d_model, c.num_classes)
         nn.init.normal_(self.head.weight, 0.0, c.init_std)  # (GPT-2's initialisation)
         nn.init.zeros_(self.head.bias)
 

@@ -32,6 +32,7 @@ from attnkit.core.config import check, positive, short_repr
 from attnkit.models.base import ModelConfig, param
 from attnkit.models.classifier import TransformerEncoderConfig, TransformerEncoderModel
 from attnkit.models.outputs import MaskedLMOutput
+from attnkit.nn.fast_linear import Linear, linear
 
 __all__ = ["ElectraPretrainer", "MaskedLMConfig", "TransformerMLM"]
 
@@ -106,7 +107,7 @@ class TransformerMLM(TransformerEncoderModel):
         super().__init__(config, **kwargs)
         vocab_size = self.config.vocab_size
         d = self.d_model
-        self.mlm_dense = nn.Linear(d, d)
+        self.mlm_dense = Linear(d, d)
         self.mlm_norm = nn.LayerNorm(d)
         self.mlm_bias = nn.Parameter(torch.zeros(vocab_size))
 
@@ -124,7 +125,9 @@ class TransformerMLM(TransformerEncoderModel):
         if positions is not None:
             x = x[positions]  # (N, d_model)
         h = self.mlm_norm(F.gelu(self.mlm_dense(x)))
-        return MaskedLMOutput(F.linear(h, self.embed.weight, self.mlm_bias))  # (..., vocab)
+        return MaskedLMOutput(
+            linear(h, self.embed.weight, self.mlm_bias, owner=self)
+        )  # (..., vocab)
 
     def masked_lm(self) -> TransformerMLM:
         """The model that fills in [MASK] (itself)."""
@@ -158,8 +161,8 @@ class ElectraPretrainer(TransformerEncoderModel):
         super().__init__(config, **kwargs)
         d = self.d_model
         g = self.config.generator_d_model or max(d // 4, 16)
-        self.rtd_dense = nn.Linear(d, d)
-        self.rtd_head = nn.Linear(d, 1)
+        self.rtd_dense = Linear(d, d)
+        self.rtd_head = Linear(d, 1)
         self.generator = TransformerMLM(
             self.config.replace(objective="mlm", d_model=g, num_heads=max(g // 64, 1), d_ff=4 * g)
         )

@@ -29,6 +29,7 @@ from attnkit.core.config import check, positive
 from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, param
 from attnkit.nn.attention import SCORE_NAMES, attend, make_score, masked_softmax
 from attnkit.nn.dropout import Dropout
+from attnkit.nn.fast_linear import Linear
 
 __all__ = ["LSTMStepper", "Seq2SeqLSTM", "Seq2SeqLSTMConfig"]
 
@@ -129,8 +130,8 @@ class Seq2SeqLSTM(AttnkitModel):
             self.score = make_score(
                 c.attention, d_query=hid_dim, d_key=hid_dim, d_attn=hid_dim, max_len=c.max_len
             )
-            self.W_c = nn.Linear(2 * hid_dim, hid_dim, bias=False)
-        self.out = nn.Linear(hid_dim, c.tgt_vocab_size or c.vocab_size)
+            self.W_c = Linear(2 * hid_dim, hid_dim, bias=False)
+        self.out = Linear(hid_dim, c.tgt_vocab_size or c.vocab_size)
         if c.share_embeddings:
             self.tgt_embed = self.src_embed
 

@@ -21,6 +21,7 @@ from attnkit.core.config import ConfigError, check, positive, short_repr
 from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, TransformerSizes, param
 from attnkit.nn.attention import KVCache
 from attnkit.nn.dropout import Dropout
+from attnkit.nn.fast_linear import Linear
 from attnkit.nn.layers import (
     Decoder,
     Encoder,
@@ -145,7 +146,7 @@ class Transformer(AttnkitModel):
         self.dropout = Dropout(c.dropout)
         self.encoder = Encoder(c.block(), c.num_layers)
         self.decoder = Decoder(c.block(), c.num_decoder_layers or c.num_layers)
-        self.generator = nn.Linear(c.d_model, tgt_vocab_size, bias=not c.tie_output)
+        self.generator = Linear(c.d_model, tgt_vocab_size, bias=not c.tie_output)
         if c.tie_output:
             self.generator.weight = self.tgt_embed.embedding.weight
         self._init_weights()

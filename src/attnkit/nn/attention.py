@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from attnkit.nn import capture as _capture
 from attnkit.nn.dropout import dropout
 from attnkit.nn.fast_attention import fusable, fused_attention, fused_qkv
+from attnkit.nn.fast_linear import Linear
 
 __all__ = [
     "ConcatScore",
@@ -156,7 +157,7 @@ class GeneralScore(Score):
 
     def __init__(self, d_query: int, d_key: int | None = None) -> None:
         super().__init__()
-        self.W_a = nn.Linear(d_key or d_query, d_query, bias=False)  # h_i -> W_a h_i
+        self.W_a = Linear(d_key or d_query, d_query, bias=False)  # h_i -> W_a h_i
 
     def prepare(self, keys: Tensor) -> Tensor:
         return self.W_a(keys)  # (B, Tk, Dq)
@@ -175,9 +176,9 @@ class ConcatScore(Score):
     def __init__(self, d_query: int, d_key: int | None = None, d_attn: int | None = None) -> None:
         super().__init__()
         d_attn = d_attn or d_query
-        self.W_b = nn.Linear(d_query, d_attn, bias=False)
-        self.W_c = nn.Linear(d_key or d_query, d_attn, bias=False)
-        self.v_a = nn.Linear(d_attn, 1, bias=False)
+        self.W_b = Linear(d_query, d_attn, bias=False)
+        self.W_c = Linear(d_key or d_query, d_attn, bias=False)
+        self.v_a = Linear(d_attn, 1, bias=False)
 
     def prepare(self, keys: Tensor) -> Tensor:
         return self.W_c(keys)  # (B, Tk, A)
@@ -200,7 +201,7 @@ class LocationScore(Score):
     def __init__(self, d_query: int, max_len: int) -> None:
         super().__init__()
         self.max_len = max_len
-        self.W_a = nn.Linear(d_query, max_len, bias=False)
+        self.W_a = Linear(d_query, max_len, bias=False)
 
     def score(self, query: Tensor, prepared: Tensor) -> Tensor:
         k_len = prepared.size(1)
@@ -444,10 +445,10 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.num_heads = d_model, num_heads
         self.d_head = d_model // num_heads
         self.dropout = dropout
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W^Q
-        self.k_proj = nn.Linear(kdim or d_model, d_model, bias=bias)  # W^K
-        self.v_proj = nn.Linear(vdim or d_model, d_model, bias=bias)  # W^V
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
+        self.q_proj = Linear(d_model, d_model, bias=bias)  # W^Q
+        self.k_proj = Linear(kdim or d_model, d_model, bias=bias)  # W^K
+        self.v_proj = Linear(vdim or d_model, d_model, bias=bias)  # W^V
+        self.out_proj = Linear(d_model, d_model, bias=bias)  # W^O
 
     def _split(self, x: Tensor) -> Tensor:
         """(B, T, d_model) -> (B, H, T, d_head)."""

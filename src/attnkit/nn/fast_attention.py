@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnkit.nn.fast_linear import linear
+
 __all__ = ["fused_attention", "fused_qkv", "fusable"]
 
 
@@ -53,7 +55,7 @@ def fused_qkv(
         elif cached is not None:
             del owner.__dict__["_qkv_cache"]  # training: the weights are about to change
     width = projections[0].out_features
-    q, k, v = torch.split(F.linear(x, weight, bias), width, dim=-1)
+    q, k, v = torch.split(linear(x, weight, bias, owner=owner), width, dim=-1)
     return q, k, v
 
 

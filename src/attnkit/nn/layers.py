@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from attnkit.nn import capture as _capture
 from attnkit.nn.attention import KVCache, MultiHeadAttention
 from attnkit.nn.dropout import Dropout
+from attnkit.nn.fast_linear import Linear
 
 __all__ = [
     "AddNorm",
@@ -197,8 +198,8 @@ class FeedForward(nn.Module):
             raise ValueError(
                 f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
             )
-        self.linear1 = nn.Linear(d_model, d_ff)  # W_1
-        self.linear2 = nn.Linear(d_ff, d_model)  # W_2
+        self.linear1 = Linear(d_model, d_ff)  # W_1
+        self.linear2 = Linear(d_ff, d_model)  # W_2
         self.dropout = Dropout(dropout)
         self.activation = _ACTIVATIONS[activation]
         self.activation_name = activation  # (what the explainer prints: its formula)

@@ -1,0 +1,171 @@
+"""attnkit.nn.fast_linear: oneDNN products give F.linear's numbers, forward and backward,
+keep their packed weight only while the weight is unchanged, and step aside where they
+must (few rows, autocast, ONNX export, the switch, quantization, copies)."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnkit.nn import fast_linear
+from attnkit.nn.fast_linear import MIN_ROWS, Linear, linear
+
+needs_onednn = pytest.mark.skipif(not fast_linear.enabled(), reason="no oneDNN on this machine")
+
+
+def _pair(in_f: int = 64, out_f: int = 96, bias: bool = True) -> tuple[Linear, nn.Linear]:
+    torch.manual_seed(0)
+    ours = Linear(in_f, out_f, bias=bias)
+    ref = nn.Linear(in_f, out_f, bias=bias)
+    ref.load_state_dict(ours.state_dict())
+    return ours, ref
+
+
+def test_linear_is_an_nn_linear_with_the_same_state_dict():
+    ours, ref = _pair()
+    assert isinstance(ours, nn.Linear)
+    assert list(ours.state_dict()) == list(ref.state_dict()) == ["weight", "bias"]
+
+
+@needs_onednn
+@pytest.mark.parametrize("shape", [(MIN_ROWS, 64), (3, 40, 64), (2, 7, 11, 64)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_forward_and_backward_match_torch(shape, bias):
+    ours, ref = _pair(bias=bias)
+    x = torch.randn(*shape)
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    y1, y2 = ours(x1), ref(x2)
+    assert y1.grad_fn is not None and "OneDnn" in type(y1.grad_fn).__name__  # it did run
+    torch.testing.assert_close(y1, y2, rtol=1e-5, atol=1e-5)
+    g = torch.randn_like(y1)
+    y1.backward(g)
+    y2.backward(g)
+    torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ours.weight.grad, ref.weight.grad, rtol=1e-4, atol=1e-4)
+    if bias:
+        torch.testing.assert_close(ours.bias.grad, ref.bias.grad, rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+@pytest.mark.parametrize("in_f,out_f", [(32, 128), (128, 32)])  # both transposition choices
+def test_weight_gradient_for_wide_and_narrow_layers(in_f, out_f):
+    ours, ref = _pair(in_f, out_f)
+    x = torch.randn(50, in_f)
+    ours(x).square().sum().backward()
+    ref(x).square().sum().backward()
+    torch.testing.assert_close(ours.weight.grad, ref.weight.grad, rtol=1e-4, atol=1e-4)
+
+
+@needs_onednn
+def test_frozen_weight_gets_no_gradient_and_input_still_does():
+    ours, ref = _pair()
+    ours.weight.requires_grad_(False)
+    ours.bias.requires_grad_(False)
+    x = torch.randn(32, 64, requires_grad=True)
+    ours(x).sum().backward()
+    assert ours.weight.grad is None
+    xr = x.detach().clone().requires_grad_()
+    ref(xr).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad, rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+def test_packed_weight_follows_weight_changes():
+    ours, ref = _pair()
+    x = torch.randn(40, 64)
+    with torch.inference_mode():
+        torch.testing.assert_close(ours(x), ref(x), rtol=1e-5, atol=1e-5)
+    assert ours.__dict__["_onednn_weight"].value is not None  # packed and kept
+    with torch.no_grad():  # in place: the version counter moves
+        ours.weight.mul_(2)
+        ref.weight.mul_(2)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), ref(x), rtol=1e-5, atol=1e-5)
+    ours.weight = nn.Parameter(torch.randn(96, 64))  # another tensor
+    ref.weight = nn.Parameter(ours.weight.detach().clone())
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), ref(x), rtol=1e-5, atol=1e-5)
+    ours.load_state_dict(ref.state_dict())  # copy_ into the parameter: version moves
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), ref(x), rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+def test_packed_weight_is_dropped_by_a_training_step_of_a_fused_optimizer():
+    ours, ref = _pair()
+    x = torch.randn(40, 64)
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=0.1, fused=True) for m in (ours, ref)]
+    for _ in range(2):  # evaluate, train a step, evaluate again (as the Trainer does)
+        with torch.no_grad():
+            torch.testing.assert_close(ours(x), ref(x), rtol=1e-5, atol=1e-5)
+        for m, opt in zip((ours, ref), optimizers, strict=True):
+            m(x).square().mean().backward()
+            opt.step()  # in place, version counter unchanged
+            opt.zero_grad()
+
+
+@needs_onednn
+def test_a_copy_starts_without_the_packed_weight():
+    ours, _ = _pair()
+    with torch.no_grad():
+        ours(torch.randn(20, 64))
+    twin = copy.deepcopy(ours)
+    assert twin.__dict__["_onednn_weight"].value is None
+    with torch.no_grad():
+        twin.weight.zero_()
+        twin.bias.zero_()
+        assert twin(torch.randn(20, 64)).abs().max() == 0
+
+
+@needs_onednn
+def test_bfloat16_inference_matches():
+    ours, ref = _pair()
+    ours, ref = ours.to(torch.bfloat16), ref.to(torch.bfloat16)
+    x = torch.randn(33, 64, dtype=torch.bfloat16)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x).float(), ref(x).float(), rtol=2e-2, atol=2e-2)
+
+
+def _uses_onednn(module: nn.Module, x: torch.Tensor) -> bool:
+    x = x.clone().requires_grad_()
+    return "OneDnn" in type(module(x).grad_fn).__name__
+
+
+@needs_onednn
+def test_steps_aside_for_few_rows_autocast_and_export(monkeypatch):
+    ours, _ = _pair()
+    assert _uses_onednn(ours, torch.randn(MIN_ROWS, 64))
+    assert not _uses_onednn(ours, torch.randn(MIN_ROWS - 1, 64))  # MKL's GEMV is faster
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast's own bf16 product
+        assert not _uses_onednn(ours, torch.randn(MIN_ROWS, 64))
+    onnx = importlib.import_module("torch.onnx")
+    monkeypatch.setattr(onnx, "is_in_onnx_export", lambda: True)  # inside an export
+    assert not _uses_onednn(ours, torch.randn(MIN_ROWS, 64))
+
+
+def test_attnkit_onednn_0_turns_it_off():
+    code = (
+        "import torch; from attnkit.nn import fast_linear as f; "
+        "m = f.Linear(8, 8); x = torch.randn(32, 8, requires_grad=True); "
+        "print(f.enabled(), type(m(x).grad_fn).__name__)"
+    )
+    env = {**os.environ, "ATTNKIT_ONEDNN": "0"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    assert done.stdout.split() == ["False", "AddmmBackward0"]
+
+
+def test_function_form_matches_f_linear_without_owner():
+    w, b = torch.randn(24, 16), torch.randn(24)
+    x = torch.randn(5, 20, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(linear(x, w, b), F.linear(x, w, b), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(linear(x, w), F.linear(x, w), rtol=1e-5, atol=1e-5)
