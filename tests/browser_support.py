@@ -1,4 +1,4 @@
-"""What the browser tests (tests/test_browser.py, tests/test_explain_browser.py) and
+"""What the browser tests (tests/app/serve/test_serve_browser.py, tests/app/explain/test_explain_browser.py) and
 tools/explain_screenshots.py share: finding a Chromium that starts, and `attnkit serve`'s app
 on a free loopback port in a thread. No pytest here, so the tool can import it."""
 

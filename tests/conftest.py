@@ -21,7 +21,7 @@ settings.load_profile("attnkit")
 
 # The suite behaves alike on every CPU: `training.bf16: auto` and `precision="auto"` take the
 # path of a CPU without native bf16 (fp32), as on a laptop with AVX2 only; the tests of the
-# bf16 path set ATTNKIT_CPU_BF16=1 themselves (tests/test_precision.py). Set before any
+# bf16 path set ATTNKIT_CPU_BF16=1 themselves (tests/runtime/test_device_precision.py). Set before any
 # test starts, so that subprocesses (torchrun, the CLI) inherit it.
 os.environ.setdefault("ATTNKIT_CPU_BF16", "0")
 

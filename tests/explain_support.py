@@ -1,4 +1,4 @@
-"""What the explorer's browser tests share (tests/test_explain_browser.py and the other
+"""What the explorer's browser tests share (tests/app/explain/test_explain_browser.py and the other
 explorer test modules): writing a page with ``attnkit explain --html``, an opened page
 that records its requests and script errors, and a heatmap read cell by cell through its
 tooltips. The ``browser`` fixture itself is tests/conftest.py's."""

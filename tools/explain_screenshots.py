@@ -22,13 +22,13 @@
    comes from $ATTNKIT_DATA (``attnkit data fetch nsmc tinyshakespeare imdb``).
 2. Writes each run's page with the real ``attnkit explain RUN TEXT --html FILE``.
 3. Opens it from disk in headless Chromium (Debian's ``chromium``, as
-   tests/test_explain_browser.py; or $ATTNKIT_CHROMIUM) with Playwright, sets the pickers
+   tests/app/explain/test_explain_browser.py; or $ATTNKIT_CHROMIUM) with Playwright, sets the pickers
    the guide describes, checks what the page shows against the Python API, and saves the
    panels into docs/img/explain-NAME.png.
 
 The images this tool owns are ``OWNED``; the browser test never writes them. The ELMo image
 stays that of the browser test's tiny run (a real biLM takes far longer than a few minutes
-on a CPU): ``ATTNKIT_SCREENSHOTS=1 pytest tests/test_explain_browser.py`` rewrites it.
+on a CPU): ``ATTNKIT_SCREENSHOTS=1 pytest tests/app/explain/test_explain_browser.py`` rewrites it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ The symbol is the last code span of the link text, without a call's parentheses
 the definition of its first part, so that ``forward`` or ``self.head`` of one class is found.
 A line defines ``X`` when it has ``def X``, ``class X``, ``X = ...``, ``self.X = ...``, an
 annotated ``X: ... = ...`` (a dataclass field, a signature's argument) or a YAML key ``X:``.
-tests/test_docs_links.py checks every line link with these rules.
+tests/system/test_docs_links.py checks every line link with these rules.
 """
 
 from __future__ import annotations

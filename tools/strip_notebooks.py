@@ -8,7 +8,7 @@ A notebook run in Jupyter keeps its outputs (figures, the explorer's page, train
 and counters; committing them would bloat the repository and make every rerun a diff. This
 clears, in every code cell, ``outputs`` and ``execution_count`` and the timing metadata
 Jupyter and nbclient add (``metadata.execution``, ``collapsed``, ``scrolled``); cell tags
-and ids stay (tests/test_notebooks.py finds cells by their tags). Written as ``nbformat``
+and ids stay (tests/system/test_notebooks.py finds cells by their tags). Written as ``nbformat``
 writes (one-space indent, sorted keys), with the standard library only.
 """
 

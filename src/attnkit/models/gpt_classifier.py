@@ -11,7 +11,7 @@ decoder of ``attnkit.models.gpt`` with a linear head on one vector per text
 The paper reads the last token: in a causal model it is the only position that has seen the
 whole text (``last``, the default). Position t never attends to a later one, so with right
 padding the real tokens' vectors, hence both poolings, are exactly those of the text alone:
-padding never changes a prediction (``tests/test_gpt_classifier.py``).
+padding never changes a prediction (``tests/tasks/test_classify_gpt.py``).
 
 ``model.init_from`` names a task-lm run (``arch: gpt``): the classifier takes its sizes,
 tokenizer and every weight of its GPT (``GPTClassifierConfig.adopt`` /

@@ -11,7 +11,7 @@ Off, it costs one ``if`` per call site: the layers test the module-level flag ``
 recorder of the current thread / asyncio task (a ``ContextVar``), so training and serving
 run exactly the code they ran before. Under capture, ``MultiHeadAttention`` computes the
 explicit formula softmax(Q K^T / sqrt(d_k)) V instead of the fused kernel, so that its
-scores and weights exist (the two agree to ~1e-6 in float32; tests/test_explain_trace.py).
+scores and weights exist (the two agree to ~1e-6 in float32; tests/app/explain/test_explain_trace.py).
 
 What is recorded (``Record.kind`` -> ``Record.data`` keys; tensors detached, as computed):
 

@@ -1,7 +1,7 @@
 """Fast paths beside the teaching code of ``attnkit.nn.attention``: the same numbers, fewer
 operations. Nothing here changes what attention computes; each function says which formula
-of attention.py it stands in for, and the tests compare them (tests/test_attention.py,
-tests/test_dropout.py).
+of attention.py it stands in for, and the tests compare them (tests/nn/test_attention.py,
+tests/nn/test_dropout.py).
 
 * ``fused_qkv``: x W^Q, x W^K, x W^V as one matrix product (the three weights side by
   side), the concatenated weight kept between decoding steps until a weight changes;

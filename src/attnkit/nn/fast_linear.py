@@ -5,8 +5,7 @@ PyTorch multiplies float32 matrices on the CPU with MKL. For the shapes of these
 few to a few thousand rows, 64-4096 columns) oneDNN, which PyTorch also ships, is faster:
 on an AMD EPYC with AVX-512 (MKL runs its AVX2 code there) 2.0-2.4x for 16-768 rows, forward
 and backward; held to AVX2 kernels 1.1-1.25x; for a single row (a decoding step) MKL's
-matrix-vector product is the faster one and keeps it (benchmarks/notes-speed.md,
-``python benchmarks/profile_ops.py linear``).
+matrix-vector product is the faster one and keeps it (benchmarks/notes-speed.md).
 
 * ``Linear``: ``torch.nn.Linear`` (same parameters, names, initialisation, state_dict)
   whose product goes through ``linear``;

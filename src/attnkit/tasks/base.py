@@ -174,7 +174,7 @@ class Predictor:
     a method, e.g. ``sentence_pairs``: ``predict(texts, pairs=...)``). The CLI verbs and the
     server's endpoints ask ``can(name)`` before they call one, never ``hasattr``; a method
     may still refuse an input its model cannot serve (``InputError``, e.g. attention maps of
-    a GRU). tests/test_predictor_base.py checks every declared name against the class.
+    a GRU). tests/tasks/test_base_predictor.py checks every declared name against the class.
     """
 
     task: str = ""

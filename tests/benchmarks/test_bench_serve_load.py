@@ -1,0 +1,67 @@
+"""benchmarks/serve_load.py's table in docs/results.md (benchmarks/report.py) and its
+percentile helper. No server is started here."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+SERVE = {
+    "name": "serve-load",
+    "kind": "serve",
+    "command": "python benchmarks/serve_load.py",
+    "run": "runs/bench-serve-nsmc-quick",
+    "model": "transformer (classify, nsmc), 1,234,567 parameters",
+    "endpoint": "/v1/classify",
+    "texts": "NSMC test reviews",
+    "requests": 2000,
+    "texts_per_request": 1,
+    "concurrency": 16,
+    "errors": 0,
+    "first_errors": [],
+    "wall_s": 10.5,
+    "requests_per_s": 190.5,
+    "latency_ms_p50": 80.1,
+    "latency_ms_p90": 95.0,
+    "latency_ms_p99": 120.3,
+    "latency_ms_max": 150.0,
+    "server_rss_mb_before": 400.2,
+    "server_rss_mb_after": 410.9,
+    "machine": "x86_64, cpu, 2 threads, torch 2.13.0+cpu, attnkit 0.2.0",
+}
+
+
+@pytest.fixture
+def modules(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    for name in ("report", "serve_load"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    yield importlib.import_module("report"), importlib.import_module("serve_load")
+    for name in ("report", "serve_load"):
+        sys.modules.pop(name, None)
+
+
+def test_report_renders_the_load_test(modules) -> None:
+    report, _ = modules
+    text = report.render([SERVE])
+    assert text.count("## Serving (attnkit serve) under load") == 1
+    assert (
+        "| serve-load | transformer (classify, nsmc), 1,234,567 parameters | /v1/classify "
+        "| 2,000 | 1 | 16 | 0 | 190.5 | 80.1 | 95.0 | 120.3 | 150.0 | 400.2 -> 410.9 "
+        "| `python benchmarks/serve_load.py` |" in text
+    )
+    assert "Serving" not in report.render([])
+
+
+def test_percentiles(modules) -> None:
+    _, load = modules
+    values = [float(i) for i in range(1, 101)]
+    assert load._percentile(values, 50) in (50.0, 51.0)
+    assert load._percentile(values, 99) == 99.0
+    assert load._percentile(values, 100) == 100.0
+    assert load._percentile([3.0], 99) == 3.0
