@@ -65,6 +65,7 @@ KINDS = {
     *("dropout_speed", "speed_ratios", "recipe_speed", "threads", "quantize", "serve"),
     "explain",
     "startup",
+    "nanogpt_pairs",
 }
 # keys of the earlier schemas: a split's scores are now one mapping (test, validation, ...)
 OLD_KEYS = {
@@ -975,6 +976,44 @@ def _startup(rows: list[dict]) -> list[str]:
     ]
 
 
+NANOGPT = [
+    Col("kernels", "kernels"),
+    num("steps", "steps"),
+    num("nanoGPT s", "median_s.nanogpt", ".1f"),
+    num("attnkit fp32 s", "median_s.attnkit_fp32", ".1f"),
+    Col("attnkit auto s", lambda r: f"{r['median_s']['attnkit_auto']:.1f} ({r['auto_precision']})"),
+    Col("speed-up fp32 / auto", lambda r: f"{r['speedup_fp32']:.2f}x / {r['speedup_auto']:.2f}x"),
+    Col(
+        "val loss nanoGPT / fp32 / auto",
+        lambda r: " / ".join(
+            f"{min(r['validation_loss'][k]):.3f}"
+            for k in ("nanogpt", "attnkit_fp32", "attnkit_auto")
+        ),
+    ),
+    Col("machine, date", lambda r: f"{r['machine']}; {r['date']}"),
+]
+
+
+def _nanogpt(rows: list[dict]) -> list[str]:
+    """attnkit and nanoGPT's own train.py on its CPU recipe (benchmarks/nanogpt_pairs.py)."""
+    runs = [r for r in rows if r.get("kind") == "nanogpt_pairs"]
+    if not runs:
+        return []
+    return [
+        "## Small models: nanoGPT's CPU recipe, whole processes",
+        "",
+        "nanoGPT's train.py (its README's CPU command) and `attnkit train "
+        "configs/shakespeare-nanogpt-cpu.yaml` for the same steps, the three alternating; "
+        "each figure the median wall time of the rounds (target: attnkit >= 1.5x). "
+        "Validation loss: nanoGPT's estimate on 20 random batches, attnkit's on the whole "
+        "held-out 10% (lowest of the rounds). Commands: "
+        + "; ".join(f"`{r['command']}`" for r in runs),
+        "",
+        *table(runs, NANOGPT),
+        "",
+    ]
+
+
 EXPLAIN = [
     Col("model", "model"),
     num("heads", "heads"),
@@ -1103,6 +1142,7 @@ def render(rows: list[dict]) -> str:
     lines += _recipe_speed(rows)
     lines += _threads(rows)
     lines += _startup(rows)
+    lines += _nanogpt(rows)
     lines += _explain(rows)
     lines += _quantize(rows)
     machines = sorted({r["machine"] for r in rows if "machine" in r})
