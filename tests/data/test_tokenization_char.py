@@ -98,3 +98,22 @@ def test_config_accepts_char_kind() -> None:
     assert load_config(None, ["tokenizer.kind=char"]).tokenizer.kind == "char"
     with pytest.raises(ConfigError, match=r"tokenizer\.kind must be wordpiece\|bpe\|char"):
         load_config(None, ["tokenizer.kind=chars"])
+
+
+def test_char_lookup_gives_what_the_backend_gives():
+    """A char tokenizer without a normalizer looks code points up itself in
+    encode_offsets_batch: the same ids and spans as the backend, [UNK] included, and texts
+    holding an added token's string ("[EOS]") still go to the backend."""
+    import random
+
+    corpus = "First Citizen:\nBefore we proceed any further, hear me speak.\n\t한국어 ✓ é"
+    tok = train_tokenizer([corpus], kind="char", vocab_size=256, min_frequency=1)
+    rng = random.Random(0)
+    alphabet = [*corpus, "\r", "\x00", "\u200b", "\U0001f600", "Q", "[", "]"]
+    texts = ["", "  ", corpus, "a[PAD]b", "[EOS]x", "unseen: Ωж😀"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(60))) for _ in range(100)]
+    assert tok._chars is not None
+    fast = tok.encode_offsets_batch(texts)
+    tok._chars = None  # the backend's answer
+    assert fast == tok.encode_offsets_batch(texts)
+    assert tok.encode_offsets_batch(["[EOS]"])[0][0] == [tok.token_to_id("[EOS]")]

@@ -118,7 +118,7 @@ def test_fused_qkv_copy_follows_weight_changes_without_gradients():
     """The Q/K/V weights concatenated once for inference: replaced or changed in place, the
     next call sees the new weights (same outputs as three separate products)."""
     from attnkit.nn.attention import MultiHeadAttention
-    from attnkit.nn.fast_attention import fused_qkv
+    from attnkit.nn.fast_paths import fused_qkv
 
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 2).eval()

@@ -32,7 +32,7 @@ from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 from attnkit.core.checkpoint import misfit_summary, read_tensors, save_tensors
 from attnkit.core.errors import RunError
 from attnkit.models.saved import INT8_WEIGHTS
-from attnkit.nn.fast_linear import Linear
+from attnkit.nn.fast_paths import Linear
 
 __all__ = [
     "INT8_WEIGHTS",

@@ -79,7 +79,7 @@ from attnkit.models.hf_bert import (
 from attnkit.models.outputs import ClassifierOutput, MaskedLMOutput, SpanOutput, TaggerOutput
 from attnkit.models.saved import CONFIG_FILE
 from attnkit.nn.dropout import Dropout
-from attnkit.nn.fast_linear import Linear, linear
+from attnkit.nn.fast_paths import Linear, linear
 from attnkit.nn.layers import (
     BlockConfig,
     Encoder,

@@ -49,7 +49,7 @@ from attnkit.models.base import (
 )
 from attnkit.nn.attention import padding_mask
 from attnkit.nn.dropout import Dropout
-from attnkit.nn.fast_linear import Linear
+from attnkit.nn.fast_paths import Linear
 from attnkit.nn.layers import (
     Encoder,
     LearnedPositionalEmbedding,

@@ -41,7 +41,7 @@ from attnkit.data.tokenization import Tokenizer
 from attnkit.models.base import AttnkitModel, ModelConfig, param
 from attnkit.nn.attention import padding_mask
 from attnkit.nn.dropout import Dropout
-from attnkit.nn.fast_linear import Linear, linear
+from attnkit.nn.fast_paths import Linear, linear
 from attnkit.nn.layers import ScalarMix
 
 __all__ = ["BiLM", "BiLMOutput", "ELMoConfig", "ELMoEmbedder", "boundary_ids", "reverse_padded"]

@@ -46,7 +46,7 @@ from attnkit.models.base import (
 from attnkit.models.classifier import _real_token_mask, masked_max, masked_mean
 from attnkit.models.elmo import BiLM, ELMoConfig, ELMoEmbedder, boundary_ids
 from attnkit.nn.dropout import Dropout
-from attnkit.nn.fast_linear import Linear
+from attnkit.nn.fast_paths import Linear
 
 __all__ = [
     "ELMoClassifier",

@@ -56,7 +56,7 @@ from attnkit.models.hf_gpt2 import (
 from attnkit.models.saved import CONFIG_FILE
 from attnkit.nn.attention import KVCache
 from attnkit.nn.dropout import Dropout
-from attnkit.nn.fast_linear import Linear
+from attnkit.nn.fast_paths import Linear
 from attnkit.nn.generation import StepCallback, beam_search, sample
 from attnkit.nn.layers import BlockConfig, Encoder, EncoderLayer, LearnedPositionalEmbedding
 

@@ -48,7 +48,7 @@ from attnkit.models.base import (
 from attnkit.models.classifier import _real_token_mask, masked_mean
 from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.nn.dropout import Dropout
-from attnkit.nn.fast_linear import Linear
+from attnkit.nn.fast_paths import Linear
 
 __all__ = ["GPTClassifier", "GPTClassifierConfig", "last_token"]
 

@@ -32,7 +32,7 @@ from attnkit.core.config import check, positive, short_repr
 from attnkit.models.base import ModelConfig, param
 from attnkit.models.classifier import TransformerEncoderConfig, TransformerEncoderModel
 from attnkit.models.outputs import MaskedLMOutput
-from attnkit.nn.fast_linear import Linear, linear
+from attnkit.nn.fast_paths import Linear, linear
 
 __all__ = ["ElectraPretrainer", "MaskedLMConfig", "TransformerMLM"]
 

@@ -29,7 +29,7 @@ from attnkit.core.config import check, positive
 from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, param
 from attnkit.nn.attention import SCORE_NAMES, attend, make_score, masked_softmax
 from attnkit.nn.dropout import Dropout
-from attnkit.nn.fast_linear import Linear
+from attnkit.nn.fast_paths import Linear
 
 __all__ = ["LSTMStepper", "Seq2SeqLSTM", "Seq2SeqLSTMConfig"]
 

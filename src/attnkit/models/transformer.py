@@ -21,7 +21,7 @@ from attnkit.core.config import ConfigError, check, positive, short_repr
 from attnkit.models.base import AttnkitModel, ModelConfig, Seq2SeqOutput, TransformerSizes, param
 from attnkit.nn.attention import KVCache
 from attnkit.nn.dropout import Dropout
-from attnkit.nn.fast_linear import Linear
+from attnkit.nn.fast_paths import Linear
 from attnkit.nn.layers import (
     Decoder,
     Encoder,

@@ -26,8 +26,7 @@ from torch import Tensor, nn
 
 from attnkit.nn import capture as _capture
 from attnkit.nn.dropout import dropout
-from attnkit.nn.fast_attention import fusable, fused_attention, fused_qkv
-from attnkit.nn.fast_linear import Linear
+from attnkit.nn.fast_paths import Linear, fusable, fused_attention, fused_qkv
 
 __all__ = [
     "ConcatScore",
@@ -347,7 +346,7 @@ def scaled_dot_product_attention(
 
     With ``need_weights`` the formula is computed step by step (``explicit_attention``) so
     that the weights can be returned (after dropout: the ones applied); otherwise
-    ``attnkit.nn.fast_attention.fused_attention`` gives the same numbers with PyTorch's
+    ``attnkit.nn.fast_paths.fused_attention`` gives the same numbers with PyTorch's
     fused kernel where that is faster.
     """
     own_causal = is_causal and mask is None and q.size(-2) == k.size(-2)  # the kernel's own

@@ -1,4 +1,4 @@
-"""attnkit.nn.fast_linear: oneDNN products give F.linear's numbers, forward and backward,
+"""attnkit.nn.fast_paths: oneDNN products give F.linear's numbers, forward and backward,
 keep their packed weight only while the weight is unchanged, and step aside where they
 must (few rows, autocast, ONNX export, the switch, quantization, copies)."""
 
@@ -15,10 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnkit.nn import fast_linear
-from attnkit.nn.fast_linear import MIN_ROWS, Linear, linear
+from attnkit.nn import fast_paths
+from attnkit.nn.fast_paths import MIN_ROWS, Linear, linear
 
-needs_onednn = pytest.mark.skipif(not fast_linear.enabled(), reason="no oneDNN on this machine")
+needs_onednn = pytest.mark.skipif(not fast_paths.enabled(), reason="no oneDNN on this machine")
 
 
 def _pair(in_f: int = 64, out_f: int = 96, bias: bool = True) -> tuple[Linear, nn.Linear]:
@@ -153,7 +153,7 @@ def test_steps_aside_for_few_rows_autocast_and_export(monkeypatch):
 
 def test_attnkit_onednn_0_turns_it_off():
     code = (
-        "import torch; from attnkit.nn import fast_linear as f; "
+        "import torch; from attnkit.nn import fast_paths as f; "
         "m = f.Linear(8, 8); x = torch.randn(32, 8, requires_grad=True); "
         "print(f.enabled(), type(m(x).grad_fn).__name__)"
     )
@@ -169,3 +169,24 @@ def test_function_form_matches_f_linear_without_owner():
     with torch.no_grad():
         torch.testing.assert_close(linear(x, w, b), F.linear(x, w, b), rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(linear(x, w), F.linear(x, w), rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+@pytest.mark.parametrize("name", ["relu", "gelu", "gelu_tanh"])
+def test_linear_activation_fuses_without_gradients_and_matches(name):
+    from attnkit.nn.layers import _ACTIVATIONS
+
+    ours, ref = _pair()
+    act = _ACTIVATIONS[name]
+    x = torch.randn(2, 20, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(fast_paths.linear_activation(ours, x, name, act),
+                                   act(ref(x)), rtol=1e-5, atol=1e-5)  # fmt: skip
+    calls = []
+    spy = lambda t: calls.append(1) or act(t)  # noqa: E731
+    with torch.no_grad():
+        fast_paths.linear_activation(ours, x, name, spy)
+    assert calls == []  # the kernel applied it
+    xg = x.clone().requires_grad_()
+    out = fast_paths.linear_activation(ours, xg, name, spy)  # with gradients: one by one
+    assert calls == [1] and out.grad_fn is not None

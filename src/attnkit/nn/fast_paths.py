@@ -1,0 +1,299 @@
+"""Fast paths beside the teaching code of ``attnkit.nn.attention`` and ``attnkit.nn.layers``:
+the same numbers (up to float rounding), fewer operations or cycles. Nothing here changes
+what a layer computes; each function says which formula it stands in for, and the tests
+compare them (tests/nn/test_fast_paths_linear.py, tests/nn/test_attention.py,
+tests/nn/test_dropout.py).
+
+Attention:
+
+* ``fused_qkv``: x W^Q, x W^K, x W^V as one matrix product (the three weights side by
+  side), the concatenated weight kept between decoding steps until a weight changes;
+* ``fused_attention``: PyTorch's fused softmax(Q K^T / sqrt(d_k)) V kernel where it is the
+  faster choice, or None where the explicit formula is (CPU with dropout, CPU bfloat16).
+
+The affine map y = x W^T + b (``Linear``, ``linear``). PyTorch multiplies float32 matrices
+on the CPU with MKL. For the shapes of these models (a few to a few thousand rows, 64-4096
+columns) oneDNN, which PyTorch also ships, is faster: on an AMD EPYC with AVX-512 (MKL runs
+its AVX2 code there) 2.0-2.4x for 16-768 rows, forward and backward; held to AVX2 kernels
+1.1-1.25x; for a single row (a decoding step) MKL's matrix-vector product is the faster one
+and keeps it (benchmarks/notes-speed.md).
+
+* ``Linear``: ``torch.nn.Linear`` (same parameters, names, initialisation, state_dict)
+  whose product goes through ``linear``; every layer of attnkit.nn and attnkit.models uses it;
+* ``linear(x, weight, bias, owner=None)``: ``F.linear`` by oneDNN where that is the faster
+  kernel: a CPU tensor of float32 or bfloat16 on x86-64 with at least ``MIN_ROWS`` rows,
+  outside autocast (autocast's own bfloat16 products are oneDNN's already), tracing,
+  ``torch.compile`` and ONNX export. With gradients it is an autograd function whose
+  backward is oneDNN too; without, ``owner`` (the module) keeps the weight re-laid out in
+  oneDNN's blocked format until the weight changes (its identity or version counter) or
+  a forward pass with gradients runs (``torch.optim.AdamW(fused=True)`` updates weights
+  without moving their version counters).
+
+``ATTNKIT_ONEDNN=0`` in the environment turns the oneDNN products off (every product is
+``F.linear``).
+
+A leaf of attnkit.nn: torch only.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
+
+__all__ = [
+    "Linear",
+    "MIN_ROWS",
+    "enabled",
+    "fusable",
+    "fused_attention",
+    "fused_qkv",
+    "linear",
+    "linear_activation",
+]
+
+MIN_ROWS = 16
+"""Products with fewer rows (x flattened to (rows, in_features)) stay with F.linear."""
+
+_X86 = platform.machine().lower() in {"x86_64", "amd64", "x86", "i686"}
+
+
+# --------------------------------------------------------------------------------------
+# y = x W^T + b
+# --------------------------------------------------------------------------------------
+def enabled() -> bool:
+    """Whether oneDNN products are used at all on this machine and in this environment."""
+    return (
+        _X86
+        and torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]
+        and os.environ.get("ATTNKIT_ONEDNN", "1").strip() != "0"
+    )
+
+
+_ON = enabled()
+_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _exporting() -> bool:
+    """Inside tracing, scripting, ``torch.compile`` or an ONNX export (torch.onnx is looked
+    up, not imported: a process that never imported it is not exporting)."""
+    onnx = sys.modules.get("torch.onnx")
+    return (
+        torch._C._get_tracing_state() is not None
+        or torch.jit.is_scripting()  # type: ignore[attr-defined]
+        or torch.compiler.is_compiling()
+        or (onnx is not None and onnx.is_in_onnx_export())
+    )
+
+
+def _usable(x: Tensor, weight: Tensor) -> bool:
+    return (
+        _ON
+        and x.device.type == "cpu"
+        and x.dtype in _DTYPES
+        and weight.dtype == x.dtype
+        and type(weight) in (Tensor, nn.Parameter)
+        and x.layout == torch.strided
+        and weight.layout == torch.strided
+        and x.dim() >= 1
+        and x.numel() >= MIN_ROWS * x.shape[-1] > 0
+        and not torch.is_autocast_enabled("cpu")
+        and not _exporting()
+    )
+
+
+def _onednn(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """x (..., in) @ weight (out, in)^T + bias, by oneDNN (weight plain or pre-packed)."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+class _OneDnnLinear(torch.autograd.Function):
+    """y = x W^T + b with oneDNN products forward and backward:
+    dL/dx = g W, dL/dW = g^T x, dL/db = sum over rows of g."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        rows = x.reshape(-1, x.shape[-1])  # (N, in)
+        ctx.save_for_backward(rows, weight)
+        ctx.in_shape = x.shape
+        y = _onednn(rows, weight, bias)  # (N, out)
+        return y.view(*x.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        rows, weight = ctx.saved_tensors
+        g = grad.reshape(-1, grad.shape[-1])  # (N, out)
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = _onednn(g, weight.t(), None).view(ctx.in_shape)  # g W: (N, in)
+        if ctx.needs_input_grad[1]:  # g^T x: (out, in); oneDNN copies its transposed input,
+            if rows.shape[1] < g.shape[1]:  # so the narrower of x and g is the one transposed
+                grad_w = _onednn(rows.t(), g.t(), None).t()  # (x^T g)^T
+            else:
+                grad_w = _onednn(g.t(), rows.t(), None)
+        if ctx.needs_input_grad[2]:
+            grad_b = g.sum(0)
+        return grad_x, grad_w, grad_b
+
+
+class _Kept:
+    """A module's slot for a tensor derived from its weight: copies (``copy.deepcopy``,
+    pickle) start empty, since the copy's weight is another tensor."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: tuple[Tensor, int, Tensor] | None = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Kept:
+        return _Kept()
+
+    def __reduce__(self) -> tuple[type[_Kept], tuple[()]]:
+        return (_Kept, ())
+
+
+def _packed(owner: nn.Module, weight: Tensor, rows: int) -> Tensor:
+    """``weight`` in oneDNN's blocked layout, kept on ``owner`` until the weight changes."""
+    kept = owner.__dict__.get("_onednn_weight")
+    if kept is None:
+        kept = owner.__dict__["_onednn_weight"] = _Kept()
+    version = -1 if weight.is_inference() else weight._version  # (no counter to read)
+    if kept.value is not None and kept.value[0] is weight and kept.value[1] == version:
+        return kept.value[2]
+    packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), rows)
+    kept.value = (weight, version, packed)
+    return packed
+
+
+def linear(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, owner: nn.Module | None = None
+) -> Tensor:
+    """``F.linear(x, weight, bias)``: x (..., in), weight (out, in), bias (out,) -> (..., out),
+    by oneDNN where it is the faster kernel (see the module docstring). ``owner``: the module
+    that may keep the pre-packed weight between calls without gradients."""
+    if not _usable(x, weight):
+        return F.linear(x, weight, bias)
+    if torch.is_grad_enabled() and (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+    ):
+        kept = None if owner is None else owner.__dict__.get("_onednn_weight")
+        if kept is not None:  # training: the weights are about to change, and a fused
+            kept.value = None  # optimizer step does not move their version counters
+        out: Tensor = _OneDnnLinear.apply(x, weight, bias)  # type: ignore[no-untyped-call]
+        return out
+    if owner is None:
+        return _onednn(x, weight, bias)
+    return _onednn(x, _packed(owner, weight, x.numel() // x.shape[-1]), bias)
+
+
+_POST_OPS = {"relu": ("relu", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh")}
+
+
+def linear_activation(
+    module: nn.Linear, x: Tensor, name: str, activation: Callable[[Tensor], Tensor]
+) -> Tensor:
+    """``activation(module(x))``, e.g. GELU(x W_1 + b_1): (..., in) -> (..., out). Without
+    gradients, where oneDNN runs the product, the activation (``name``: relu | gelu |
+    gelu_tanh) is applied by the same kernel as its result is written (one pass over the
+    (..., out) activations fewer); otherwise the two are computed one after the other."""
+    post = _POST_OPS.get(name)
+    if (
+        post is None
+        or type(module) is not Linear
+        or torch.is_grad_enabled()
+        and (x.requires_grad or any(p.requires_grad for p in module.parameters()))
+        or not _usable(x, module.weight)
+    ):
+        return activation(module(x))
+    packed = _packed(module, module.weight, x.numel() // x.shape[-1])
+    return torch.ops.mkldnn._linear_pointwise(x, packed, module.bias, post[0], [], post[1])
+
+
+class Linear(nn.Linear):
+    """``torch.nn.Linear`` (y = x W^T + b; the same parameters and state_dict) whose product
+    runs in oneDNN where that is the faster CPU kernel (``attnkit.nn.fast_paths.linear``)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return linear(input, self.weight, self.bias, owner=self)
+
+
+# --------------------------------------------------------------------------------------
+# Attention
+# --------------------------------------------------------------------------------------
+def fusable(projections: tuple[nn.Linear, nn.Linear, nn.Linear]) -> bool:
+    """True for plain Linear weights (not, e.g., the packed ones of a dynamically quantized
+    model, which run as three separate products)."""
+    return all(isinstance(m.weight, Tensor) for m in projections)
+
+
+def fused_qkv(
+    owner: nn.Module, projections: tuple[nn.Linear, nn.Linear, nn.Linear], x: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(x W^Q, x W^K, x W^V) for self-attention, (B, T, d) -> 3 x (B, T, d_out), as one GEMM
+    (faster than three small ones, forward and backward; the weights stay three Hugging
+    Face-named parameters). Without gradients (inference, generation) ``owner`` keeps the
+    concatenated weight until a weight changes (another tensor, or the same one changed in
+    place: its version counter): a decoding step would otherwise spend more time copying
+    the weights than multiplying by them. With gradients nothing is kept."""
+    params = [p for m in projections for p in (m.weight, m.bias) if p is not None]
+    versions = [p._version for p in params]
+    cached = owner.__dict__.get("_qkv_cache")
+    if not torch.is_grad_enabled() and (
+        cached is not None
+        and all(a is b for a, b in zip(cached[0], params, strict=True))
+        and cached[1] == versions
+    ):
+        weight, bias = cached[2], cached[3]
+    else:
+        weight = torch.cat([m.weight for m in projections])
+        first = projections[0].bias
+        bias = None if first is None else torch.cat([m.bias for m in projections])
+        if not torch.is_grad_enabled():  # the tensors themselves are held: compared by identity
+            owner.__dict__["_qkv_cache"] = (params, versions, weight, bias)
+        elif cached is not None:
+            del owner.__dict__["_qkv_cache"]  # training: the weights are about to change
+    width = projections[0].out_features
+    q, k, v = torch.split(linear(x, weight, bias, owner=owner), width, dim=-1)
+    return q, k, v
+
+
+def fused_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+) -> Tensor | None:
+    """softmax(Q K^T * scale + mask) V by PyTorch's fused kernel (no (.., Tq, Tk) weights
+    built), or None where the explicit formula is faster: on the CPU with dropout (the
+    fused CPU kernel falls back to the same math with slower ``bernoulli_`` masks, where
+    ``attnkit.nn.dropout`` draws cheaper ones) and in bfloat16 (the fused CPU kernel is
+    1.5-5x slower forward and backward than three bf16 matrix products; measured for
+    20-512 tokens, benchmarks/notes-speed.md). ``is_causal`` with no other mask and square
+    attention uses the kernel's own causal path; otherwise the caller merged the look-ahead
+    mask into ``mask``. A query row with no visible key gives zeros, as the formula does."""
+    if q.device.type == "cpu" and (dropout_p > 0.0 or q.dtype == torch.bfloat16):
+        return None
+    if is_causal:
+        return F.scaled_dot_product_attention(
+            q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale
+        )
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale)
+    # rows with no visible key: let the kernel see every key (no NaN forward or backward),
+    # then zero those rows
+    has_key = mask.any(dim=-1, keepdim=True)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p, scale=scale
+    )
+    return out.masked_fill(~has_key, 0.0)
