@@ -75,8 +75,10 @@ def run_nanogpt(peer: Path, steps: int, out: Path, env: dict[str, str]) -> tuple
     argv = [sys.executable, "train.py", *NANOGPT_ARGS, f"--max_iters={steps}",
             f"--lr_decay_iters={steps}", f"--out_dir={out}"]  # fmt: skip
     start = time.perf_counter()
-    done = subprocess.run(argv, cwd=peer, env=env, check=True, capture_output=True, text=True)
+    done = subprocess.run(argv, cwd=peer, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"nanoGPT failed ({done.returncode}):\n{done.stderr[-3000:]}")
     losses = re.findall(r"step \d+: train loss [\d.]+, val loss ([\d.]+)", done.stdout)
     return seconds, float(losses[-1])
 
@@ -87,8 +89,10 @@ def run_attnkit(steps: int, out: Path, env: dict[str, str], fp32: bool) -> tuple
     if fp32:
         argv += ["--set", "training.bf16=false"]
     start = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, capture_output=True, text=True)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"attnkit train failed ({done.returncode}):\n{done.stderr[-3000:]}")
     evals = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     losses = [e["val_loss"] for e in evals if "val_loss" in e]
     return seconds, float(losses[-1])

@@ -66,7 +66,7 @@ def test_attnkits_last_validation_loss_is_read_from_its_run(tmp_path, monkeypatc
                 {"step": 500, "val_loss": 2.3}]  # fmt: skip
         (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         assert ("training.bf16=false" in argv) == fp32
-        return subprocess.CompletedProcess(argv, 0)
+        return subprocess.CompletedProcess(argv, 0, "", "")
 
     monkeypatch.setattr(nanogpt_pairs.subprocess, "run", fake_run)
     for i, fp32 in enumerate((True, False)):

@@ -28,8 +28,7 @@ from attnkit.data.catalogue import get_dataset, names_reading
 from attnkit.models import MODEL_CONFIGS, config_class
 from attnkit.runtime.run import RunDir
 from attnkit.tasks import get_task
-from attnkit.tasks.base import adopt_pretrained
-from attnkit.tasks.run_config import RunConfig
+from attnkit.tasks.run_config import RunConfig, adopt_pretrained
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "extending.md"
 MARKED = re.compile(r"^<!-- test: ([\w-]+) -->\n```python\n(.*?)^```$", re.M | re.S)

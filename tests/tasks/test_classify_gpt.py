@@ -20,10 +20,9 @@ from attnkit.core.config import ConfigError
 from attnkit.models import GPTClassifier, GPTClassifierConfig
 from attnkit.nn.capture import capture
 from attnkit.tasks import get_task
-from attnkit.tasks.base import adopt_pretrained
 from attnkit.tasks.classify import encode_texts
 from attnkit.tasks.lm import LMPredictor
-from attnkit.tasks.run_config import RunConfig
+from attnkit.tasks.run_config import RunConfig, adopt_pretrained
 from conftest import make_sentiment_rows, tiny_recipe, write_csv
 
 QUIET = {"log": lambda *_: None}

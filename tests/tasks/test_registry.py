@@ -46,8 +46,7 @@ from attnkit.tasks import (
     get_tokenizer,
     register_task,
 )
-from attnkit.tasks.base import adopt_pretrained
-from attnkit.tasks.run_config import RunConfig
+from attnkit.tasks.run_config import RunConfig, adopt_pretrained
 
 IGNORE = -100
 

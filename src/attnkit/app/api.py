@@ -64,8 +64,8 @@ from attnkit.runtime.run import RunDir
 from attnkit.runtime.tracking import check_trackers
 from attnkit.runtime.training import Trainer, TrainResult, resolve_device, training_precision
 from attnkit.tasks import classify, get_task
-from attnkit.tasks.base import Predictor, RunError, adopt_pretrained
-from attnkit.tasks.run_config import RunConfig, load_config, read_run_config
+from attnkit.tasks.base import Predictor, RunError
+from attnkit.tasks.run_config import RunConfig, adopt_pretrained, load_config, read_run_config
 
 __all__ = ["RunError", "calibrate", "evaluate", "export", "load", "train"]
 

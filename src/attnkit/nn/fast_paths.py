@@ -89,6 +89,7 @@ def _exporting() -> bool:
         torch._C._get_tracing_state() is not None
         or torch.jit.is_scripting()  # type: ignore[attr-defined]
         or torch.compiler.is_compiling()
+        or torch.compiler.is_exporting()  # (torch.export, the dynamo ONNX exporter)
         or (onnx is not None and onnx.is_in_onnx_export())
     )
 

@@ -6,7 +6,7 @@ returns. ``attnkit.app.api`` runs the same steps for every task, asking the spec
 
     train:    spec.check_data(cfg); spec.validate(cfg) (when the recipe is read)
               spec.check_resume(cfg, saved)               --resume only
-              adopt_pretrained(cfg, tokenizer, log)       new runs: init_from's sizes
+              run_config.adopt_pretrained(cfg, tokenizer, log)   new runs: init_from's sizes
               data = spec.prepare_data(cfg, tokenizer, log)
               cfg.model <- spec.model_inputs(cfg, data.tokenizer, data.run_info)
               model = cfg.model.build();  spec.init_model(model, cfg, data, log)
@@ -321,19 +321,6 @@ def arch_error(spec: TaskSpec, arch: str) -> str:
     *rest, last = task_archs(spec)
     names = f"{', '.join(rest)} or {last}" if rest else last
     return f"task {spec.name} needs model.arch {names}, got {arch!r}"
-
-
-def adopt_pretrained(
-    cfg: Recipe, tokenizer: Tokenizer | None, log: Log
-) -> tuple[Recipe, Tokenizer | None]:
-    """Before a new run's data is read: a model config with ``model.init_from`` adopts its
-    source's sizes and tokenizer (``ModelConfig.adopt``, whatever the arch and the task);
-    otherwise nothing changes."""
-    if cfg.model.pretrained is None:
-        return cfg, tokenizer
-    source = open_pretrained_source(cfg.model.pretrained)
-    cfg.model, tokenizer = cfg.model.adopt(source, cfg.data.max_len, log)
-    return cfg, tokenizer
 
 
 def open_pretrained_source(init_from: str | Path) -> PretrainedSource:

@@ -36,15 +36,16 @@ from attnkit.core.config import (
 from attnkit.core.errors import DataError, RunError
 from attnkit.data.settings import FLAT_DATA_KEYS, DataConfig, TokenizerConfig
 from attnkit.data.tables import RECORD_KEY, resolve_in_run
+from attnkit.data.tokenization import Tokenizer
 from attnkit.models import config_class
 from attnkit.models.saved import INT8_WEIGHTS, ONNX_FILE
 from attnkit.models.sizes import MAX_LEN, check_model
 from attnkit.runtime.run import RunDir
 from attnkit.runtime.training_config import TrainingConfig
-from attnkit.tasks.base import TaskSpec, arch_error, task_archs
+from attnkit.tasks.base import Log, TaskSpec, arch_error, open_pretrained_source, task_archs
 from attnkit.tasks.registry import get_task, task_names
 
-__all__ = ["ConfigError", "RunConfig", "load_config", "read_run_config"]
+__all__ = ["ConfigError", "RunConfig", "adopt_pretrained", "load_config", "read_run_config"]
 
 _SECTIONS = ("task", "data", "tokenizer", "model", "training")
 ABOUT = "about"  # a recipe's description of itself (attnkit recipes), not a setting
@@ -254,3 +255,16 @@ def read_run_config(run: RunDir) -> tuple[RunConfig, dict[str, Any]]:
     elif not (run.path / ONNX_FILE).is_file():  # (an ONNX export builds no torch model)
         check_model(cfg.model, where)
     return cfg, saved
+
+
+def adopt_pretrained(
+    cfg: RunConfig, tokenizer: Tokenizer | None, log: Log
+) -> tuple[RunConfig, Tokenizer | None]:
+    """Before a new run's data is read: a model config with ``model.init_from`` adopts its
+    source's sizes and tokenizer (``ModelConfig.adopt``, whatever the arch and the task);
+    otherwise nothing changes."""
+    if cfg.model.pretrained is None:
+        return cfg, tokenizer
+    source = open_pretrained_source(cfg.model.pretrained)
+    cfg.model, tokenizer = cfg.model.adopt(source, cfg.data.max_len, log)
+    return cfg, tokenizer
