@@ -113,6 +113,23 @@ def test_packed_weight_is_dropped_by_a_training_step_of_a_fused_optimizer():
 
 
 @needs_onednn
+def test_packed_weight_is_dropped_by_a_training_step_under_autocast():
+    """bf16 training (autocast: F.linear's kernel) between two fp32 evaluations."""
+    ours, ref = _pair()
+    x = torch.randn(40, 64)
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=0.1, fused=True) for m in (ours, ref)]
+    for _ in range(2):
+        with torch.no_grad():
+            torch.testing.assert_close(ours(x), ref(x), rtol=1e-5, atol=1e-5)
+        for m, opt in zip((ours, ref), optimizers, strict=True):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = m(x).float().square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+
+
+@needs_onednn
 def test_a_copy_starts_without_the_packed_weight():
     ours, _ = _pair()
     with torch.no_grad():

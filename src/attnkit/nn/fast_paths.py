@@ -180,14 +180,15 @@ def linear(
     """``F.linear(x, weight, bias)``: x (..., in), weight (out, in), bias (out,) -> (..., out),
     by oneDNN where it is the faster kernel (see the module docstring). ``owner``: the module
     that may keep the pre-packed weight between calls without gradients."""
+    training = torch.is_grad_enabled() and (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+    )
+    kept = None if owner is None or not training else owner.__dict__.get("_onednn_weight")
+    if kept is not None:  # training (with any kernel, autocast's too): the weights are about
+        kept.value = None  # to change, and a fused optimizer step moves no version counter
     if not _usable(x, weight):
         return F.linear(x, weight, bias)
-    if torch.is_grad_enabled() and (
-        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
-    ):
-        kept = None if owner is None else owner.__dict__.get("_onednn_weight")
-        if kept is not None:  # training: the weights are about to change, and a fused
-            kept.value = None  # optimizer step does not move their version counters
+    if training:
         out: Tensor = _OneDnnLinear.apply(x, weight, bias)  # type: ignore[no-untyped-call]
         return out
     if owner is None:
