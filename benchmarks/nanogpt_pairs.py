@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from report import RESULTS, ROOT, cpu_native_bf16, machine, write_results_md  # noqa: E402
+from report import ROOT, cpu_native_bf16, machine, publish  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
 PEER = SHARED / "peers" / "nanoGPT"
@@ -145,13 +145,11 @@ def main(argv: list[str] | None = None) -> dict:
         "speedup_fp32": round(med["nanogpt"] / med["attnkit_fp32"], 2),
         "speedup_auto": round(med["nanogpt"] / med["attnkit_auto"], 2),
     }
-    text = json.dumps(record, indent=2) + "\n"
     if args.json is not None:
-        args.json.write_text(text, encoding="utf-8")
+        args.json.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        print(json.dumps(record, indent=2))
     else:
-        (RESULTS / f"{name}.json").write_text(text, encoding="utf-8")
-        write_results_md()
-    print(json.dumps(record, indent=2))
+        publish(record)  # benchmarks/results/NAME.json (schema-checked) + docs/results.md
     return record
 
 

@@ -14,9 +14,9 @@ Attention:
 The affine map y = x W^T + b (``Linear``, ``linear``). PyTorch multiplies float32 matrices
 on the CPU with MKL. For the shapes of these models (a few to a few thousand rows, 64-4096
 columns) oneDNN, which PyTorch also ships, is faster: on an AMD EPYC with AVX-512 (MKL runs
-its AVX2 code there) 2.0-2.4x for 16-768 rows, forward and backward; held to AVX2 kernels
-1.1-1.25x; for a single row (a decoding step) MKL's matrix-vector product is the faster one
-and keeps it (benchmarks/notes-speed.md).
+its AVX2 code there) 2.0-2.4x for 16-768 rows forward and for dL/dx, 1.3-1.6x for dL/dW;
+held to AVX2 kernels 1.1-1.25x; for a single row (a decoding step) MKL's matrix-vector
+product is the faster one and keeps it (benchmarks/notes-speed.md).
 
 * ``Linear``: ``torch.nn.Linear`` (same parameters, names, initialisation, state_dict)
   whose product goes through ``linear``; every layer of attnkit.nn and attnkit.models uses it;
