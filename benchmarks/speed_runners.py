@@ -485,7 +485,9 @@ def run_generate(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]
                 ("attnkit", settings, times["attnkit"]),
                 (
                     PEER_GPT2,
-                    GEN_PEER_SETTINGS.replace("=N", f"={args.new_tokens}"),
+                    GEN_PEER_SETTINGS.replace(
+                        "max_new_tokens=N", f"max_new_tokens={args.new_tokens}"
+                    ),
                     times["transformers"],
                 ),
                 TARGETS["gen1"] if batch == 1 else None,
@@ -527,7 +529,10 @@ def run_generate(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]
                 ),
                 (
                     PEER_GPT2,
-                    GEN_PEER_SETTINGS.replace("=N", f"={args.new_tokens}") + " (fp32)",
+                    GEN_PEER_SETTINGS.replace(
+                        "max_new_tokens=N", f"max_new_tokens={args.new_tokens}"
+                    )
+                    + " (fp32)",
                     times["transformers"],
                 ),
                 None,

@@ -225,6 +225,22 @@ def test_json_line_refuses_nan() -> None:
         check_finite(torch.tensor([0.0, float("-inf")]))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_check_finite_whatever_the_sum_is(dtype) -> None:
+    big = torch.finfo(dtype).max
+    inf, nan = float("inf"), float("nan")
+    ok = [[1.0, 2.0], [big, big], [-big, -big], [0.0] * 0]  # sums that overflow: still finite
+    for values in ok:
+        check_finite(torch.tensor(values, dtype=dtype))
+    check_finite(torch.tensor([big, big, -inf], dtype=dtype), allow_neg_inf=True)
+    bad = [[1.0, nan], [inf, 1.0], [inf, -inf], [nan, -inf], [big, big, inf]]
+    for values in bad:
+        for allow in (False, True):
+            with pytest.raises(NonFiniteError):
+                check_finite(torch.tensor(values, dtype=dtype), allow_neg_inf=allow)
+    check_finite(torch.tensor([3, 4]))  # integers: finite
+
+
 @pytest.mark.parametrize("extra", [[], ["--json"]])
 def test_predict_on_nan_weights_is_one_line(tiny_run_once, tmp_path, capsys, extra) -> None:
     run = nan_copy(tiny_run_once, tmp_path / "nan")

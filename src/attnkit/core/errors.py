@@ -78,8 +78,14 @@ NON_FINITE = (
 def check_finite(values: Any, allow_neg_inf: bool = False) -> None:
     """Raise ``NonFiniteError`` unless every value of the tensor ``values`` is finite
     (``allow_neg_inf``: -inf allowed too, e.g. logits of banned tokens)."""
+    import math
+
     import torch
 
+    if values.is_floating_point():  # one reduction first: a finite sum has no NaN or inf in
+        total = float(values.sum())  # it, a sum of -inf no NaN or +inf (NaN + x = NaN,
+        if math.isfinite(total) or (allow_neg_inf and total == -math.inf):  # inf - inf = NaN)
+            return
     bad = torch.isnan(values) | torch.isposinf(values)
     if not allow_neg_inf:
         bad |= torch.isneginf(values)

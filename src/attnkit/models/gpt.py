@@ -56,6 +56,7 @@ from attnkit.models.hf_gpt2 import (
 from attnkit.models.saved import CONFIG_FILE
 from attnkit.nn.attention import KVCache
 from attnkit.nn.dropout import Dropout
+from attnkit.nn.fast_decode import DecodePlan
 from attnkit.nn.fast_paths import Linear
 from attnkit.nn.generation import StepCallback, beam_search, sample
 from attnkit.nn.layers import BlockConfig, Encoder, EncoderLayer, LearnedPositionalEmbedding
@@ -463,6 +464,11 @@ class GPTStepper:
             self.ids, self.mask = input_ids[:, :0], mask[:, :0]
         self.use_cache = use_cache
         self.cache: list[KVCache] | None = None
+        # the decoding step without module calls (attnkit.nn.fast_decode), where it computes
+        # what the modules do; next_pos (B, 1): the next token's position, None: count it
+        self.plan = DecodePlan.build(model.blocks, model) if use_cache else None
+        self.next_pos: Tensor | None = None
+        self.all_real = bool(self.mask.all())
         if use_cache and self.ids.size(1):
             self._refill()
 
@@ -470,6 +476,8 @@ class GPTStepper:
         """A fresh cache holding ``self.ids`` (at most max_len - 1 of them)."""
         self.cache = self.model.init_cache()
         self.model.hidden_states(self.ids, self.mask, cache=self.cache)  # no logits needed
+        self.next_pos = None
+        self.all_real = bool(self.mask.all())  # (a slid window may have lost its padding)
 
     def step(self, tokens: Tensor) -> Tensor:
         """tokens (N,) -> next-token logits (N, V)."""
@@ -486,15 +494,34 @@ class GPTStepper:
         if self.use_cache:
             if self.cache is None:
                 self.cache = self.model.init_cache()
-            logits = self.model(tokens[:, None], mask, cache=self.cache).logits
+            if self.plan is not None and self.plan.usable():
+                logits = self._fast_step(tokens, mask, self.cache)
+            else:
+                logits = self.model(tokens[:, None], mask, cache=self.cache).logits
+                self.next_pos = None
         else:
             logits = self.model(ids, mask).logits
         self.ids, self.mask = ids, mask
         return logits[:, -1]
 
+    def _fast_step(self, tokens: Tensor, mask: Tensor, cache: list[KVCache]) -> Tensor:
+        """``model(tokens[:, None], mask, cache=cache).logits`` (N, 1, V) by the model's
+        ``DecodePlan``: the same positions (each row's count of real tokens so far), mask
+        (None when every token is real, as ``hidden_states`` drops it) and layers."""
+        assert self.plan is not None
+        model = self.model
+        if self.next_pos is None:  # the real tokens before the new one, per row
+            self.next_pos = self.mask.sum(1, keepdim=True)
+        position = self.next_pos  # (N, 1) (< max_len: the window slides before that)
+        x = model.tok_embed(tokens[:, None]) + model.pos.embedding(position)  # (N, 1, d_model)
+        h = self.plan.step(model.dropout(x), cache, None if self.all_real else mask)
+        self.next_pos = position + 1
+        return model.lm_head(h)
+
     def reorder(self, index: Tensor) -> None:
         self.ids = self.ids.index_select(0, index)
         self.mask = self.mask.index_select(0, index)
+        self.next_pos = None if self.next_pos is None else self.next_pos.index_select(0, index)
         if self.cache is not None:
             for layer in self.cache:
                 layer.reorder(index)

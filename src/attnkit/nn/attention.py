@@ -402,9 +402,9 @@ class KVCache:
                 grown[0][:, :, :n] = self.key
                 grown[1][:, :, :n] = self.value
             room = self._room = (grown[0], grown[1])
-        room[0][:, :, n : n + t] = key
-        room[1][:, :, n : n + t] = value
-        self.key, self.value = room[0][:, :, : n + t], room[1][:, :, : n + t]
+        room[0].narrow(2, n, t).copy_(key)  # (narrow + copy_: a decoding step's Python
+        room[1].narrow(2, n, t).copy_(value)  # costs more than its copy)
+        self.key, self.value = room[0].narrow(2, 0, n + t), room[1].narrow(2, 0, n + t)
         return self.key, self.value
 
     def reorder(self, index: Tensor) -> None:

@@ -45,6 +45,7 @@ from attnkit.tasks.base import (
     get_tokenizer,
     log_info,
     one_line,
+    open_pretrained_source,
     with_data_dir,
 )
 from attnkit.tasks.metrics import accuracy, classification_report
@@ -735,7 +736,8 @@ class ClassifySpec(TaskSpec):
     def model_inputs(
         self, cfg: Recipe, tokenizer: Tokenizer, run_info: dict[str, Any]
     ) -> dict[str, Any]:
-        sizes = super().model_inputs(cfg, tokenizer, run_info)  # (the model config's)
+        # the vocabulary, padding id and positions (a pretrained BERT keeps its own) + labels
+        sizes = cfg.model.data_sizes(tokenizer, cfg.data.max_len)
         return {**sizes, "num_classes": len(run_info["labels"])}
 
     def init_model(self, model: nn.Module, cfg: Recipe, data: PreparedData, log: Log) -> None:
@@ -746,7 +748,8 @@ class ClassifySpec(TaskSpec):
                 f"Naive Bayes ratios from {len(data.train):,} texts "
                 f"({time.perf_counter() - start:.1f}s)"
             )
-        super().init_model(model, cfg, data, log)  # model.init_from: the pretrained weights
+        if cfg.model.pretrained is not None:  # model.init_from: the pretrained weights
+            model.load_pretrained(open_pretrained_source(cfg.model.pretrained), log)
 
     def objective(self, cfg: Recipe, data: PreparedData) -> ClassificationObjective:
         return ClassificationObjective(

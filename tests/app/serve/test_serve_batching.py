@@ -539,3 +539,24 @@ def test_a_batching_server_process_answers_and_stops_on_ctrl_c(served_runs) -> N
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_shutdown_ends_in_keyboard_interrupt_however_uvicorn_returns(
+    monkeypatch, sig
+) -> None:
+    """uvicorn re-raises the signal it shut down for from inside asyncio.run; where that
+    ended as a plain return (seen under load: exit status 0 instead of 130), the server's
+    run still ends in KeyboardInterrupt."""
+    import uvicorn
+
+    from attnkit.app.serve.server import make_server
+
+    app, _ = _fake_app(delay=0.0)
+    server = make_server(app, Limits(), log_level="error")
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)
+    server.run(sockets=[])  # no signal: a plain return
+    server.handle_exit(sig, None)
+    assert server.should_exit
+    with pytest.raises(KeyboardInterrupt):
+        server.run(sockets=[])

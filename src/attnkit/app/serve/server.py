@@ -28,6 +28,7 @@ import errno
 import json
 import socket
 import sys
+from types import FrameType
 from typing import Any
 
 import h11
@@ -168,6 +169,25 @@ class JsonErrorProtocol(H11Protocol):
         self.transport.close()
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, whose ``run`` ends in ``KeyboardInterrupt`` once it has shut down
+    after Ctrl-C or SIGTERM (the CLI's "attnkit: interrupted", exit status 130). uvicorn
+    re-raises the signal it caught after its shutdown, but from inside ``asyncio.run``,
+    whose own SIGINT handler it has just restored: under load that ended as a plain return
+    (exit status 0; tests/app/serve/test_serve_batching.py saw it)."""
+
+    interrupted = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.interrupted = True
+        super().handle_exit(sig, frame)
+
+    def run(self, sockets: list[socket.socket] | None = None) -> None:
+        super().run(sockets=sockets)
+        if self.interrupted:  # (where uvicorn's re-raised signal did not end the process)
+            raise KeyboardInterrupt
+
+
 def make_server(app: Any, limits: Limits | None = None, log_level: str = "info") -> uvicorn.Server:
     """uvicorn serving ``app`` with ``JsonErrorProtocol`` (its head deadline:
     ``limits.body_timeout_s``); run it with ``.run(sockets=bind(host, port))``."""
@@ -177,4 +197,4 @@ def make_server(app: Any, limits: Limits | None = None, log_level: str = "info")
     )
     # ws="none": no WebSocket upgrade, so every request meets the app's checks
     config = uvicorn.Config(app, http=protocol, ws="none", log_level=log_level)
-    return uvicorn.Server(config)
+    return _Server(config)

@@ -1,0 +1,180 @@
+"""One decoding step of a causal pre-norm stack (GPT) as plain tensor operations: a fast
+path beside ``attnkit.nn.layers.Encoder``, the same numbers.
+
+A step of greedy generation at batch 1 multiplies a single row by every weight: the
+products take well under a millisecond for a small model, and calling ~15 modules per
+layer (each ``nn.Module.__call__`` with its hook checks, the capture checks, the mask
+merging) took about as long again (benchmarks/notes-speed.md). ``DecodePlan`` reads the
+weights of an ``Encoder`` once and then runs, per layer, exactly what
+``EncoderLayer.forward`` runs for one new position with a ``KVCache``::
+
+    h = LayerNorm_1(x)
+    q, k, v = h [W^Q W^K W^V] + [b^Q b^K b^V]        one product (the fused weight)
+    K, V = cache.append(k, v)                          (B, H, T_total, d_head)
+    x = x + Attention(q, K, V) W^O + b^O               the new query sees every cached key
+    x = x + act(LayerNorm_2(x) W_1 + b_1) W_2 + b_2
+    ...
+    LayerNorm_final(x)
+
+It applies only where the module path would compute exactly that (``DecodePlan.build``
+returns None otherwise, and ``usable()`` is checked before every step): a stack of plain
+pre-norm ``EncoderLayer``s with plain float weights (not int8-quantized) and no forward
+hooks anywhere in the model, in eval mode or with every dropout at 0, without gradients,
+outside ``attnkit.nn.capture`` (which records the explicit formula) and outside tracing
+and export. The plan holds the weights it read: it belongs to one generation (a
+``GPTStepper``), during which the weights do not change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.modules import module as _module_hooks
+
+from attnkit.nn import capture as _capture
+from attnkit.nn.attention import KVCache, scaled_dot_product_attention
+from attnkit.nn.fast_paths import MIN_ROWS, Linear, linear, linear_activation
+from attnkit.nn.layers import Encoder, EncoderLayer
+
+__all__ = ["DecodePlan"]
+
+
+@dataclass(frozen=True)
+class _LayerWeights:
+    """What one pre-norm EncoderLayer's step reads: its tensors (a module's attribute
+    lookup costs more than the product of a row by a small weight) and, for batches of
+    at least MIN_ROWS rows, the modules that keep their pre-packed weights."""
+
+    norm1: tuple[Tensor, Tensor, float]  # LayerNorm_1: gamma, beta, eps
+    qkv: tuple[Tensor, Tensor | None]  # [W^Q W^K W^V] (3 d_model, d_model) (fused_qkv's), bias
+    out: tuple[Tensor, Tensor | None]  # W^O, b^O
+    norm2: tuple[Tensor, Tensor, float]
+    ffn1: tuple[Tensor, Tensor | None]  # W_1, b_1
+    activation: tuple[str, Callable[[Tensor], Tensor]]  # name (fast_paths' post-op), function
+    ffn2: tuple[Tensor, Tensor | None]  # W_2, b_2
+    num_heads: int
+    owners: tuple[nn.Module, nn.Module, nn.Module, nn.Module]  # qkv, W^O, W_1, W_2
+
+
+def _has_hooks(model: nn.Module) -> bool:
+    """Any forward hook or pre-hook on ``model`` or its submodules, or a global one."""
+    if _module_hooks._global_forward_hooks or _module_hooks._global_forward_pre_hooks:
+        return True
+    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def _plain(*modules: nn.Module) -> bool:
+    """Every module an (attnkit) Linear or LayerNorm of plain float tensors."""
+    return all(
+        type(m) in (Linear, nn.Linear, nn.LayerNorm)
+        and all(
+            type(p) in (Tensor, nn.Parameter) and p.is_floating_point() for p in m.parameters()
+        )  # fmt: skip
+        for m in modules
+    )
+
+
+class DecodePlan:
+    """The weights of an ``Encoder`` (pre-norm, causal) laid out for ``step``."""
+
+    def __init__(self, stack: Encoder, layers: Sequence[_LayerWeights]) -> None:
+        self.stack = stack
+        self.layers = list(layers)
+        self.norm = _norm(stack.norm)
+
+    @classmethod
+    def build(cls, stack: Encoder, model: nn.Module | None = None) -> DecodePlan | None:
+        """A plan for ``stack`` (``model``: the module around it, checked for hooks too),
+        or None where ``step`` would not compute what ``stack`` does."""
+        if type(stack) is not Encoder or not isinstance(stack.norm, nn.LayerNorm):
+            return None  # (a pre-norm stack ends in LayerNorm)
+        if _has_hooks(model if model is not None else stack):
+            return None
+        layers = []
+        with torch.no_grad():
+            for layer in stack.layers:
+                if type(layer) is not EncoderLayer or not layer.add_norm1.norm_first:
+                    return None
+                attn, ffn = layer.self_attn, layer.ffn
+                projections = (attn.q_proj, attn.k_proj, attn.v_proj)
+                norms = (layer.add_norm1.norm, layer.add_norm2.norm)
+                if not _plain(*projections, attn.out_proj, ffn.linear1, ffn.linear2, *norms):
+                    return None
+                biases = [p.bias for p in projections]
+                qkv_bias = None if biases[0] is None else torch.cat(biases)  # type: ignore[arg-type]
+                layers.append(
+                    _LayerWeights(
+                        norm1=_norm(norms[0]),
+                        qkv=(torch.cat([p.weight for p in projections]), qkv_bias),
+                        out=(attn.out_proj.weight, attn.out_proj.bias),
+                        norm2=_norm(norms[1]),
+                        ffn1=(ffn.linear1.weight, ffn.linear1.bias),
+                        activation=(ffn.activation_name, ffn.activation),
+                        ffn2=(ffn.linear2.weight, ffn.linear2.bias),
+                        num_heads=attn.num_heads,
+                        owners=(attn, attn.out_proj, ffn.linear1, ffn.linear2),
+                    )
+                )
+        return cls(stack, layers)
+
+    def usable(self) -> bool:
+        """Whether ``step`` computes what the stack's forward would, now."""
+        stack = self.stack
+        return (
+            not torch.is_grad_enabled()
+            and not _capture.ACTIVE
+            and not (stack.training and _dropout_on(stack))
+            and not torch.compiler.is_compiling()
+            and not torch.compiler.is_exporting()
+            and torch._C._get_tracing_state() is None
+            and not _module_hooks._global_forward_hooks
+            and not _module_hooks._global_forward_pre_hooks
+        )
+
+    def step(self, x: Tensor, cache: list[KVCache], key_padding_mask: Tensor | None) -> Tensor:
+        """x (B, 1, d_model): the new position's input (embeddings) -> the final
+        LayerNorm's output (B, 1, d_model); each layer's ``cache`` gets its key/value.
+        key_padding_mask: (B, T_total) True = real token (cached + new), or None (all
+        real)."""
+        b = x.size(0)
+        mask = None if key_padding_mask is None else key_padding_mask[:, None, None, :]
+        fused = x.device.type != "cpu" or x.dtype == torch.float32  # fused_attention's choice
+        few = x.numel() < MIN_ROWS * x.size(-1)  # F.linear's rows (fast_paths.linear's too)
+        for w, kv in zip(self.layers, cache, strict=True):
+            own_qkv, own_out, own_1, own_2 = w.owners
+            h = torch.layer_norm(x, x.shape[-1:], *w.norm1)  # LayerNorm_1(x)
+            qkv = F.linear(h, *w.qkv) if few else linear(h, *w.qkv, owner=own_qkv)
+            q, k, v = qkv.view(b, 1, 3, w.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+            keys, values = kv.append(k, v)  # (B, H, T_total, d_head)
+            if fused and mask is None:  # (the one new query sees every key)
+                a = F.scaled_dot_product_attention(q, keys, values)
+            else:
+                a = scaled_dot_product_attention(q, keys, values, mask=mask)[0]
+            a = a.transpose(1, 2).reshape(b, 1, -1)  # concat heads (B, 1, d_model)
+            x = x + (F.linear(a, *w.out) if few else linear(a, *w.out, owner=own_out))
+            h = torch.layer_norm(x, x.shape[-1:], *w.norm2)  # LayerNorm_2(x)
+            if few:  # act(h W_1 + b_1)
+                h = w.activation[1](F.linear(h, *w.ffn1))
+            else:
+                h = linear_activation(own_1, h, *w.activation)  # type: ignore[arg-type]
+            x = x + (F.linear(h, *w.ffn2) if few else linear(h, *w.ffn2, owner=own_2))
+        return torch.layer_norm(x, x.shape[-1:], *self.norm)
+
+
+def _norm(module: nn.Module) -> tuple[Tensor, Tensor, float]:
+    """A LayerNorm's (gamma, beta, eps) (over the last dimension: attnkit's layers')."""
+    assert isinstance(module, nn.LayerNorm) and len(module.normalized_shape) == 1
+    return module.weight, module.bias, module.eps
+
+
+def _dropout_on(stack: nn.Module) -> bool:
+    """Any dropout (module or attention probability) above 0 in ``stack``."""
+    for m in stack.modules():
+        p = getattr(m, "p", None) if isinstance(m, nn.Dropout) else getattr(m, "dropout", None)
+        if isinstance(p, float) and p > 0.0:
+            return True
+    return False
