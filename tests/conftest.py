@@ -25,6 +25,22 @@ settings.load_profile("attnkit")
 # test starts, so that subprocesses (torchrun, the CLI) inherit it.
 os.environ.setdefault("ATTNKIT_CPU_BF16", "0")
 
+# The tests listed in tests/slow_tests.txt (by tools/tier_tests.py, from their measured
+# time) leave the fast tier too: marked slow, as the integration tests are in their files.
+_SLOW_LIST = Path(__file__).with_name("slow_tests.txt")
+_SLOW = {
+    line.strip()
+    for line in _SLOW_LIST.read_text(encoding="utf-8").splitlines()
+    if line.strip() and not line.startswith("#")
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if item.nodeid in _SLOW:
+            item.add_marker(pytest.mark.slow)
+
+
 POS = ["great", "wonderful", "loved", "excellent", "최고", "재미있어요", "감동"]
 NEG = ["awful", "boring", "hated", "terrible", "최악", "지루해요", "실망"]
 FILLER = ["the", "movie", "was", "really", "film", "story", "이", "영화", "정말", "배우"]

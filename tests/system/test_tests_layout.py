@@ -50,3 +50,21 @@ def test_every_test_file_is_named_after_what_it_tests():
 def test_basenames_are_unique():
     names = [p.name for p in _test_files()]
     assert sorted(n for n in set(names) if names.count(n) > 1) == []
+
+
+def test_every_test_the_slow_list_names_exists():
+    """tests/slow_tests.txt (tools/tier_tests.py) names tests by node id: each one's file
+    defines its function (a renamed or deleted test must leave the list too)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from tier_tests import listed
+
+    stale = []
+    for node in listed(TESTS / "slow_tests.txt"):
+        path, _, name = node.partition("::")
+        function = name.split("[")[0].split("::")[-1]
+        file = ROOT / path
+        if not file.is_file() or f"def {function}(" not in file.read_text(encoding="utf-8"):
+            stale.append(node)
+    assert stale == [], f"tests/slow_tests.txt names tests that do not exist: {stale}"
