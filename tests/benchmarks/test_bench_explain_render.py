@@ -28,7 +28,8 @@ def test_explain_render_measures_each_head_count_and_renders(tmp_path) -> None:
             assert m["tokens"] == 128 and m["html_bytes"] > m["payload_bytes"] > 0
             assert m["capture_and_render_s"] == pytest.approx(m["trace_s"] + m["render_s"])
     import report
+    import report_speed
 
     assert report.check_record({**record, "name": "explain-render"}) == []
-    text = "\n".join(report._explain([record]))
+    text = "\n".join(report_speed._explain([record]))
     assert "## Explainer" in text and "| GPT (task lm) | 8 |" in text
