@@ -21,6 +21,13 @@ from attnkit.nn.fast_paths import MIN_ROWS, Linear, linear
 needs_onednn = pytest.mark.skipif(not fast_paths.enabled(), reason="no oneDNN on this machine")
 
 
+@pytest.fixture(autouse=True)
+def _onednn_with_gradients(monkeypatch):
+    """The oneDNN products with gradients are tested on every x86 CPU, though they run by
+    default only on AMD's (test_gradients_take_onednn_only_where_it_is_faster)."""
+    monkeypatch.setattr(fast_paths, "_ON_WITH_GRAD", fast_paths._ON)
+
+
 def _pair(in_f: int = 64, out_f: int = 96, bias: bool = True) -> tuple[Linear, nn.Linear]:
     torch.manual_seed(0)
     ours = Linear(in_f, out_f, bias=bias)
@@ -207,3 +214,24 @@ def test_linear_activation_fuses_without_gradients_and_matches(name):
     xg = x.clone().requires_grad_()
     out = fast_paths.linear_activation(ours, xg, name, spy)  # with gradients: one by one
     assert calls == [1] and out.grad_fn is not None
+
+
+@needs_onednn
+def test_gradients_take_onednn_only_where_it_is_faster(monkeypatch):
+    """Training products go through oneDNN on AMD CPUs only (MKL is the faster one with
+    gradients on Intel's); without gradients oneDNN runs on both."""
+    vendor = fast_paths.cpu_vendor()
+    assert vendor  # (x86 Linux: /proc/cpuinfo's vendor_id)
+    code = "from attnkit.nn import fast_paths as f; print(f._ON_WITH_GRAD)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    assert done.stdout.strip() == str(vendor in ("AuthenticAMD", "HygonGenuine"))
+    ours, _ = _pair()
+    x = torch.randn(MIN_ROWS, 64)
+    monkeypatch.setattr(fast_paths, "_ON_WITH_GRAD", False)
+    assert not _uses_onednn(ours, x)  # F.linear, forward and backward
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), F.linear(x, ours.weight, ours.bias))
+        assert ours.__dict__["_onednn_weight"].value is not None  # (pre-packed: oneDNN's)
+    monkeypatch.setattr(fast_paths, "_ON_WITH_GRAD", True)
+    assert _uses_onednn(ours, x)

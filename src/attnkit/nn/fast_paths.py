@@ -23,8 +23,8 @@ product is the faster one and keeps it (benchmarks/notes-speed.md).
 * ``linear(x, weight, bias, owner=None)``: ``F.linear`` by oneDNN where that is the faster
   kernel: a CPU tensor of float32 or bfloat16 on x86-64 with at least ``MIN_ROWS`` rows,
   outside autocast (autocast's own bfloat16 products are oneDNN's already), tracing,
-  ``torch.compile`` and ONNX export. With gradients it is an autograd function whose
-  backward is oneDNN too; without, ``owner`` (the module) keeps the weight re-laid out in
+  ``torch.compile`` and ONNX export. With gradients (only on AMD CPUs: on Intel's MKL is
+  the faster one there) it is an autograd function whose backward is oneDNN too; without, ``owner`` (the module) keeps the weight re-laid out in
   oneDNN's blocked format until the weight changes (its identity or version counter) or
   a forward pass with gradients runs (``torch.optim.AdamW(fused=True)`` updates weights
   without moving their version counters).
@@ -51,6 +51,7 @@ from torch.autograd.function import once_differentiable
 __all__ = [
     "Linear",
     "MIN_ROWS",
+    "cpu_vendor",
     "enabled",
     "fusable",
     "fused_attention",
@@ -78,7 +79,27 @@ def enabled() -> bool:
     )
 
 
+def cpu_vendor() -> str:
+    """The CPU's vendor string (``GenuineIntel``, ``AuthenticAMD``, ...) from /proc/cpuinfo
+    or, elsewhere, ``platform.processor()``; "" where neither says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    text = platform.processor()
+    return next((v for v in ("GenuineIntel", "AuthenticAMD", "HygonGenuine") if v in text), "")
+
+
 _ON = enabled()
+# Products with gradients (training) go through oneDNN only on CPUs where MKL, which
+# F.linear uses, does not run its best code: AMD's (and Hygon's). On an Intel Xeon, MKL's
+# forward + backward were 1.4x faster than oneDNN's for nanoGPT's training shapes (768 rows;
+# benchmarks/notes-speed.md); without gradients oneDNN's pre-packed weights were as fast or
+# faster on both. An unknown vendor keeps F.linear.
+_ON_WITH_GRAD = _ON and cpu_vendor() in ("AuthenticAMD", "HygonGenuine")
 _DTYPES = (torch.float32, torch.bfloat16)
 
 
@@ -187,7 +208,7 @@ def linear(
     kept = None if owner is None or not training else owner.__dict__.get("_onednn_weight")
     if kept is not None:  # training (with any kernel, autocast's too): the weights are about
         kept.value = None  # to change, and a fused optimizer step moves no version counter
-    if not _usable(x, weight):
+    if not _usable(x, weight) or (training and not _ON_WITH_GRAD):
         return F.linear(x, weight, bias)
     if training:
         out: Tensor = _OneDnnLinear.apply(x, weight, bias)  # type: ignore[no-untyped-call]
