@@ -21,20 +21,12 @@ from attnkit.nn.attention import MultiHeadAttention, causal_mask
 from attnkit.nn.capture import capture
 from attnkit.nn.generation import apply_repetition_penalty, sample
 from attnkit.nn.layers import EncoderLayer
+from gpt_support import V, tiny_gpt
 
 ATOL = 1e-5
-V = 50
 
 
-def _tiny(**changes) -> GPT:
-    torch.manual_seed(changes.pop("seed", 0))
-    sizes = dict(vocab_size=V, max_len=32, d_model=32, num_heads=4, d_ff=64, num_layers=2)
-    model = GPT(GPTConfig(**{**sizes, "dropout": 0.0, **changes})).eval()
-    with torch.no_grad():  # biases and LayerNorms away from their 0 / 1 initial values
-        for name, p in model.named_parameters():
-            if "norm" in name or name.endswith("bias"):
-                p.add_(torch.randn_like(p) * 0.1)
-    return model
+_tiny = tiny_gpt
 
 
 def _lengths_mask(lengths: list[int], t: int, left: bool = False) -> torch.Tensor:

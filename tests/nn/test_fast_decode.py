@@ -9,23 +9,13 @@ import pytest
 import torch
 from torch import nn
 
-from attnkit.models.gpt import GPT, GPTConfig, GPTStepper
+from attnkit.models.gpt import GPT, GPTStepper
 from attnkit.nn.capture import capture
 from attnkit.nn.fast_decode import DecodePlan
 from attnkit.nn.layers import BlockConfig, Encoder
+from gpt_support import V, tiny_gpt
 
-V = 50
-
-
-def _tiny(**changes) -> GPT:
-    torch.manual_seed(changes.pop("seed", 0))
-    sizes = dict(vocab_size=V, max_len=32, d_model=32, num_heads=4, d_ff=64, num_layers=2)
-    model = GPT(GPTConfig(**{**sizes, "dropout": 0.0, **changes})).eval()
-    with torch.no_grad():  # biases and LayerNorms away from their 0 / 1 initial values
-        for name, p in model.named_parameters():
-            if "norm" in name or name.endswith("bias"):
-                p.add_(torch.randn_like(p) * 0.1)
-    return model
+_tiny = tiny_gpt
 
 
 def _steppers(model: GPT, prompt: torch.Tensor, mask: torch.Tensor | None = None):
