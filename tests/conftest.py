@@ -35,6 +35,33 @@ _SLOW = {
 }
 
 
+def _cores_per_worker() -> int:
+    """The usable cores shared out among the pytest-xdist workers (``-n``): 1 each for
+    ``make test``'s two workers on 2 cores; all of them without xdist."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+_THREADS = _cores_per_worker()
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_per_worker():
+    """Each test starts with torch's intra-op threads at the worker's share of the cores.
+    torch's default (every core) in each of two workers puts 4 OpenMP threads on 2 cores,
+    and threads that lose their core spin waiting for each other: a tiny in-process training
+    ran 3-30x slower so (docs/results.md "Threads"). An in-process CLI call sets the count
+    as a user's would (apply_threads), so it is set again before every test."""
+    import torch
+
+    if torch.get_num_threads() != _THREADS:
+        torch.set_num_threads(_THREADS)
+    yield
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if item.nodeid in _SLOW:
