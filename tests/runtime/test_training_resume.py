@@ -49,6 +49,15 @@ def _cli(*args, killer=False):
     )
 
 
+def _cli_here(*args) -> int:
+    """`attnkit train ...` in this process (cli.main, no child process): the unbroken
+    reference run a crashed child's resume is compared with (the crash and the resume stay
+    real processes)."""
+    from attnkit.app.cli import main
+
+    return main(list(args))
+
+
 def _rows(run):
     lines = (Path(run) / "metrics.jsonl").read_text().splitlines()
     return [json.loads(x) for x in lines]
@@ -64,8 +73,7 @@ def test_resume_after_sigkill_reproduces_the_uninterrupted_run(tmp_path, tiny_da
     recipe_dict["tokenizer"]["path"] = str(tmp_path / "tok.json")
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump(recipe_dict))
-    full = _cli("train", str(recipe), "--out", str(tmp_path / "full"))
-    assert full.returncode == 0, full.stderr
+    assert _cli_here("train", str(recipe), "--out", str(tmp_path / "full")) == 0
 
     crashed = _cli("train", str(recipe), "--out", str(tmp_path / "crash"), killer=True)
     assert crashed.returncode == -9  # really killed

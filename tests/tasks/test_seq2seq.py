@@ -434,7 +434,7 @@ def test_seq2seq_resume_after_sigkill_is_exact(tmp_path):
     """An LSTM with dropout and teacher forcing 0.5 (both draw random numbers) killed mid-run
     and resumed logs the same losses and ends with the same weights as an unbroken run."""
     from safetensors.torch import load_file
-    from test_training_resume import _cli, _rows
+    from test_training_resume import _cli, _cli_here, _rows
 
     write_tsv(tmp_path / "train.tsv", reversal_pairs(120, 0))
     write_tsv(tmp_path / "val.tsv", reversal_pairs(8, 1))
@@ -448,8 +448,7 @@ def test_seq2seq_resume_after_sigkill_is_exact(tmp_path):
     raw["training"]["log_every"] = 1
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump(raw))
-    full = _cli("train", str(recipe), "--out", str(tmp_path / "full"))
-    assert full.returncode == 0, full.stderr
+    assert _cli_here("train", str(recipe), "--out", str(tmp_path / "full")) == 0
     crashed = _cli("train", str(recipe), "--out", str(tmp_path / "crash"), killer=True)
     assert crashed.returncode == -9
     assert json.loads((tmp_path / "crash/last/state.json").read_text())["step"] == 6
