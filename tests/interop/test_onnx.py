@@ -79,11 +79,27 @@ def _export(run: Path, tmp_path: Path) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def exported(runs, tmp_path_factory):
+    """``exported(name)``: the ONNX export of ``runs[name]`` (checked by ``_export``), made
+    once per module: the tests that only read an export share it (the CLI test writes its
+    own)."""
+    root = tmp_path_factory.mktemp("onnx-exports")
+    done: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in done:
+            done[name] = _export(runs[name], root)
+        return done[name]
+
+    return get
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["transformer", "bert-classifier", "gpt-classifier"])
-def test_classifier_export_predicts_like_the_run(runs, arch, tmp_path):
+def test_classifier_export_predicts_like_the_run(runs, exported, arch):
     run = runs[arch]
-    out = _export(run, tmp_path)
+    out = exported(arch)
     torch_side, onnx_side = load(run), load(out)
     assert isinstance(onnx_side.model, OnnxModel)
     # the graph stores the model's weights (+ constant tables such as sinusoidal positions)
@@ -112,12 +128,12 @@ def test_classifier_export_predicts_like_the_run(runs, arch, tmp_path):
 
 
 @pytest.mark.slow
-def test_serve_answers_from_an_onnx_export(runs, tmp_path):
+def test_serve_answers_from_an_onnx_export(runs, exported):
     from fastapi.testclient import TestClient
 
     from attnkit.app.serve import create_app
 
-    out = _export(runs["transformer"], tmp_path)
+    out = exported("transformer")
     client = TestClient(create_app([f"onnx={out}"]))
     (info,) = client.get("/v1/models").json()["models"]
     assert info["name"] == "onnx" and info["parameters"] > 0 and info["attention"] is False
@@ -130,9 +146,9 @@ def test_serve_answers_from_an_onnx_export(runs, tmp_path):
 
 
 @pytest.mark.slow
-def test_sentence_pair_export_uses_segment_ids(runs, tmp_path):
+def test_sentence_pair_export_uses_segment_ids(runs, exported):
     run = runs["pairs"]
-    out = _export(run, tmp_path)
+    out = exported("pairs")
     assert json.loads((out / "config.json").read_text())["onnx"]["inputs"] == [
         "input_ids",
         "attention_mask",
