@@ -19,9 +19,9 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
     data = write_tiny_data(root / "data")
     recipe = root / "tiny.yaml"
-    recipe.write_text(yaml.safe_dump(tiny_recipe(data, epochs=8)))
+    recipe.write_text(yaml.safe_dump(tiny_recipe(data, epochs=4)))
     assert main(["train", str(recipe), "--out", str(root / "run")]) == 0
-    gru = tiny_recipe(data, epochs=8)  # a second, different model for ensembles
+    gru = tiny_recipe(data, epochs=4)  # a second, different model for ensembles
     gru["model"] = {"arch": "gru", "d_model": 32, "hidden_size": 32}
     (root / "gru.yaml").write_text(yaml.safe_dump(gru))
     assert main(["train", str(root / "gru.yaml"), "--out", str(root / "gru")]) == 0
