@@ -101,10 +101,14 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
 # Timing and FLOP counting
 # --------------------------------------------------------------------------------------
 def interleave(
-    contenders: dict[str, Callable[[], object]], iters: int, warmup: int
+    contenders: dict[str, Callable[[], object]], iters: int, warmup: int, in_a_row: int = 1
 ) -> dict[str, list[float]]:
-    """Milliseconds of ``iters`` calls of each contender, after ``warmup`` untimed ones;
-    iteration i runs them in the order rotated by i (each goes first equally often)."""
+    """Milliseconds of ``iters`` turns of each contender, after ``warmup`` untimed ones;
+    turn i runs them in the order rotated by i (each goes first equally often). In a turn a
+    contender makes ``in_a_row`` calls one after the other, each timed (iters x in_a_row
+    times each): with 1, every call follows the other contenders' (their weights have
+    pushed its own out of the CPU caches); with more, the later calls of a turn find their
+    weights in the caches, as a process serving one model does."""
     names = list(contenders)
     for _ in range(warmup):
         for name in names:
@@ -113,11 +117,12 @@ def interleave(
     for i in range(iters):
         k = i % len(names)
         for name in names[k:] + names[:k]:
-            _sync()
-            start = time.perf_counter()
-            contenders[name]()
-            _sync()  # a GPU's work is timed when it is done, not when it is queued
-            times[name].append((time.perf_counter() - start) * 1e3)
+            for _ in range(in_a_row):
+                _sync()
+                start = time.perf_counter()
+                contenders[name]()
+                _sync()  # a GPU's work is timed when it is done, not when it is queued
+                times[name].append((time.perf_counter() - start) * 1e3)
     return times
 
 
@@ -334,7 +339,7 @@ def run_infer(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
                     calls["int8"] = encoder_infer(int8, b, "fp32")
                     if onnx is not None:  # + attnkit's ONNX export in onnxruntime
                         calls["onnx"] = encoder_infer(onnx, b, "fp32")
-                times = interleave(calls, iters, warmup)
+                times = interleave(calls, iters, warmup, args.in_a_row)
                 ours = (encs["attnkit"].label, encs["attnkit"].settings, times["attnkit"])
                 if int8 is not None and dtype == "fp32":
                     rows.append(int8_row(shape, args, batch, int8, times, encs, b, warmup))

@@ -210,3 +210,16 @@ def test_device_is_checked_and_recorded(bench, tmp_path, capsys):
     assert speed.main(args) == 0
     record = json.loads(path.read_text())
     assert record["device"] == "cpu" and record["gpu"] is None
+
+
+def test_contenders_take_turns_of_calls_in_a_row(bench):
+    _, speed = bench
+    runners = importlib.import_module("speed_runners")
+    calls: list[str] = []
+    contenders = {name: (lambda name=name: calls.append(name)) for name in ("a", "b")}
+    times = runners.interleave(contenders, iters=2, warmup=1, in_a_row=3)
+    assert {k: len(v) for k, v in times.items()} == {"a": 6, "b": 6}  # every call timed
+    assert "".join(calls) == "ab" + "aaabbb" + "bbbaaa"  # warm-up, then rotating turns
+    assert speed.parse_args([]).in_a_row == 1  # by default the contenders alternate
+    with pytest.raises(SystemExit):
+        speed.parse_args(["--in-a-row", "0"])

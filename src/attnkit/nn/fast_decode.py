@@ -27,37 +27,19 @@ and export. The plan holds the weights it read: it belongs to one generation (a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules import module as _module_hooks
 
-from attnkit.nn import capture as _capture
 from attnkit.nn.attention import KVCache, scaled_dot_product_attention
-from attnkit.nn.fast_paths import MIN_ROWS, Linear, linear, linear_activation
-from attnkit.nn.layers import Encoder, EncoderLayer
+from attnkit.nn.fast_forward import LayerWeights, layer_weights, plain_inference
+from attnkit.nn.fast_paths import MIN_ROWS, linear, linear_activation
+from attnkit.nn.layers import Encoder, standard_layer
 
 __all__ = ["DecodePlan"]
-
-
-@dataclass(frozen=True)
-class _LayerWeights:
-    """What one pre-norm EncoderLayer's step reads: its tensors (a module's attribute
-    lookup costs more than the product of a row by a small weight) and, for batches of
-    at least MIN_ROWS rows, the modules that keep their pre-packed weights."""
-
-    norm1: tuple[Tensor, Tensor, float]  # LayerNorm_1: gamma, beta, eps
-    qkv: tuple[Tensor, Tensor | None]  # [W^Q W^K W^V] (3 d_model, d_model) (fused_qkv's), bias
-    out: tuple[Tensor, Tensor | None]  # W^O, b^O
-    norm2: tuple[Tensor, Tensor, float]
-    ffn1: tuple[Tensor, Tensor | None]  # W_1, b_1
-    activation: tuple[str, Callable[[Tensor], Tensor]]  # name (fast_paths' post-op), function
-    ffn2: tuple[Tensor, Tensor | None]  # W_2, b_2
-    num_heads: int
-    owners: tuple[nn.Module, nn.Module, nn.Module, nn.Module]  # qkv, W^O, W_1, W_2
 
 
 def _has_hooks(model: nn.Module) -> bool:
@@ -67,24 +49,15 @@ def _has_hooks(model: nn.Module) -> bool:
     return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
 
 
-def _plain(*modules: nn.Module) -> bool:
-    """Every module an (attnkit) Linear or LayerNorm of plain float tensors."""
-    return all(
-        type(m) in (Linear, nn.Linear, nn.LayerNorm)
-        and all(
-            type(p) in (Tensor, nn.Parameter) and p.is_floating_point() for p in m.parameters()
-        )  # fmt: skip
-        for m in modules
-    )
-
-
 class DecodePlan:
     """The weights of an ``Encoder`` (pre-norm, causal) laid out for ``step``."""
 
-    def __init__(self, stack: Encoder, layers: Sequence[_LayerWeights]) -> None:
+    def __init__(self, stack: Encoder, layers: Sequence[LayerWeights]) -> None:
         self.stack = stack
         self.layers = list(layers)
-        self.norm = _norm(stack.norm)
+        norm = stack.norm
+        assert isinstance(norm, nn.LayerNorm)  # (build checked it)
+        self.norm = (norm.weight, norm.bias, norm.eps)  # the final LayerNorm
 
     @classmethod
     def build(cls, stack: Encoder, model: nn.Module | None = None) -> DecodePlan | None:
@@ -95,45 +68,17 @@ class DecodePlan:
         if _has_hooks(model if model is not None else stack):
             return None
         layers = []
-        with torch.no_grad():
+        with torch.no_grad():  # ([W^Q W^K W^V] kept on the attention module)
             for layer in stack.layers:
-                if type(layer) is not EncoderLayer or not layer.add_norm1.norm_first:
+                w = layer_weights(layer) if standard_layer(layer) else None
+                if w is None or not w.norm_first:
                     return None
-                attn, ffn = layer.self_attn, layer.ffn
-                projections = (attn.q_proj, attn.k_proj, attn.v_proj)
-                norms = (layer.add_norm1.norm, layer.add_norm2.norm)
-                if not _plain(*projections, attn.out_proj, ffn.linear1, ffn.linear2, *norms):
-                    return None
-                biases = [p.bias for p in projections]
-                qkv_bias = None if biases[0] is None else torch.cat(biases)  # type: ignore[arg-type]
-                layers.append(
-                    _LayerWeights(
-                        norm1=_norm(norms[0]),
-                        qkv=(torch.cat([p.weight for p in projections]), qkv_bias),
-                        out=(attn.out_proj.weight, attn.out_proj.bias),
-                        norm2=_norm(norms[1]),
-                        ffn1=(ffn.linear1.weight, ffn.linear1.bias),
-                        activation=(ffn.activation_name, ffn.activation),
-                        ffn2=(ffn.linear2.weight, ffn.linear2.bias),
-                        num_heads=attn.num_heads,
-                        owners=(attn, attn.out_proj, ffn.linear1, ffn.linear2),
-                    )
-                )
+                layers.append(w)
         return cls(stack, layers)
 
     def usable(self) -> bool:
         """Whether ``step`` computes what the stack's forward would, now."""
-        stack = self.stack
-        return (
-            not torch.is_grad_enabled()
-            and not _capture.ACTIVE
-            and not (stack.training and _dropout_on(stack))
-            and not torch.compiler.is_compiling()
-            and not torch.compiler.is_exporting()
-            and torch._C._get_tracing_state() is None
-            and not _module_hooks._global_forward_hooks
-            and not _module_hooks._global_forward_pre_hooks
-        )
+        return plain_inference(self.stack)
 
     def step(self, x: Tensor, cache: list[KVCache], key_padding_mask: Tensor | None) -> Tensor:
         """x (B, 1, d_model): the new position's input (embeddings) -> the final
@@ -163,18 +108,3 @@ class DecodePlan:
                 h = linear_activation(own_1, h, *w.activation)  # type: ignore[arg-type]
             x = x + (F.linear(h, *w.ffn2) if few else linear(h, *w.ffn2, owner=own_2))
         return torch.layer_norm(x, x.shape[-1:], *self.norm)
-
-
-def _norm(module: nn.Module) -> tuple[Tensor, Tensor, float]:
-    """A LayerNorm's (gamma, beta, eps) (over the last dimension: attnkit's layers')."""
-    assert isinstance(module, nn.LayerNorm) and len(module.normalized_shape) == 1
-    return module.weight, module.bias, module.eps
-
-
-def _dropout_on(stack: nn.Module) -> bool:
-    """Any dropout (module or attention probability) above 0 in ``stack``."""
-    for m in stack.modules():
-        p = getattr(m, "p", None) if isinstance(m, nn.Dropout) else getattr(m, "dropout", None)
-        if isinstance(p, float) and p > 0.0:
-            return True
-    return False

@@ -24,10 +24,11 @@ product is the faster one and keeps it (benchmarks/notes-speed.md).
   kernel: a CPU tensor of float32 or bfloat16 on x86-64 with at least ``MIN_ROWS`` rows,
   outside autocast (autocast's own bfloat16 products are oneDNN's already), tracing,
   ``torch.compile`` and ONNX export. With gradients (only on AMD CPUs: on Intel's MKL is
-  the faster one there) it is an autograd function whose backward is oneDNN too; without, ``owner`` (the module) keeps the weight re-laid out in
-  oneDNN's blocked format until the weight changes (its identity or version counter) or
-  a forward pass with gradients runs (``torch.optim.AdamW(fused=True)`` updates weights
-  without moving their version counters).
+  the faster one there) it is an autograd function whose backward is oneDNN too; without,
+  ``owner`` (the module) keeps the weight re-laid out in oneDNN's blocked format until the
+  weight changes (its identity, version counter or storage: ``stamp``) or a forward pass
+  with gradients runs (``torch.optim.AdamW(fused=True)`` updates weights without moving
+  their version counters).
 
 ``ATTNKIT_ONEDNN=0`` in the environment turns the oneDNN products off (every product is
 ``F.linear``).
@@ -58,6 +59,8 @@ __all__ = [
     "fused_qkv",
     "linear",
     "linear_activation",
+    "qkv_weight",
+    "stamp",
     "without_full_mask",
 ]
 
@@ -167,6 +170,14 @@ class _OneDnnLinear(torch.autograd.Function):
         return grad_x, grad_w, grad_b
 
 
+def stamp(t: Tensor) -> tuple[int, int]:
+    """What tells a tensor's values at two moments apart: its version counter (moved by
+    in-place changes; an inference tensor has none: -1) and the address of its data (moved
+    by ``.data = ...`` and by ``Module.to``, ``.double()``, which keep the Parameter and its
+    counter). A cache of something derived from a weight holds the weight and its stamp."""
+    return (-1 if t.is_inference() else t._version, t.data_ptr())
+
+
 class _Kept:
     """A module's slot for a tensor derived from its weight: copies (``copy.deepcopy``,
     pickle) start empty, since the copy's weight is another tensor."""
@@ -174,7 +185,7 @@ class _Kept:
     __slots__ = ("value",)
 
     def __init__(self) -> None:
-        self.value: tuple[Tensor, int, Tensor] | None = None
+        self.value: tuple[Tensor, tuple[int, int], Tensor] | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _Kept:
         return _Kept()
@@ -188,7 +199,7 @@ def _packed(owner: nn.Module, weight: Tensor, rows: int) -> Tensor:
     kept = owner.__dict__.get("_onednn_weight")
     if kept is None:
         kept = owner.__dict__["_onednn_weight"] = _Kept()
-    version = -1 if weight.is_inference() else weight._version  # (no counter to read)
+    version = stamp(weight)
     if kept.value is not None and kept.value[0] is weight and kept.value[1] == version:
         return kept.value[2]
     packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), rows)
@@ -258,32 +269,43 @@ def fusable(projections: tuple[nn.Linear, nn.Linear, nn.Linear]) -> bool:
     return all(isinstance(m.weight, Tensor) for m in projections)
 
 
-def fused_qkv(
-    owner: nn.Module, projections: tuple[nn.Linear, nn.Linear, nn.Linear], x: Tensor
-) -> tuple[Tensor, Tensor, Tensor]:
-    """(x W^Q, x W^K, x W^V) for self-attention, (B, T, d) -> 3 x (B, T, d_out), as one GEMM
-    (faster than three small ones, forward and backward; the weights stay three Hugging
-    Face-named parameters). Without gradients (inference, generation) ``owner`` keeps the
-    concatenated weight until a weight changes (another tensor, or the same one changed in
-    place: its version counter): a decoding step would otherwise spend more time copying
-    the weights than multiplying by them. With gradients nothing is kept."""
-    params = [p for m in projections for p in (m.weight, m.bias) if p is not None]
-    versions = [p._version for p in params]
+def qkv_weight(
+    owner: nn.Module, projections: tuple[nn.Linear, nn.Linear, nn.Linear]
+) -> tuple[Tensor, Tensor | None]:
+    """[W^Q W^K W^V] (3 d_out, d_in) and [b^Q b^K b^V] (or None): the three weights side by
+    side. Without gradients (inference, generation) ``owner`` keeps them until a weight
+    changes (another tensor, or the same one changed or moved: its ``stamp``): a
+    decoding step would otherwise spend more time copying the weights than multiplying by
+    them. With gradients nothing is kept."""
+    # (read from the modules' dictionaries: nn.Module's attribute lookup costs ~0.6 us)
+    weights = [m._parameters["weight"] for m in projections]
+    biases = [m._parameters["bias"] for m in projections]
+    params = [p for p in (*weights, *biases) if p is not None]
+    versions = [stamp(p) for p in params]
     cached = owner.__dict__.get("_qkv_cache")
     if not torch.is_grad_enabled() and (
         cached is not None
         and all(a is b for a, b in zip(cached[0], params, strict=True))
         and cached[1] == versions
     ):
-        weight, bias = cached[2], cached[3]
-    else:
-        weight = torch.cat([m.weight for m in projections])
-        first = projections[0].bias
-        bias = None if first is None else torch.cat([m.bias for m in projections])
-        if not torch.is_grad_enabled():  # the tensors themselves are held: compared by identity
-            owner.__dict__["_qkv_cache"] = (params, versions, weight, bias)
-        elif cached is not None:
-            del owner.__dict__["_qkv_cache"]  # training: the weights are about to change
+        return cached[2], cached[3]
+    weight = torch.cat(weights)  # type: ignore[arg-type]
+    bias = None if biases[0] is None else torch.cat(biases)  # type: ignore[arg-type]
+    if not torch.is_grad_enabled():  # the tensors themselves are held: compared by identity
+        owner.__dict__["_qkv_cache"] = (params, versions, weight, bias)
+    elif cached is not None:
+        del owner.__dict__["_qkv_cache"]  # training: the weights are about to change
+    return weight, bias
+
+
+def fused_qkv(
+    owner: nn.Module, projections: tuple[nn.Linear, nn.Linear, nn.Linear], x: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(x W^Q, x W^K, x W^V) for self-attention, (B, T, d) -> 3 x (B, T, d_out), as one GEMM
+    (faster than three small ones, forward and backward; the weights stay three Hugging
+    Face-named parameters), by the concatenated weight of ``qkv_weight`` (kept on ``owner``
+    between calls without gradients)."""
+    weight, bias = qkv_weight(owner, projections)
     width = projections[0].out_features
     q, k, v = torch.split(linear(x, weight, bias, owner=owner), width, dim=-1)
     return q, k, v

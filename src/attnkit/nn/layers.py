@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from attnkit.nn import capture as _capture
 from attnkit.nn.attention import KVCache, MultiHeadAttention
 from attnkit.nn.dropout import Dropout
+from attnkit.nn.fast_forward import encoder_forward
 from attnkit.nn.fast_paths import Linear, linear_activation, without_full_mask
 
 __all__ = [
@@ -413,12 +414,29 @@ class Encoder(nn.Module):
             hidden_states.append(x)
         if not _capture.ACTIVE:  # (the explainer shows the mask as given)
             key_padding_mask = without_full_mask(key_padding_mask)  # no padding: no mask
+        if cache is None and attn_mask is None and all(map(standard_layer, self.layers)):
+            # inference: the same layers without module calls (attnkit.nn.fast_forward)
+            out = encoder_forward(self, self.layers, x, key_padding_mask, is_causal, hidden_states)
+            if out is not None:
+                return self.norm(out)
         for i, layer in enumerate(self.layers):
             x = layer(x, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
                       is_causal=is_causal, cache=None if cache is None else cache[i])  # fmt: skip
             if hidden_states is not None:
                 hidden_states.append(x)
         return self.norm(x)
+
+
+def standard_layer(layer: nn.Module) -> bool:
+    """An EncoderLayer of this module's own parts (what attnkit.nn.fast_forward reads)."""
+    parts = layer._modules
+    return (
+        type(layer) is EncoderLayer
+        and type(parts["self_attn"]) is MultiHeadAttention
+        and type(parts["ffn"]) is FeedForward
+        and type(parts["add_norm1"]) is AddNorm
+        and type(parts["add_norm2"]) is AddNorm
+    )
 
 
 class Decoder(nn.Module):
