@@ -248,6 +248,33 @@ def test_sdpa_in_bf16_on_the_cpu_matches_fp32(monkeypatch):
         torch.testing.assert_close(ours.grad.float(), theirs.grad, atol=0.1, rtol=0.05)
 
 
+def test_sdpa_in_bf16_inference_takes_the_fused_kernel_for_few_scores(monkeypatch):
+    # without gradients and for at most FEW_SCORES scores (a short sentence) the fused
+    # kernel is the faster one; with a fully masked row it still gives zeros
+    from attnkit.nn.fast_paths import FEW_SCORES
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 4, 16, 16, generator=gen).bfloat16() for _ in range(3))
+    mask = _random_mask(1, 16, 16, gen)  # (1, 1, 16, 16)
+    mask[0, 0, 3] = False
+    calls = []
+    fused = F.scaled_dot_product_attention
+    monkeypatch.setattr(
+        F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k)
+    )
+    with torch.no_grad():
+        out, _ = scaled_dot_product_attention(q, k, v, mask)
+        assert calls == [1] and torch.equal(out[0, 0, 3].float(), torch.zeros(16))
+        ref, _ = scaled_dot_product_attention(q.float(), k.float(), v.float(), mask)
+        torch.testing.assert_close(out.float(), ref, atol=0.05, rtol=0.02)
+        calls.clear()  # (fp32 took the fused kernel too)
+        big = torch.randn(1, 4, FEW_SCORES // 64 + 1, 16).bfloat16()  # > FEW_SCORES: explicit
+        scaled_dot_product_attention(big, k.expand(1, 4, 16, 16), v, None)
+        assert big.numel() // 16 * 16 > FEW_SCORES and calls == []
+    scaled_dot_product_attention(q.requires_grad_(), k, v, mask)  # gradients: explicit
+    assert calls == []
+
+
 # ------------------------------------------------------------------ multi-head attention
 def _to_torch_mha(ours: MultiHeadAttention, kdim=None, vdim=None) -> nn.MultiheadAttention:
     ref = nn.MultiheadAttention(

@@ -158,6 +158,41 @@ def test_bfloat16_inference_matches():
         torch.testing.assert_close(ours(x).float(), ref(x).float(), rtol=2e-2, atol=2e-2)
 
 
+@needs_onednn
+@pytest.mark.parametrize("bias", [True, False])
+def test_autocast_inference_keeps_the_bf16_weight_and_gives_autocasts_numbers(bias):
+    ours, ref = _pair(bias=bias)
+    x = torch.randn(2, 20, 64)
+
+    def both():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            a, b = ours(x), ref(x)
+        assert a.dtype == b.dtype == torch.bfloat16
+        torch.testing.assert_close(a.float(), b.float(), rtol=0, atol=0)
+
+    both()
+    kept = ours.__dict__["_onednn_bf16"].value
+    assert kept is not None and kept[4].dtype == torch.bfloat16  # cast once, kept
+    both()
+    assert ours.__dict__["_onednn_bf16"].value is kept  # (not cast again)
+    with torch.no_grad():  # in place: cast again
+        for m in (ours, ref):
+            m.weight.mul_(-2)
+            if bias:
+                m.bias.add_(1)
+    both()
+    for m in (ours, ref):  # a training step under autocast drops it
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            m(x).float().square().mean().backward()
+    assert ours.__dict__["_onednn_bf16"].value is None
+    with torch.no_grad():
+        for m in (ours, ref):
+            m.weight.sub_(m.weight.grad)  # (no version change is needed: it was dropped)
+    both()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):  # another dtype: autocast's
+        torch.testing.assert_close(ours(x), ref(x), rtol=0, atol=0)
+
+
 def _uses_onednn(module: nn.Module, x: torch.Tensor) -> bool:
     x = x.clone().requires_grad_()
     return "OneDnn" in type(module(x).grad_fn).__name__
@@ -214,6 +249,10 @@ def test_linear_activation_fuses_without_gradients_and_matches(name):
     xg = x.clone().requires_grad_()
     out = fast_paths.linear_activation(ours, xg, name, spy)  # with gradients: one by one
     assert calls == [1] and out.grad_fn is not None
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # bf16: fused too,
+        fused = fast_paths.linear_activation(ours, x, name, spy)  # of the float32 sums
+        assert calls == [1] and fused.dtype == torch.bfloat16
+        torch.testing.assert_close(fused.float(), act(ref(x)).float(), rtol=0.02, atol=0.02)
 
 
 @needs_onednn

@@ -22,13 +22,16 @@ product is the faster one and keeps it (benchmarks/notes-speed.md).
   whose product goes through ``linear``; every layer of attnkit.nn and attnkit.models uses it;
 * ``linear(x, weight, bias, owner=None)``: ``F.linear`` by oneDNN where that is the faster
   kernel: a CPU tensor of float32 or bfloat16 on x86-64 with at least ``MIN_ROWS`` rows,
-  outside autocast (autocast's own bfloat16 products are oneDNN's already), tracing,
-  ``torch.compile`` and ONNX export. With gradients (only on AMD CPUs: on Intel's MKL is
+  outside autocast (but see below), tracing, ``torch.compile`` and ONNX export. With
+  gradients (only on AMD CPUs: on Intel's MKL is
   the faster one there) it is an autograd function whose backward is oneDNN too; without,
   ``owner`` (the module) keeps the weight re-laid out in oneDNN's blocked format until the
   weight changes (its identity, version counter or storage: ``stamp``) or a forward pass
   with gradients runs (``torch.optim.AdamW(fused=True)`` updates weights without moving
-  their version counters).
+  their version counters). Inside CPU autocast to bfloat16 (inference: no gradients) the
+  product is autocast's own, bfloat16 x bfloat16 by oneDNN, but ``owner`` keeps the weight
+  and bias cast to bfloat16 (and the weight re-laid out) instead of autocast casting them
+  again at every forward: the same numbers, 1.4-2.5x faster for 16-128 rows.
 
 ``ATTNKIT_ONEDNN=0`` in the environment turns the oneDNN products off (every product is
 ``F.linear``).
@@ -50,6 +53,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 __all__ = [
+    "FEW_SCORES",
     "Linear",
     "MIN_ROWS",
     "cpu_vendor",
@@ -185,7 +189,7 @@ class _Kept:
     __slots__ = ("value",)
 
     def __init__(self) -> None:
-        self.value: tuple[Tensor, tuple[int, int], Tensor] | None = None
+        self.value: tuple[Any, ...] | None = None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _Kept:
         return _Kept()
@@ -207,6 +211,46 @@ def _packed(owner: nn.Module, weight: Tensor, rows: int) -> Tensor:
     return packed
 
 
+def _autocast_bf16(x: Tensor, weight: Tensor) -> bool:
+    """Inside CPU autocast to bfloat16, a product that autocast would run in bfloat16 (a
+    float32 weight): ``_usable``'s conditions, any number of rows (a single row's product by
+    the kept bfloat16 weight took 17 us, autocast's with its cast 34 us)."""
+    return (
+        _ON
+        and torch.is_autocast_enabled("cpu")
+        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        and x.device.type == "cpu"
+        and x.dtype in _DTYPES
+        and weight.dtype == torch.float32
+        and type(weight) in (Tensor, nn.Parameter)
+        and x.layout == torch.strided
+        and weight.layout == torch.strided
+        and x.dim() >= 1
+        and x.numel() > 0
+        and not _exporting()
+    )
+
+
+def _packed_bf16(
+    owner: nn.Module, weight: Tensor, bias: Tensor | None, rows: int
+) -> tuple[Tensor, Tensor | None]:
+    """``weight`` and ``bias`` as autocast casts them (bfloat16), the weight in oneDNN's
+    blocked layout, kept on ``owner`` until either changes: autocast casts every weight
+    again at every forward (a BERT's 12.6 MB of float32 weights read, 6.3 MB written for a
+    16-token sentence), which took longer than the products themselves."""
+    kept = owner.__dict__.get("_onednn_bf16")
+    if kept is None:
+        kept = owner.__dict__["_onednn_bf16"] = _Kept()
+    key = (weight, stamp(weight), bias, None if bias is None else stamp(bias))
+    v = kept.value
+    if v is not None and v[0] is weight and v[2] is bias and (v[1], v[3]) == (key[1], key[3]):
+        return v[4], v[5]
+    packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().bfloat16(), rows)
+    bias16 = None if bias is None else bias.detach().bfloat16()
+    kept.value = (*key, packed, bias16)
+    return packed, bias16
+
+
 def linear(
     x: Tensor, weight: Tensor, bias: Tensor | None = None, owner: nn.Module | None = None
 ) -> Tensor:
@@ -216,9 +260,14 @@ def linear(
     training = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     )
-    kept = None if owner is None or not training else owner.__dict__.get("_onednn_weight")
-    if kept is not None:  # training (with any kernel, autocast's too): the weights are about
-        kept.value = None  # to change, and a fused optimizer step moves no version counter
+    if owner is not None and training:  # (with any kernel, autocast's too): the weights are
+        for slot in ("_onednn_weight", "_onednn_bf16"):  # about to change, and a fused
+            kept = owner.__dict__.get(slot)  # optimizer step moves no version counter
+            if kept is not None:
+                kept.value = None
+    if owner is not None and not training and _autocast_bf16(x, weight):
+        packed, bias16 = _packed_bf16(owner, weight, bias, x.numel() // x.shape[-1])
+        return _onednn(x.to(torch.bfloat16), packed, bias16)  # what autocast computes
     if not _usable(x, weight) or (training and not _ON_WITH_GRAD):
         return F.linear(x, weight, bias)
     if training:
@@ -238,18 +287,28 @@ def linear_activation(
     """``activation(module(x))``, e.g. GELU(x W_1 + b_1): (..., in) -> (..., out). Without
     gradients, where oneDNN runs the product, the activation (``name``: relu | gelu |
     gelu_tanh) is applied by the same kernel as its result is written (one pass over the
-    (..., out) activations fewer); otherwise the two are computed one after the other."""
+    (..., out) activations fewer; inside CPU autocast to bfloat16 the activation of the
+    float32 sums, before they are rounded to bfloat16); otherwise the two are computed one
+    after the other."""
     post = _POST_OPS.get(name)
+    weight, bias = module.weight, module.bias
     if (
         post is None
         or type(module) is not Linear
         or torch.is_grad_enabled()
-        and (x.requires_grad or any(p.requires_grad for p in module.parameters()))
-        or not _usable(x, module.weight)
+        and (x.requires_grad or weight.requires_grad or bias is not None and bias.requires_grad)
     ):
         return activation(module(x))
-    packed = _packed(module, module.weight, x.numel() // x.shape[-1])
-    return torch.ops.mkldnn._linear_pointwise(x, packed, module.bias, post[0], [], post[1])
+    rows = x.numel() // max(x.shape[-1], 1)
+    if _autocast_bf16(x, weight) and rows >= MIN_ROWS:
+        packed, bias16 = _packed_bf16(module, weight, bias, rows)
+        return torch.ops.mkldnn._linear_pointwise(
+            x.to(torch.bfloat16), packed, bias16, post[0], [], post[1]
+        )
+    if not _usable(x, weight):
+        return activation(module(x))
+    packed = _packed(module, weight, rows)
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, post[0], [], post[1])
 
 
 class Linear(nn.Linear):
@@ -322,6 +381,11 @@ def without_full_mask(mask: Tensor | None) -> Tensor | None:
     return None if bool(mask.all()) else mask
 
 
+FEW_SCORES = 16384
+"""Up to this many attention scores (B x H x Tq x Tk) bfloat16 inference on the CPU takes
+the fused kernel (``fused_attention``)."""
+
+
 def fused_attention(
     q: Tensor,
     k: Tensor,
@@ -336,10 +400,17 @@ def fused_attention(
     fused CPU kernel falls back to the same math with slower ``bernoulli_`` masks, where
     ``attnkit.nn.dropout`` draws cheaper ones) and in bfloat16 (the fused CPU kernel is
     1.5-5x slower forward and backward than three bf16 matrix products; measured for
-    20-512 tokens, benchmarks/notes-speed.md). ``is_causal`` with no other mask and square
+    20-512 tokens, benchmarks/notes-speed.md) -- except, without gradients, for at most
+    ``FEW_SCORES`` scores (B x H x Tq x Tk), where the formula's five operators cost more
+    than their work (one 16-token sentence, 4 heads: 13 us fused, 46 us explicit; at 8 x 4
+    x 32 x 32 the explicit formula is faster again). ``is_causal`` with no other mask and square
     attention uses the kernel's own causal path; otherwise the caller merged the look-ahead
     mask into ``mask``. A query row with no visible key gives zeros, as the formula does."""
-    if q.device.type == "cpu" and (dropout_p > 0.0 or q.dtype == torch.bfloat16):
+    if q.device.type == "cpu" and (
+        dropout_p > 0.0
+        or q.dtype == torch.bfloat16
+        and (torch.is_grad_enabled() or q.numel() // q.size(-1) * k.size(-2) > FEW_SCORES)
+    ):
         return None
     if is_causal:
         return F.scaled_dot_product_attention(
