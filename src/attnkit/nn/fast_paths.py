@@ -339,10 +339,13 @@ def qkv_weight(
     # (read from the modules' dictionaries: nn.Module's attribute lookup costs ~0.6 us)
     weights = [m._parameters["weight"] for m in projections]
     biases = [m._parameters["bias"] for m in projections]
+    if torch.is_grad_enabled() or _exporting():  # nothing kept (an export's fake tensors
+        owner.__dict__.pop("_qkv_cache", None)  # have no data to stamp)
+        return torch.cat(weights), None if biases[0] is None else torch.cat(biases)  # type: ignore[arg-type]
     params = [p for p in (*weights, *biases) if p is not None]
     versions = [stamp(p) for p in params]
     cached = owner.__dict__.get("_qkv_cache")
-    if not torch.is_grad_enabled() and (
+    if (
         cached is not None
         and all(a is b for a, b in zip(cached[0], params, strict=True))
         and cached[1] == versions
@@ -350,10 +353,7 @@ def qkv_weight(
         return cached[2], cached[3]
     weight = torch.cat(weights)  # type: ignore[arg-type]
     bias = None if biases[0] is None else torch.cat(biases)  # type: ignore[arg-type]
-    if not torch.is_grad_enabled():  # the tensors themselves are held: compared by identity
-        owner.__dict__["_qkv_cache"] = (params, versions, weight, bias)
-    elif cached is not None:
-        del owner.__dict__["_qkv_cache"]  # training: the weights are about to change
+    owner.__dict__["_qkv_cache"] = (params, versions, weight, bias)  # (held: by identity)
     return weight, bias
 
 
