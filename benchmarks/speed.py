@@ -61,7 +61,7 @@ contender: every second row's last 10% of positions are padding (batch 1: none).
 iterations (+ warm-up): train 5 (+1), infer 30 (+3) at batch 1 and 6 (+1) at 32, seq2seq
 8 (+1), generate 3 (+1); ``--iters`` / ``--warmup`` set them all. Inference contenders
 alternate every call by default; ``--in-a-row 10`` lets each make 10 calls in a row per
-turn: a BERT's weights (12.6 MB at L4 H256) stay in the CPU caches between its own calls,
+turn at batch 1: a BERT's weights (12.6 MB at L4 H256) stay in the CPU caches between its own calls,
 as in a process serving one model, where five models alternating (54 MB) do not fit in a
 32 MB L3 cache and every call starts by reading its weights from memory.
 
@@ -197,9 +197,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         regime = "; inference: the contenders alternate every call"
     elif "infer" in args.sections:
         regime = (
-            f"; inference: each contender makes {args.in_a_row} calls in a row per turn, each "
-            "timed (its weights stay in the CPU caches between them, as in a process serving "
-            "one model), the turns rotating"
+            f"; inference at batch 1: each contender makes {args.in_a_row} calls in a row per "
+            "turn, each timed (its weights stay in the CPU caches between them, as in a "
+            "process serving one model), the turns rotating"
         )
     return {
         "kind": "speed_ratios",
@@ -247,9 +247,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=1,
         metavar="N",
-        help="inference: calls each contender makes one after the other in its turn, each "
-        "timed (default 1: the contenders alternate every call, so each starts with the "
-        "others' weights in the CPU caches; 10: a process serving one model)",
+        help="inference at batch 1: calls each contender makes one after the other in its "
+        "turn, each timed (default 1: the contenders alternate every call, so each starts "
+        "with the others' weights in the CPU caches; 10: a process serving one model)",
     )
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument(

@@ -339,7 +339,8 @@ def run_infer(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
                     calls["int8"] = encoder_infer(int8, b, "fp32")
                     if onnx is not None:  # + attnkit's ONNX export in onnxruntime
                         calls["onnx"] = encoder_infer(onnx, b, "fp32")
-                times = interleave(calls, iters, warmup, args.in_a_row)
+                in_a_row = args.in_a_row if batch == 1 else 1  # (a batch: seconds a call)
+                times = interleave(calls, iters, warmup, in_a_row)
                 ours = (encs["attnkit"].label, encs["attnkit"].settings, times["attnkit"])
                 if int8 is not None and dtype == "fp32":
                     rows.append(int8_row(shape, args, batch, int8, times, encs, b, warmup))

@@ -92,36 +92,14 @@ def layer_weights(layer: nn.Module) -> LayerWeights | None:
     calls, or None where that would not compute what the layer does (int8 or other
     non-float Linear layers, a forward hook on any module the layer calls)."""
     parts: dict[str, Any] = layer._modules  # (faster than nn.Module's __getattr__)
-    attn, ffn, an1, an2 = parts["self_attn"], parts["ffn"], parts["add_norm1"], parts["add_norm2"]
-    a, f = attn._modules, ffn._modules
-    q, k, v, o, l1, l2 = (
-        a["q_proj"],
-        a["k_proj"],
-        a["v_proj"],
-        a["out_proj"],
-        f["linear1"],
-        f["linear2"],
-    )
+    attn, ffn, an1, an2 = (parts[n] for n in ("self_attn", "ffn", "add_norm1", "add_norm2"))
+    q, k, v, o = (attn._modules[n] for n in ("q_proj", "k_proj", "v_proj", "out_proj"))
+    l1, l2, drop = (ffn._modules[n] for n in ("linear1", "linear2", "dropout"))
     n1, n2 = an1._modules["norm"], an2._modules["norm"]
-    called = (
-        layer,
-        attn,
-        ffn,
-        an1,
-        an2,
-        an1._modules["dropout"],
-        an2._modules["dropout"],
-        f["dropout"],
-    )
+    called = (layer, attn, ffn, an1, an2, an1._modules["dropout"], an2._modules["dropout"], drop)
     if any(map(_hooked, called)) or not all(map(_plain, (q, k, v, o, l1, l2, n1, n2))):
         return None
-    p1, p2, po, pf1, pf2 = (
-        n1._parameters,
-        n2._parameters,
-        o._parameters,
-        l1._parameters,
-        l2._parameters,
-    )
+    p1, p2, po, pf1, pf2 = (m._parameters for m in (n1, n2, o, l1, l2))
     return LayerWeights(
         an1.norm_first,
         (p1["weight"], p1["bias"], n1.eps),

@@ -23,12 +23,12 @@ product is the faster one and keeps it (benchmarks/notes-speed.md).
 * ``linear(x, weight, bias, owner=None)``: ``F.linear`` by oneDNN where that is the faster
   kernel: a CPU tensor of float32 or bfloat16 on x86-64 with at least ``MIN_ROWS`` rows,
   outside autocast (but see below), tracing, ``torch.compile`` and ONNX export. With
-  gradients (only on AMD CPUs: on Intel's MKL is
-  the faster one there) it is an autograd function whose backward is oneDNN too; without,
-  ``owner`` (the module) keeps the weight re-laid out in oneDNN's blocked format until the
-  weight changes (its identity, version counter or storage: ``stamp``) or a forward pass
-  with gradients runs (``torch.optim.AdamW(fused=True)`` updates weights without moving
-  their version counters). Inside CPU autocast to bfloat16 (inference: no gradients) the
+  gradients (only on AMD CPUs: on Intel's MKL is the faster one there) it is an autograd
+  function whose backward is oneDNN too; without, ``owner`` (the module) keeps the weight
+  re-laid out in oneDNN's blocked format until the weight changes (its identity, version
+  counter or storage: ``stamp``) or a forward pass with gradients runs
+  (``torch.optim.AdamW(fused=True)`` updates weights without moving their version
+  counters). Inside CPU autocast to bfloat16 (inference: no gradients) the
   product is autocast's own, bfloat16 x bfloat16 by oneDNN, but ``owner`` keeps the weight
   and bias cast to bfloat16 (and the weight re-laid out) instead of autocast casting them
   again at every forward: the same numbers, 1.4-2.5x faster for 16-128 rows.
@@ -41,6 +41,7 @@ A leaf of attnkit.nn: torch only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -339,11 +340,16 @@ def qkv_weight(
     # (read from the modules' dictionaries: nn.Module's attribute lookup costs ~0.6 us)
     weights = [m._parameters["weight"] for m in projections]
     biases = [m._parameters["bias"] for m in projections]
-    if torch.is_grad_enabled() or _exporting():  # nothing kept (an export's fake tensors
-        owner.__dict__.pop("_qkv_cache", None)  # have no data to stamp)
-        return torch.cat(weights), None if biases[0] is None else torch.cat(biases)  # type: ignore[arg-type]
     params = [p for p in (*weights, *biases) if p is not None]
-    versions = [stamp(p) for p in params]
+    versions = None
+    if not (torch.is_grad_enabled() or _exporting()):
+        # (a tracer's fake tensor -- torch.export, the dynamo ONNX exporter -- has no data
+        # to stamp: nothing kept)
+        with contextlib.suppress(RuntimeError):
+            versions = [stamp(p) for p in params]
+    if versions is None:  # training (the weights are about to change), tracing
+        owner.__dict__.pop("_qkv_cache", None)
+        return torch.cat(weights), None if biases[0] is None else torch.cat(biases)  # type: ignore[arg-type]
     cached = owner.__dict__.get("_qkv_cache")
     if (
         cached is not None
