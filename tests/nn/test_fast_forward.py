@@ -92,6 +92,15 @@ def test_bert_outputs_equal_the_module_path(counted, batch, seq) -> None:
                 torch.testing.assert_close(a, b, atol=0, rtol=0)
 
 
+def test_an_empty_batch_of_positions_gives_what_the_modules_give(counted) -> None:
+    stack = _bert().encoder
+    x = torch.zeros(2, 0, 32)  # (B, T = 0, d): a text with no tokens left after a bound
+    with torch.inference_mode():
+        fast = stack(x)
+        slow = counted.modules(lambda: stack(x))
+    assert counted.plans == 1 and fast.shape == slow.shape == (2, 0, 32)
+
+
 def test_gpt_scores_a_sequence_as_the_module_path_does(counted) -> None:
     model = tiny_gpt()  # pre-norm, causal, a final LayerNorm
     ids = _ids(2, 10)

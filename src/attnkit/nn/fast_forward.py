@@ -166,7 +166,7 @@ def encoder_forward(
         own_qkv, own_out, own_1, own_2 = w.owners
         h = torch.layer_norm(x, (d,), *w.norm1) if w.norm_first else x  # sub-layer input
         qkv = linear(h, *w.qkv, owner=own_qkv)  # (B, T, 3 d_model): Q, K, V in one product
-        q, k, v = qkv.view(b, t, 3, w.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = qkv.view(b, t, 3, w.num_heads, d // w.num_heads).permute(2, 0, 3, 1, 4).unbind(0)
         a = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=causal)[0]
         a = linear(a.transpose(1, 2).reshape(b, t, d), *w.out, owner=own_out)  # concat W^O
         x = x + a if w.norm_first else torch.layer_norm(x + a, (d,), *w.norm1)
