@@ -61,9 +61,9 @@ contender: every second row's last 10% of positions are padding (batch 1: none).
 iterations (+ warm-up): train 5 (+1), infer 30 (+3) at batch 1 and 6 (+1) at 32, seq2seq
 8 (+1), generate 3 (+1); ``--iters`` / ``--warmup`` set them all. Inference contenders
 alternate every call by default; ``--in-a-row 10`` lets each make 10 calls in a row per
-turn at batch 1: a BERT's weights (12.6 MB at L4 H256) stay in the CPU caches between its own calls,
-as in a process serving one model, where five models alternating (54 MB) do not fit in a
-32 MB L3 cache and every call starts by reading its weights from memory.
+turn at batch 1: a BERT's weights (12.6 MB at L4 H256) stay in the CPU caches between its
+own calls, as in a process serving one model, where five models alternating (54 MB) do
+not fit in a 32 MB L3 cache and every call starts by reading its weights from memory.
 
 FLOP/s: the model FLOPs of one timed call are counted once per configuration with
 ``torch.utils.flop_counter.FlopCounterMode`` on attnkit's model (forward + backward for a
