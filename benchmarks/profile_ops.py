@@ -4,6 +4,9 @@
                                                           # 32 x 128): attnkit vs transformers
     python benchmarks/profile_ops.py generate             # 128 greedy tokens, GPT L4 H256, vocab 8000
     python benchmarks/profile_ops.py dropout              # one dropout, (32, 128, 1024), fwd + bwd
+    python benchmarks/profile_ops.py infer [TOKENS]       # BERT L4 H256, 1 x 16 tokens, warm:
+                                                          # modules vs fast_forward vs transformers
+    python benchmarks/profile_ops.py bf16                 # bf16 inference products and attention
 
 Prints ``torch.profiler``'s operator table (self CPU time) or the milliseconds; writes
 nothing. Shapes and weights are benchmarks/speed.py's (its contenders: speed_peers.py).
@@ -20,8 +23,11 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import attnkit.nn.layers as layers  # noqa: E402
 import speed_peers as speed  # noqa: E402  (benchmarks/speed.py's contenders)
+from attnkit.nn.attention import explicit_attention  # noqa: E402
 from attnkit.nn.dropout import dropout  # noqa: E402
+from attnkit.nn.fast_paths import linear  # noqa: E402
 
 
 def _table(fn, rows: int = 18) -> str:
@@ -69,14 +75,97 @@ def dropout_ms(repeats: int = 10) -> None:
         print(f"{name}: {(time.perf_counter() - start) / repeats * 1000:.1f} ms fwd + bwd")
 
 
+def _us(fn, number: int = 500) -> float:
+    """Best of 3 means of ``number`` calls, in microseconds."""
+    fn()
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best * 1e6
+
+
+def infer(seq: int = 16, turns: int = 30, in_a_row: int = 12) -> None:
+    """Batch-1 BERT forward (eval, inference_mode), each contender ``in_a_row`` calls per
+    turn (the first 2 untimed): the median ms of attnkit's module path (fast_forward off),
+    attnkit (fast_forward on) and transformers, then the profile of attnkit's forward."""
+    b = speed.encoder_batch(1, seq, 30522)
+    encs = speed.build_encoders(speed.Shape(4, 256, 4), 30522, seq, False)
+    ours, hf = encs["attnkit"].model.eval(), encs["transformers"].model.eval()
+    real = layers.encoder_forward
+
+    def modules() -> None:
+        layers.encoder_forward = lambda *args: None  # type: ignore[assignment]
+        try:
+            ours(b.ids, b.mask_long)
+        finally:
+            layers.encoder_forward = real
+
+    calls = {
+        "attnkit, module path": modules,
+        "attnkit (fast_forward)": lambda: ours(b.ids, b.mask_long),
+        "transformers": lambda: hf(input_ids=b.ids, attention_mask=b.mask_long),
+    }
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    with torch.inference_mode():
+        for _ in range(turns):
+            for name, fn in calls.items():
+                for i in range(in_a_row):
+                    start = time.perf_counter()
+                    fn()
+                    if i >= 2:
+                        times[name].append((time.perf_counter() - start) * 1e3)
+        for name, ms in times.items():
+            print(f"{name}: {sorted(ms)[len(ms) // 2]:.2f} ms (median of {len(ms)})")
+        print(_table(lambda: [ours(b.ids, b.mask_long) for _ in range(100)], rows=12))
+
+
+def bf16() -> None:
+    """bf16 inference: a product under autocast (its weight cast every call) against the
+    kept bf16 weight (fast_paths.linear with an owner), and attention's fused kernel against
+    the explicit formula, without gradients."""
+    with torch.inference_mode():
+        for rows, (n_in, n_out) in [
+            (r, s) for r in (1, 16, 128) for s in ((256, 768), (1024, 256))
+        ]:
+            lin = torch.nn.Linear(n_in, n_out)
+            x = torch.randn(1, rows, n_in)
+
+            def auto(lin=lin, x=x) -> None:
+                with torch.autocast("cpu", torch.bfloat16):
+                    F.linear(x, lin.weight, lin.bias)
+
+            def kept(lin=lin, x=x) -> None:
+                with torch.autocast("cpu", torch.bfloat16):
+                    linear(x, lin.weight, lin.bias, owner=lin)
+
+            print(f"{rows:4d} x {n_in} -> {n_out}: autocast {_us(auto):.0f} us, "
+                  f"kept bf16 weight {_us(kept):.0f} us")  # fmt: skip
+        for batch, heads, t in ((1, 4, 16), (1, 4, 48), (8, 4, 16), (8, 4, 32), (1, 4, 128)):
+            q, k, v = torch.randn(3, batch, heads, t, 64).bfloat16().unbind(0)
+            fused = _us(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v))
+            formula = _us(lambda q=q, k=k, v=v: explicit_attention(q, k, v, None, 0.0))
+            print(f"attention {batch} x {heads} x {t} x {t}: fused {fused:.0f} us, "
+                  f"explicit {formula:.0f} us")  # fmt: skip
+
+
 if __name__ == "__main__":
-    torch.set_num_threads(1)
     what = sys.argv[1] if len(sys.argv) > 1 else "train"
-    if what == "train":
+    if what not in ("infer", "bf16"):  # (those two: torch's threads, as speed.py)
+        torch.set_num_threads(1)
+    if what == "infer":
+        infer(int(sys.argv[2]) if len(sys.argv) > 2 else 16)
+    elif what == "bf16":
+        bf16()
+    elif what == "train":
         train(sys.argv[2] if len(sys.argv) > 2 else "fp32")
     elif what == "generate":
         generate()
     elif what == "dropout":
         dropout_ms()
     else:
-        raise SystemExit("usage: profile_ops.py train [fp32|bf16] | generate | dropout")
+        raise SystemExit(
+            "usage: profile_ops.py train [fp32|bf16] | generate | dropout | infer [TOKENS] | bf16"
+        )

@@ -31,7 +31,8 @@ product is the faster one and keeps it (benchmarks/notes-speed.md).
   counters). Inside CPU autocast to bfloat16 (inference: no gradients) the
   product is autocast's own, bfloat16 x bfloat16 by oneDNN, but ``owner`` keeps the weight
   and bias cast to bfloat16 (and the weight re-laid out) instead of autocast casting them
-  again at every forward: the same numbers, 1.4-2.5x faster for 16-128 rows.
+  again at every forward: the same numbers, 1.2-1.8x faster per product for 1-128 rows
+  (``python benchmarks/profile_ops.py bf16``).
 
 ``ATTNKIT_ONEDNN=0`` in the environment turns the oneDNN products off (every product is
 ``F.linear``).
@@ -124,19 +125,28 @@ def _exporting() -> bool:
     )
 
 
-def _usable(x: Tensor, weight: Tensor) -> bool:
+def _onednn_operands(x: Tensor, weight: Tensor) -> bool:
+    """x and weight are what oneDNN's product takes: dense CPU float32/bfloat16 tensors
+    (a plain weight, not a quantized or other subclass), outside tracing and export."""
     return (
         _ON
         and x.device.type == "cpu"
         and x.dtype in _DTYPES
-        and weight.dtype == x.dtype
         and type(weight) in (Tensor, nn.Parameter)
         and x.layout == torch.strided
         and weight.layout == torch.strided
         and x.dim() >= 1
-        and x.numel() >= MIN_ROWS * x.shape[-1] > 0
-        and not torch.is_autocast_enabled("cpu")
+        and x.numel() > 0
         and not _exporting()
+    )
+
+
+def _usable(x: Tensor, weight: Tensor) -> bool:
+    return (
+        _onednn_operands(x, weight)  # (first: x has a last dimension then)
+        and weight.dtype == x.dtype
+        and x.numel() >= MIN_ROWS * x.shape[-1]
+        and not torch.is_autocast_enabled("cpu")
     )
 
 
@@ -214,21 +224,13 @@ def _packed(owner: nn.Module, weight: Tensor, rows: int) -> Tensor:
 
 def _autocast_bf16(x: Tensor, weight: Tensor) -> bool:
     """Inside CPU autocast to bfloat16, a product that autocast would run in bfloat16 (a
-    float32 weight): ``_usable``'s conditions, any number of rows (a single row's product by
-    the kept bfloat16 weight took 17 us, autocast's with its cast 34 us)."""
+    float32 weight), any number of rows (one row by a 256 -> 768 weight: 41 us with the kept
+    bfloat16 weight, 63 us under autocast; ``python benchmarks/profile_ops.py bf16``)."""
     return (
-        _ON
-        and torch.is_autocast_enabled("cpu")
+        torch.is_autocast_enabled("cpu")
         and torch.get_autocast_dtype("cpu") == torch.bfloat16
-        and x.device.type == "cpu"
-        and x.dtype in _DTYPES
         and weight.dtype == torch.float32
-        and type(weight) in (Tensor, nn.Parameter)
-        and x.layout == torch.strided
-        and weight.layout == torch.strided
-        and x.dim() >= 1
-        and x.numel() > 0
-        and not _exporting()
+        and _onednn_operands(x, weight)
     )
 
 
@@ -408,8 +410,9 @@ def fused_attention(
     1.5-5x slower forward and backward than three bf16 matrix products; measured for
     20-512 tokens, benchmarks/notes-speed.md) -- except, without gradients, for at most
     ``FEW_SCORES`` scores (B x H x Tq x Tk), where the formula's five operators cost more
-    than their work (one 16-token sentence, 4 heads: 13 us fused, 46 us explicit; at 8 x 4
-    x 32 x 32 the explicit formula is faster again). ``is_causal`` with no other mask and square
+    than their work (one 16-token sentence, 4 heads: 12 us fused, 41 us explicit; at 8 x 4
+    x 32 x 32 the explicit formula is faster again, 77 vs 160 us; ``python
+    benchmarks/profile_ops.py bf16``). ``is_causal`` with no other mask and square
     attention uses the kernel's own causal path; otherwise the caller merged the look-ahead
     mask into ``mask``. A query row with no visible key gives zeros, as the formula does."""
     if q.device.type == "cpu" and (
