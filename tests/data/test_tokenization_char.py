@@ -117,3 +117,14 @@ def test_char_lookup_gives_what_the_backend_gives():
     tok._chars = None  # the backend's answer
     assert fast == tok.encode_offsets_batch(texts)
     assert tok.encode_offsets_batch(["[EOS]"])[0][0] == [tok.token_to_id("[EOS]")]
+
+
+def test_char_ids_batch_is_the_ids_without_spans(tok: Tokenizer) -> None:
+    """``char_ids_batch``: the ids ``encode_offsets_batch`` gives (one per character, [UNK]
+    for an unseen one); None where it cannot answer alone: an added token's string in a
+    text, or a tokenizer that is not per character."""
+    texts = ["hello\n  world", KOREAN, EMOJI, "", "unseen: Ωж"]
+    assert tok.char_ids_batch(texts) == [ids for ids, _ in tok.encode_offsets_batch(texts)]
+    assert tok.char_ids_batch(["a[EOS]b"]) is None
+    wordpiece = train_tokenizer(CORPUS * 5, kind="wordpiece", vocab_size=120, min_frequency=1)
+    assert wordpiece.char_ids_batch(["hello"]) is None

@@ -222,6 +222,23 @@ def test_best_weights_and_checkpoint_reload_on_cpu(tmp_path):
     assert_same_weights(weights(resumed), weights(trainer.model))
 
 
+@pytest.mark.parametrize(("every", "drawn"), [(0.0, 3), (3600.0, 1)])
+def test_curves_are_drawn_at_most_every_curves_every_s_and_at_the_end(
+    tmp_path, monkeypatch, every, drawn
+):
+    """Evaluations at steps 2 and 4: curves.png after each and at the end when
+    ``curves_every_s`` has passed, else only at the end (the figure then holds both)."""
+    from attnkit.runtime import viz
+
+    calls = []
+    draw = viz.draw_run_curves
+    monkeypatch.setattr(viz, "draw_run_curves", lambda run: calls.append(run) or draw(run))
+    trainer = make_trainer(tmp_path, max_steps=4, eval_every=2)
+    trainer.curves_every_s = every
+    trainer.fit()
+    assert len(calls) == drawn and RunDir(tmp_path).curves_path.is_file()
+
+
 def test_checkpoint_with_cuda_rng_states_loads_without_cuda(tmp_path, monkeypatch):
     """A checkpoint written on a GPU machine carries CUDA RNG states; a CPU-only machine
     skips them (and one written on a CPU has none to restore)."""

@@ -505,6 +505,15 @@ class Tokenizer:
                 out[i][1].extend((at + int(a), at + int(b)) for a, b in encoding.offsets)
         return out
 
+    def char_ids_batch(self, texts: Sequence[str]) -> list[list[int]] | None:
+        """A char tokenizer's ids of ``texts``, one per character, each character a token of
+        its own (``encode_offsets_batch``'s ids, without the spans); None for any other
+        tokenizer, or where an added token occurs in ``texts``."""
+        if self._chars is None or any(t in x for x in texts for t in self._added):
+            return None
+        chars, unk = self._chars, self._special["[UNK]"]
+        return [[chars.get(c, unk) for c in text] for text in texts]
+
     def _char_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """What the backend gives a char tokenizer for ``text`` (no added token in it): one
         id per code point, [UNK] for one never seen, each spanning its own character."""
