@@ -38,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import ROOT, cpu_native_bf16, machine, publish  # noqa: E402
+from speed_runners import cpu_info  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
 PEER = SHARED / "peers" / "nanoGPT"
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
         + (f" --steps {args.steps}" if args.steps != 500 else "")
         + (f" --rounds {args.rounds}" if args.rounds != 3 else ""),
         "date": time.strftime("%Y-%m-%d"),
-        "machine": machine(),
+        "machine": f"{cpu_info()['model']}; {machine()}",
         "kernels": "avx2" if args.avx2 else "default",
         "steps": args.steps,
         "rounds": args.rounds,
