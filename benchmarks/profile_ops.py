@@ -7,6 +7,8 @@
     python benchmarks/profile_ops.py infer [TOKENS]       # BERT L4 H256, 1 x 16 tokens, warm:
                                                           # modules vs fast_forward vs transformers
     python benchmarks/profile_ops.py bf16                 # bf16 inference products and attention
+    python benchmarks/profile_ops.py nanogpt [profile]    # a training step of nanoGPT's CPU recipe:
+                                                          # nanoGPT's model.py vs attnkit, fp32
 
 Prints ``torch.profiler``'s operator table (self CPU time) or the milliseconds; writes
 nothing. Shapes and weights are benchmarks/speed.py's (its contenders: speed_peers.py).
@@ -151,9 +153,70 @@ def bf16() -> None:
                   f"explicit {formula:.0f} us")  # fmt: skip
 
 
+def nanogpt_step(show_profile: bool, rounds: int = 5, steps: int = 40) -> None:
+    """One optimizer step of nanoGPT's CPU recipe (4 x 128, 12 x 64 tokens, no dropout,
+    AdamW, gradient clipping at 1), fp32: nanoGPT's own model.py and optimizer (read from
+    ../shared/peers/nanoGPT, as benchmarks/nanogpt_pairs.py runs it) against attnkit's GPT
+    of configs/shakespeare-nanogpt-cpu.yaml and the Trainer's AdamW, alternating in one
+    process; medians of ``rounds`` x ``steps``."""
+    import statistics
+
+    from attnkit.models.gpt import GPT, GPTConfig
+    from attnkit.runtime.training import make_adamw
+    from attnkit.runtime.training_config import TrainingConfig
+    from attnkit.tasks.lm import LanguageModelObjective
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "shared/peers/nanoGPT"))
+    import model as nanogpt  # nanoGPT's model.py (MIT), only read here
+
+    torch.manual_seed(0)
+    ng_cfg = dict(block_size=64, vocab_size=65, n_layer=4, n_head=4, n_embd=128, dropout=0.0)
+    ng = nanogpt.GPT(nanogpt.GPTConfig(**ng_cfg, bias=False))
+    ng_opt = ng.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu")
+    ours = GPT(GPTConfig(vocab_size=72, max_len=64, num_layers=4, d_model=128, num_heads=4,
+                         d_ff=512, dropout=0.0, activation="gelu")).train()  # fmt: skip
+    our_opt = make_adamw(ours, TrainingConfig(lr=1e-3, betas=[0.9, 0.99], weight_decay=0.1))
+    task = LanguageModelObjective(pad_id=0)
+    ids = torch.randint(7, 65, (12, 65), generator=torch.Generator().manual_seed(0))
+    x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    batch = {"input_ids": x, "attention_mask": torch.ones_like(x, dtype=torch.bool), "labels": y}
+
+    def nanogpt_step() -> None:
+        _, loss = ng(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(ng.parameters(), 1.0)
+        ng_opt.step()
+        ng_opt.zero_grad(set_to_none=True)
+
+    def attnkit_step() -> None:
+        loss, _ = task.loss(ours, batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(ours.parameters(), 1.0)
+        our_opt.step()
+        our_opt.zero_grad(set_to_none=True)
+
+    contenders = {"nanoGPT": nanogpt_step, "attnkit": attnkit_step}
+    times: dict[str, list[float]] = {k: [] for k in contenders}
+    for fn in contenders.values():
+        for _ in range(20):
+            fn()
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            for _ in range(steps):
+                fn()
+            times[name].append((time.perf_counter() - start) / steps * 1e3)
+    for name, ms in times.items():
+        print(f"{name}: {statistics.median(ms):.2f} ms a step (median of {rounds} x {steps})")
+    if show_profile:
+        for name, fn in contenders.items():
+            print(name)
+            print(_table(lambda fn=fn: [fn() for _ in range(10)], rows=16))
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "train"
-    if what not in ("infer", "bf16"):  # (those two: torch's threads, as speed.py)
+    if what not in ("infer", "bf16", "nanogpt"):  # (those two: torch's threads, as speed.py)
         torch.set_num_threads(1)
     if what == "infer":
         infer(int(sys.argv[2]) if len(sys.argv) > 2 else 16)
@@ -165,7 +228,10 @@ if __name__ == "__main__":
         generate()
     elif what == "dropout":
         dropout_ms()
+    elif what == "nanogpt":
+        nanogpt_step(sys.argv[2:3] == ["profile"])
     else:
         raise SystemExit(
             "usage: profile_ops.py train [fp32|bf16] | generate | dropout | infer [TOKENS] | bf16"
+            " | nanogpt [profile]"
         )
