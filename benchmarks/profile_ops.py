@@ -216,7 +216,7 @@ def nanogpt_step(show_profile: bool, rounds: int = 5, steps: int = 40) -> None:
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "train"
-    if what not in ("infer", "bf16", "nanogpt"):  # (those two: torch's threads, as speed.py)
+    if what not in ("infer", "bf16", "nanogpt"):  # (those three: torch's threads, as speed.py)
         torch.set_num_threads(1)
     if what == "infer":
         infer(int(sys.argv[2]) if len(sys.argv) > 2 else 16)
