@@ -250,8 +250,12 @@ def test_sdpa_in_bf16_on_the_cpu_matches_fp32(monkeypatch):
 
 def test_sdpa_in_bf16_inference_takes_the_fused_kernel_for_few_scores(monkeypatch):
     # without gradients and for at most FEW_SCORES scores (a short sentence) the fused
-    # kernel is the faster one; with a fully masked row it still gives zeros
+    # kernel is the faster one, on a CPU with AMX tiles for any number; with a fully
+    # masked row it still gives zeros
+    from attnkit.nn import fast_paths
     from attnkit.nn.fast_paths import FEW_SCORES
+
+    monkeypatch.setattr(fast_paths, "_AMX", False)
 
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 4, 16, 16, generator=gen).bfloat16() for _ in range(3))
@@ -271,6 +275,10 @@ def test_sdpa_in_bf16_inference_takes_the_fused_kernel_for_few_scores(monkeypatc
         big = torch.randn(1, 4, FEW_SCORES // 64 + 1, 16).bfloat16()  # > FEW_SCORES: explicit
         scaled_dot_product_attention(big, k.expand(1, 4, 16, 16), v, None)
         assert big.numel() // 16 * 16 > FEW_SCORES and calls == []
+        monkeypatch.setattr(fast_paths, "_AMX", True)
+        scaled_dot_product_attention(big, k.expand(1, 4, 16, 16), v, None)
+        assert calls == [1]  # AMX: the fused kernel for any number of scores
+        calls.clear()
     scaled_dot_product_attention(q.requires_grad_(), k, v, mask)  # gradients: explicit
     assert calls == []
 

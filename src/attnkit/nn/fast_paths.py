@@ -391,7 +391,23 @@ def without_full_mask(mask: Tensor | None) -> Tensor | None:
 
 FEW_SCORES = 16384
 """Up to this many attention scores (B x H x Tq x Tk) bfloat16 inference on the CPU takes
-the fused kernel (``fused_attention``)."""
+the fused kernel (``fused_attention``); on a CPU with AMX any number does."""
+
+
+def _amx_tiles() -> bool:
+    """Whether oneDNN may compute with AMX tiles here (Intel Sapphire Rapids and later):
+    the CPU has them and ``ONEDNN_MAX_CPU_ISA`` does not hold oneDNN below them."""
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+    if isa not in ("ALL", "DEFAULT") and "AMX" not in isa:
+        return False
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    try:
+        return bool(probe()) if probe is not None else False
+    except Exception:  # a torch without the probe, a platform that cannot answer
+        return False
+
+
+_AMX = _amx_tiles()
 
 
 def fused_attention(
@@ -406,19 +422,25 @@ def fused_attention(
     """softmax(Q K^T * scale + mask) V by PyTorch's fused kernel (no (.., Tq, Tk) weights
     built), or None where the explicit formula is faster: on the CPU with dropout (the
     fused CPU kernel falls back to the same math with slower ``bernoulli_`` masks, where
-    ``attnkit.nn.dropout`` draws cheaper ones) and in bfloat16 (the fused CPU kernel is
-    1.5-5x slower forward and backward than three bf16 matrix products; measured for
-    20-512 tokens, benchmarks/notes-speed.md) -- except, without gradients, for at most
-    ``FEW_SCORES`` scores (B x H x Tq x Tk), where the formula's five operators cost more
-    than their work (one 16-token sentence, 4 heads: 12 us fused, 41 us explicit; at 8 x 4
-    x 32 x 32 the explicit formula is faster again, 77 vs 160 us; ``python
+    ``attnkit.nn.dropout`` draws cheaper ones) and in bfloat16 with gradients (the fused
+    CPU kernel is 1.5-5x slower forward and backward than three bf16 matrix products;
+    measured for 20-512 tokens, benchmarks/notes-speed.md). Without gradients it is the
+    faster one on a CPU with AMX tiles, whose oneDNN kernels it calls (an Intel Xeon: 1.2-2.4x
+    for 1K-262K scores), and elsewhere for at most ``FEW_SCORES`` scores (B x H x Tq x Tk),
+    where the formula's five operators cost more than their work (an AMD EPYC with
+    avx512_bf16: one 16-token sentence, 4 heads: 12 us fused, 41 us explicit; at 8 x 4 x 32
+    x 32 the explicit formula is faster again, 77 vs 160 us; ``python
     benchmarks/profile_ops.py bf16``). ``is_causal`` with no other mask and square
     attention uses the kernel's own causal path; otherwise the caller merged the look-ahead
     mask into ``mask``. A query row with no visible key gives zeros, as the formula does."""
     if q.device.type == "cpu" and (
         dropout_p > 0.0
         or q.dtype == torch.bfloat16
-        and (torch.is_grad_enabled() or q.numel() // q.size(-1) * k.size(-2) > FEW_SCORES)
+        and (
+            torch.is_grad_enabled()
+            or not _AMX
+            and q.numel() // q.size(-1) * k.size(-2) > FEW_SCORES
+        )
     ):
         return None
     if is_causal:
