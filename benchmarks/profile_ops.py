@@ -174,7 +174,7 @@ def nanogpt_step(show_profile: bool, rounds: int = 5, steps: int = 40) -> None:
     ng = nanogpt.GPT(nanogpt.GPTConfig(**ng_cfg, bias=False))
     ng_opt = ng.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu")
     ours = GPT(GPTConfig(vocab_size=72, max_len=64, num_layers=4, d_model=128, num_heads=4,
-                         d_ff=512, dropout=0.0, activation="gelu")).train()  # fmt: skip
+                         d_ff=512, dropout=0.0, activation="gelu", bias=False)).train()  # fmt: skip
     our_opt = make_adamw(ours, TrainingConfig(lr=1e-3, betas=[0.9, 0.99], weight_decay=0.1))
     task = LanguageModelObjective(pad_id=0)
     ids = torch.randint(7, 65, (12, 65), generator=torch.Generator().manual_seed(0))

@@ -615,3 +615,30 @@ def test_an_lm_run_exports_as_a_gpt2_directory(transformers, tiny_run_once, tmp_
     assert (a - _hf_logits(theirs, ids, mask))[mask].abs().max() < ATOL
     with pytest.raises(RunError, match="transformer model, which has no Hugging Face export"):
         export(tiny_run_once, tmp_path / "clf", fmt="hf")
+
+
+# ----------------------------------------------------------------------------- bias: false
+def test_bias_false_is_nanogpts_model_without_biases() -> None:
+    """``model.bias: false`` (nanoGPT's ``bias=False``): no bias in any block's Linear or
+    LayerNorm, the final LayerNorm included; the rest the same; it trains, its
+    explainer records give beta as 0, and the GPT-2 export says in one line why not."""
+    from attnkit.app.explain.parts import layer_norm_part
+    from attnkit.models.hf_gpt2 import to_hf_state_dict
+
+    with_bias, without = tiny_gpt(), tiny_gpt(bias=False)
+    names = {n for n, _ in without.named_parameters()}
+    assert not any(n.endswith(".bias") for n in names)
+    assert names == {n for n, _ in with_bias.named_parameters() if not n.endswith(".bias")}
+    assert GPTConfig.from_dict(without.config.to_dict()).bias is False
+    ids = torch.randint(1, V, (2, 9), generator=torch.Generator().manual_seed(0))
+    without.train()
+    out = without(ids).logits
+    F.cross_entropy(out.flatten(0, 1), ids.flatten()).backward()
+    assert all(p.grad is not None for p in without.parameters())
+    without.eval()
+    with torch.no_grad(), capture(without) as rec:
+        without(ids[:1])
+    part = layer_norm_part(rec.of("add_norm")[0])
+    assert part is not None and part["beta_norm"] == 0.0
+    with pytest.raises(RunError, match="no biases"):
+        to_hf_state_dict(without)

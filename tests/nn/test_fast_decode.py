@@ -49,8 +49,9 @@ def _walk(fast: GPTStepper, slow: GPTStepper, start: torch.Tensor, steps: int, a
     return calls
 
 
-def test_steps_equal_the_module_path_with_and_without_padding() -> None:
-    model = _tiny()
+@pytest.mark.parametrize("bias", [True, False])  # False: no Linear / LayerNorm biases
+def test_steps_equal_the_module_path_with_and_without_padding(bias) -> None:
+    model = _tiny(bias=bias)
     prompt = torch.randint(1, V, (3, 6), generator=torch.Generator().manual_seed(1))
     fast, slow = _steppers(model, prompt)
     assert _walk(fast, slow, prompt[:, -1], 10) == 10  # every step took the plan

@@ -101,8 +101,9 @@ def test_an_empty_batch_of_positions_gives_what_the_modules_give(counted) -> Non
     assert counted.plans == 1 and fast.shape == slow.shape == (2, 0, 32)
 
 
-def test_gpt_scores_a_sequence_as_the_module_path_does(counted) -> None:
-    model = tiny_gpt()  # pre-norm, causal, a final LayerNorm
+@pytest.mark.parametrize("bias", [True, False])  # False: no Linear / LayerNorm biases
+def test_gpt_scores_a_sequence_as_the_module_path_does(counted, bias) -> None:
+    model = tiny_gpt(bias=bias)  # pre-norm, causal, a final LayerNorm
     ids = _ids(2, 10)
     mask = torch.arange(10)[None, :] >= torch.tensor([[0], [3]])  # left padding
     with torch.no_grad():

@@ -102,6 +102,10 @@ class GPTConfig(ModelConfig):
         "gelu_tanh", "feed-forward activation: gelu_tanh (GPT-2's) | gelu | relu"
     )
     layer_norm_eps: float = param(1e-5, "LayerNorm epsilon")
+    bias: bool = param(
+        True,
+        "biases in the blocks' Linear and LayerNorm layers (false: none, nanoGPT's bias=False)",
+    )
     tie_embeddings: bool = param(True, "the LM head is the token embedding (GPT's)")
     init_std: float = param(0.02, "std of the normal initialisation (initializer_range)")
     preset: str | None = param(
@@ -172,6 +176,7 @@ class GPTConfig(ModelConfig):
             norm_first=True,
             eps=self.layer_norm_eps,
             ffn_dropout=0.0,  # GPT-2 has no dropout inside the feed-forward (Hugging Face's neither)
+            bias=self.bias,
         )
 
     def describe(self) -> str:
@@ -269,7 +274,8 @@ class GPT(AttnkitModel):
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
 
     def init_cache(self) -> list[KVCache]:
         """An empty per-layer key/value cache for ``forward(..., cache=...)``."""

@@ -251,7 +251,13 @@ def gpt_config_to_hf(config: ModelConfig) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 def to_hf_state_dict(model: AttnkitModel) -> dict[str, Tensor]:
     """The model's tensors under ``GPT2LMHeadModel``'s names, Conv1D weights transposed,
-    q/k/v fused into ``c_attn``; ``lm_head.weight`` only when not tied."""
+    q/k/v fused into ``c_attn``; ``lm_head.weight`` only when not tied. GPT-2 has biases
+    in every layer: a model without (``model.bias: false``) is refused."""
+    if not getattr(model.config, "bias", True):
+        raise RunError(
+            "this GPT has no biases (model.bias: false) and GPT-2 has them in every layer: "
+            "it cannot be exported as a Hugging Face GPT-2 directory"
+        )
     c = _sizes(model.config)
     state = model.state_dict()
     out = {

@@ -192,15 +192,20 @@ class FeedForward(nn.Module):
     Transformer's; the paper, BERT and GPT-2 have none there (``dropout=0``)."""
 
     def __init__(
-        self, d_model: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"
+        self,
+        d_model: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        bias: bool = True,
     ) -> None:
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(
                 f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}"
             )
-        self.linear1 = Linear(d_model, d_ff)  # W_1
-        self.linear2 = Linear(d_ff, d_model)  # W_2
+        self.linear1 = Linear(d_model, d_ff, bias=bias)  # W_1 (and b_1 unless bias=False)
+        self.linear2 = Linear(d_ff, d_model, bias=bias)  # W_2
         self.dropout = Dropout(dropout)
         self.activation = _ACTIVATIONS[activation]
         self.activation_name = activation  # (what the explainer prints: its formula)
@@ -228,10 +233,15 @@ class AddNorm(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, dropout: float = 0.1, norm_first: bool = False, eps: float = 1e-5
+        self,
+        d_model: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        eps: float = 1e-5,
+        bias: bool = True,
     ) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.norm = nn.LayerNorm(d_model, eps=eps, bias=bias)  # gamma (and beta unless bias=False)
         self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
@@ -268,7 +278,8 @@ class BlockConfig:
     attention_dropout: on the attention weights (None: ``dropout``; Hugging Face's
     ``attention_probs_dropout_prob``); ffn_dropout: inside the FFN, after the activation
     (None: ``dropout``, as torch.nn; BERT and GPT-2 use 0); activation: relu | gelu;
-    norm_first: pre-norm instead of the paper's post-norm; eps: LayerNorm epsilon."""
+    norm_first: pre-norm instead of the paper's post-norm; eps: LayerNorm epsilon; bias:
+    the layer's biases, Linear b and LayerNorm beta (False: none, as nanoGPT's bias=False)."""
 
     d_model: int
     num_heads: int
@@ -279,6 +290,7 @@ class BlockConfig:
     norm_first: bool = False
     eps: float = 1e-5
     ffn_dropout: float | None = None
+    bias: bool = True
 
     @property
     def attention_p(self) -> float:
@@ -300,10 +312,12 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: BlockConfig) -> None:
         super().__init__()
         c = config
-        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.attention_p)
-        self.add_norm1 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
-        self.ffn = FeedForward(c.d_model, c.d_ff, c.ffn_p, c.activation)
-        self.add_norm2 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
+        self.self_attn = MultiHeadAttention(
+            c.d_model, c.num_heads, dropout=c.attention_p, bias=c.bias
+        )
+        self.add_norm1 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps, c.bias)
+        self.ffn = FeedForward(c.d_model, c.d_ff, c.ffn_p, c.activation, c.bias)
+        self.add_norm2 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps, c.bias)
 
     def forward(
         self,
@@ -336,14 +350,17 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: BlockConfig, d_memory: int | None = None) -> None:
         super().__init__()
         c = config
-        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.attention_p)
-        self.add_norm1 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
-        self.cross_attn = MultiHeadAttention(
-            c.d_model, c.num_heads, dropout=c.attention_p, kdim=d_memory, vdim=d_memory
+        self.self_attn = MultiHeadAttention(
+            c.d_model, c.num_heads, dropout=c.attention_p, bias=c.bias
         )
-        self.add_norm2 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
-        self.ffn = FeedForward(c.d_model, c.d_ff, c.ffn_p, c.activation)
-        self.add_norm3 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps)
+        self.add_norm1 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps, c.bias)
+        self.cross_attn = MultiHeadAttention(
+            c.d_model, c.num_heads, dropout=c.attention_p, bias=c.bias, kdim=d_memory,
+            vdim=d_memory,
+        )  # fmt: skip
+        self.add_norm2 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps, c.bias)
+        self.ffn = FeedForward(c.d_model, c.d_ff, c.ffn_p, c.activation, c.bias)
+        self.add_norm3 = AddNorm(c.d_model, c.dropout, c.norm_first, c.eps, c.bias)
 
     def forward(
         self,
@@ -388,7 +405,9 @@ class Encoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(num_layers))
         self.norm = (
-            nn.LayerNorm(config.d_model, eps=config.eps) if config.norm_first else nn.Identity()
+            nn.LayerNorm(config.d_model, eps=config.eps, bias=config.bias)
+            if config.norm_first
+            else nn.Identity()
         )
 
     def init_cache(self) -> list[KVCache]:
@@ -446,7 +465,9 @@ class Decoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(DecoderLayer(config, d_memory) for _ in range(num_layers))
         self.norm = (
-            nn.LayerNorm(config.d_model, eps=config.eps) if config.norm_first else nn.Identity()
+            nn.LayerNorm(config.d_model, eps=config.eps, bias=config.bias)
+            if config.norm_first
+            else nn.Identity()
         )
 
     def init_cache(self) -> list[dict[str, KVCache]]:

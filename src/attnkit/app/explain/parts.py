@@ -337,7 +337,8 @@ def layer_norm_part(r: Record) -> dict[str, Any] | None:
     z = r["norm_input"][0].float()  # (T, d)
     var, mean = torch.var_mean(z, dim=-1, unbiased=False)
     k = min(LN_DIMS, z.size(-1))
-    gamma, beta = r["gamma"].float(), r["beta"].float()
+    gamma = r["gamma"].float()
+    beta = torch.zeros_like(gamma) if r["beta"] is None else r["beta"].float()  # (no bias: 0)
     return {
         "eps": float(r["eps"]),
         "mean": pending(mean, "residual"),
