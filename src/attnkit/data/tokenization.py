@@ -487,8 +487,9 @@ class Tokenizer:
     ) -> list[tuple[list[int], list[tuple[int, int]]]]:
         """:meth:`encode_offsets` of many texts (in parallel, at most ``MAX_TEXT_CHARS``
         characters per backend call)."""
-        if self._chars is not None and not any(t in x for x in texts for t in self._added):
-            return [self._char_offsets(text) for text in texts]
+        per_char = self.char_ids_batch(texts)
+        if per_char is not None:  # each character its own token, spanning itself
+            return [(ids, [(i, i + 1) for i in range(len(ids))]) for ids in per_char]
         pieces: list[str] = []
         where: list[tuple[int, int]] = []  # (text, offset of the piece in it)
         for i, text in enumerate(texts):
@@ -506,19 +507,14 @@ class Tokenizer:
         return out
 
     def char_ids_batch(self, texts: Sequence[str]) -> list[list[int]] | None:
-        """A char tokenizer's ids of ``texts``, one per character, each character a token of
-        its own (``encode_offsets_batch``'s ids, without the spans); None for any other
-        tokenizer, or where an added token occurs in ``texts``."""
+        """A char tokenizer's ids of ``texts`` looked up without the backend: what the
+        backend gives, one id per code point, [UNK] for one never seen
+        (``encode_offsets_batch``'s ids, without the spans); None for any other tokenizer,
+        or where an added token occurs in ``texts`` (the backend matches those)."""
         if self._chars is None or any(t in x for x in texts for t in self._added):
             return None
         chars, unk = self._chars, self._special["[UNK]"]
         return [[chars.get(c, unk) for c in text] for text in texts]
-
-    def _char_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-        """What the backend gives a char tokenizer for ``text`` (no added token in it): one
-        id per code point, [UNK] for one never seen, each spanning its own character."""
-        chars, unk = self._chars or {}, self._special["[UNK]"]
-        return [chars.get(c, unk) for c in text], [(i, i + 1) for i in range(len(text))]
 
     # ----------------------------------------------------------------- decoding
     def _clean(self, ids: Iterable[int], skip_special: bool) -> list[int]:
