@@ -37,19 +37,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from report import ROOT, cpu_native_bf16, machine, publish  # noqa: E402
+from report import AVX2, ROOT, cpu_native_bf16, machine, publish  # noqa: E402
 from speed_runners import cpu_info  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
 PEER = SHARED / "peers" / "nanoGPT"
 TEXT = SHARED / "data" / "tinyshakespeare" / "input.txt"
 RECIPE = ROOT / "configs" / "shakespeare-nanogpt-cpu.yaml"
-AVX2 = {
-    "ATEN_CPU_CAPABILITY": "avx2",
-    "ONEDNN_MAX_CPU_ISA": "AVX2",
-    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-    "ATTNKIT_CPU_BF16": "0",
-}
 NANOGPT_ARGS = [
     *("config/train_shakespeare_char.py", "--device=cpu", "--compile=False"),
     *("--eval_iters=20", "--log_interval=1", "--block_size=64", "--batch_size=12"),

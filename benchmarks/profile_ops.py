@@ -153,12 +153,15 @@ def bf16() -> None:
                   f"explicit {formula:.0f} us")  # fmt: skip
 
 
-def nanogpt_step(show_profile: bool, rounds: int = 5, steps: int = 40) -> None:
+def nanogpt_step(show_profile: bool, bf16: bool = False, rounds: int = 5, steps: int = 40) -> None:
     """One optimizer step of nanoGPT's CPU recipe (4 x 128, 12 x 64 tokens, no dropout,
     AdamW, gradient clipping at 1), fp32: nanoGPT's own model.py and optimizer (read from
     ../shared/peers/nanoGPT, as benchmarks/nanogpt_pairs.py runs it) against attnkit's GPT
     of configs/shakespeare-nanogpt-cpu.yaml and the Trainer's AdamW, alternating in one
-    process; medians of ``rounds`` x ``steps``."""
+    process; medians of ``rounds`` x ``steps``. ``bf16``: attnkit's forward under CPU
+    autocast to bfloat16, as the Trainer runs it where bf16 is native (nanoGPT's train.py
+    trains in float32 on a CPU either way)."""
+    import contextlib
     import statistics
 
     from attnkit.models.gpt import GPT, GPTConfig
@@ -189,7 +192,8 @@ def nanogpt_step(show_profile: bool, rounds: int = 5, steps: int = 40) -> None:
         ng_opt.zero_grad(set_to_none=True)
 
     def attnkit_step() -> None:
-        loss, _ = task.loss(ours, batch)
+        with torch.autocast("cpu", torch.bfloat16) if bf16 else contextlib.nullcontext():
+            loss, _ = task.loss(ours, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(ours.parameters(), 1.0)
         our_opt.step()
@@ -229,9 +233,9 @@ if __name__ == "__main__":
     elif what == "dropout":
         dropout_ms()
     elif what == "nanogpt":
-        nanogpt_step(sys.argv[2:3] == ["profile"])
+        nanogpt_step("profile" in sys.argv[2:], bf16="bf16" in sys.argv[2:])
     else:
         raise SystemExit(
             "usage: profile_ops.py train [fp32|bf16] | generate | dropout | infer [TOKENS] | bf16"
-            " | nanogpt [profile]"
+            " | nanogpt [profile] [bf16]"
         )

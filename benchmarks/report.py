@@ -142,6 +142,16 @@ def cpu_native_bf16() -> bool:
     return cpu_has_native_bf16()
 
 
+AVX2 = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "ATTNKIT_CPU_BF16": "0",
+}
+"""The environment that holds PyTorch to its AVX2 kernels (ATen, oneDNN, MKL) and attnkit
+to fp32: what a laptop without AVX-512 / native bf16 runs (the benchmarks' ``--avx2``)."""
+
+
 def run_precision(run_config: dict) -> str:
     """The precision a run trained in (fp32 | bf16 | fp16): what training recorded in its
     config.json (``training.bf16: auto`` decides per machine), else read off the recipe."""

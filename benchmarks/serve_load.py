@@ -7,14 +7,16 @@ process's memory before and after -> benchmarks/results/NAME.json (kind "serve")
     python benchmarks/serve_load.py --run runs/nsmc-transformer --requests 5000
     python benchmarks/serve_load.py --batch-size 1 --name serve-load-unbatched
     python benchmarks/serve_load.py --concurrency 1 --name serve-load-1-client
+    python benchmarks/serve_load.py --avx2 --name serve-load-avx2  # a laptop's kernels
 
 The served run: ``--run RUN``, else runs/bench-serve-nsmc-quick, trained first from
 configs/nsmc-quick.yaml when missing (a few minutes). Each request classifies one NSMC
 test review (``--texts N`` per request for batched requests), drawn in a fixed order; the
 server runs as its own process (``attnkit serve``), exactly as a user starts it, with
 ``--batch-size`` / ``--batch-wait-ms`` (its micro-batching; ``--batch-size 1``: off),
-``--precision`` and ``--threads`` passed on. The record says the CPU (its model name, and
-whether /proc/cpuinfo has avx512_bf16) and the precision the server computes in.
+``--precision`` and ``--threads`` passed on; ``--avx2`` starts it with PyTorch held to its
+AVX2 kernels (and fp32). The record says the CPU (its model name, and whether /proc/cpuinfo
+has avx512_bf16), the kernels and the precision the server computes in.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from report import ROOT, command_line, cpu_native_bf16, machine, publish
+from report import AVX2, ROOT, command_line, cpu_native_bf16, machine, publish
 
 DEFAULT_RUN = ROOT / "runs" / "bench-serve-nsmc-quick"
 FALLBACK_TEXTS = [
@@ -75,20 +77,30 @@ def _cpu() -> dict:
     return {"cpu": name, "avx512_bf16": "avx512_bf16" in flags}
 
 
-def _precision(precision: str) -> str:
-    """What the server computes in for ``--precision`` on the CPU (attnkit.load's rule)."""
+def _precision(precision: str, env: dict[str, str]) -> str:
+    """What the server computes in for ``--precision`` on the CPU (attnkit.load's rule) in
+    the server's environment ``env`` (``ATTNKIT_CPU_BF16`` may say there is no native bf16)."""
     from attnkit.runtime.device import resolve_precision
 
     bf16 = {"auto": "auto", "fp32": False, "bf16": True}[precision]
-    return resolve_precision(bf16, torch.device("cpu"), what="precision").name
+    saved = os.environ.get("ATTNKIT_CPU_BF16")
+    os.environ["ATTNKIT_CPU_BF16"] = env.get("ATTNKIT_CPU_BF16", "")
+    try:
+        return resolve_precision(bf16, torch.device("cpu"), what="precision").name
+    finally:
+        if saved is None:
+            del os.environ["ATTNKIT_CPU_BF16"]
+        else:
+            os.environ["ATTNKIT_CPU_BF16"] = saved
 
 
-def _served(info: dict, precision: str, cpu: dict, threads: int) -> str:
+def _served(info: dict, precision: str, cpu: dict, threads: int, avx2: bool = False) -> str:
     """The table's model cell: the model, and how and where it was served."""
     bf16 = "avx512_bf16" if cpu["avx512_bf16"] else "no avx512_bf16"
+    kernels = ", PyTorch held to AVX2 kernels" if avx2 else ""
     return (
         f"{info['arch']} ({info['task']}, {info['dataset']}), {info['parameters']:,} parameters;"
-        f" {precision}, {threads} threads, {cpu['cpu']} ({bf16})"
+        f" {precision}, {threads} threads, {cpu['cpu']} ({bf16}){kernels}"
     )
 
 
@@ -205,6 +217,8 @@ def main() -> None:
     parser.add_argument("--client", choices=("httpx", "raw"), default="httpx",
                         help="httpx (an AsyncClient), or raw: a minimal HTTP/1.1 client that "
                         "leaves the CPU to the server (the server's capacity on few cores)")  # fmt: skip
+    parser.add_argument("--avx2", action="store_true",
+                        help="the server with PyTorch held to its AVX2 kernels, fp32")  # fmt: skip
     parser.add_argument("--name", default="serve-load")
     args = parser.parse_args()
     run = args.run or DEFAULT_RUN
@@ -215,7 +229,7 @@ def main() -> None:
     names = ("batch_size", "batch_wait_ms", "threads")
     passed = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
     port = _free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, **(AVX2 if args.avx2 else {}), "PYTHONUNBUFFERED": "1"}
     server = subprocess.Popen(
         [
             sys.executable,
@@ -269,7 +283,7 @@ def main() -> None:
 
     ms = [x * 1000 for x in latencies]
     precision, cpu, threads = (
-        _precision(args.precision),
+        _precision(args.precision, env),
         _cpu(),
         args.threads or torch.get_num_threads(),
     )
@@ -280,7 +294,8 @@ def main() -> None:
         "run": str(run.resolve().relative_to(ROOT))
         if run.resolve().is_relative_to(ROOT)
         else str(run),
-        "model": _served(info, precision, cpu, threads),
+        "model": _served(info, precision, cpu, threads, args.avx2),
+        "kernels": "avx2" if args.avx2 else "default",
         "endpoint": "/v1/classify",
         "texts": source,
         "requests": len(bodies),

@@ -25,17 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from report import RESULTS, ROOT, machine, write_results_md  # noqa: E402
+from report import AVX2, RESULTS, ROOT, machine, write_results_md  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "legacy_runs" / "classify-transformer"
 TEXT = "배우들 연기가 정말 최고였어요"
 HEAVY = ("torch._dynamo", "sympy", "matplotlib", "transformers", "fastapi", "onnxruntime")
-AVX2 = {
-    "ATEN_CPU_CAPABILITY": "avx2",
-    "ONEDNN_MAX_CPU_ISA": "AVX2",
-    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-    "ATTNKIT_CPU_BF16": "0",
-}
 
 
 def _time(argv: list[str], env: dict[str, str]) -> float:

@@ -4,6 +4,7 @@ percentile helper. No server is started here."""
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -65,3 +66,20 @@ def test_percentiles(modules) -> None:
     assert load._percentile(values, 99) == 99.0
     assert load._percentile(values, 100) == 100.0
     assert load._percentile([3.0], 99) == 3.0
+
+
+def test_avx2_server_precision_and_cell(modules, monkeypatch) -> None:
+    """--avx2: the server's environment holds it to fp32 (ATTNKIT_CPU_BF16=0), and the
+    record says so, whatever this CPU is; the client's own environment is left as it was."""
+    report, load = modules
+    monkeypatch.setenv("ATTNKIT_CPU_BF16", "1")  # as on a CPU with native bf16
+    assert load._precision("auto", {}) == "bf16"
+    assert load._precision("auto", report.AVX2) == "fp32"
+    assert load._precision("bf16", report.AVX2) == "bf16"  # asked for: emulated, still bf16
+    assert load._precision("fp32", {}) == "fp32"
+    assert os.environ["ATTNKIT_CPU_BF16"] == "1"
+    info = {"arch": "gpt", "task": "classify", "dataset": "nsmc", "parameters": 1000}
+    cpu = {"cpu": "Some CPU", "avx512_bf16": True}
+    cell = load._served(info, "fp32", cpu, 2, avx2=True)
+    assert cell.endswith("Some CPU (avx512_bf16), PyTorch held to AVX2 kernels")
+    assert "AVX2" not in load._served(info, "bf16", cpu, 2)
