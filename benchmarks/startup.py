@@ -4,17 +4,20 @@
     python benchmarks/startup.py                     # the tiny fixture classifier
     python benchmarks/startup.py --run runs/nsmc-quick --repeats 9
     python benchmarks/startup.py --avx2              # PyTorch held to its AVX2 kernels
+    python benchmarks/startup.py --name startup-xeon # another machine's record beside
 
-The two commands alternate (torch, predict, torch, predict, ...) so that a machine getting
+attnkit's modules are byte-compiled first, as an installed package's are. The two
+commands alternate (torch, predict, torch, predict, ...) so that a machine getting
 busier slows both; each figure is the median wall time of ``--repeats`` processes. The
 record also lists which heavy modules the predict process imported (none of torch._dynamo,
-sympy, matplotlib, transformers, fastapi, onnxruntime should be there). Writes
-benchmarks/results/startup[-avx2].json and rebuilds docs/results.md.
+sympy, matplotlib, transformers, fastapi, onnxruntime should be there) and the CPU. Writes
+benchmarks/results/startup[-avx2].json (or ``--name``.json) and rebuilds docs/results.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -26,10 +29,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from report import AVX2, RESULTS, ROOT, machine, write_results_md  # noqa: E402
+from speed_runners import cpu_info  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "legacy_runs" / "classify-transformer"
 TEXT = "배우들 연기가 정말 최고였어요"
 HEAVY = ("torch._dynamo", "sympy", "matplotlib", "transformers", "fastapi", "onnxruntime")
+
+
+def _byte_compile() -> None:
+    """attnkit's modules compiled to bytecode (__pycache__), as ``pip install`` leaves an
+    installed package and torch's files here: a checkout run with PYTHONDONTWRITEBYTECODE=1
+    would otherwise compile every module in every process (0.45 s of 0.6 on a slow host)."""
+    import attnkit
+
+    compileall.compile_dir(Path(attnkit.__file__).parent, quiet=1)
 
 
 def _time(argv: list[str], env: dict[str, str]) -> float:
@@ -56,10 +69,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=7, help="processes per command (median)")
     ap.add_argument("--avx2", action="store_true", help="PyTorch held to its AVX2 kernels")
     ap.add_argument("--json", type=Path, help="write the record here (results/ untouched)")
+    ap.add_argument("--name", help="the record's name (default: startup[-avx2])")
     args = ap.parse_args(argv)
     env = {**os.environ, **(AVX2 if args.avx2 else {})}
     attnkit_cli = [sys.executable, "-m", "attnkit", "predict", str(args.run), TEXT]
     torch_only = [sys.executable, "-c", "import torch"]
+    _byte_compile()
     _time(torch_only, env)  # warm the file cache for both
     _time(attnkit_cli, env)
     torch_s, predict_s = [], []
@@ -67,16 +82,17 @@ def main(argv: list[str] | None = None) -> dict:
         torch_s.append(_time(torch_only, env))
         predict_s.append(_time(attnkit_cli, env))
     torch_med, predict_med = statistics.median(torch_s), statistics.median(predict_s)
-    name = "startup-avx2" if args.avx2 else "startup"
+    name = args.name or ("startup-avx2" if args.avx2 else "startup")
     record = {
         "name": name,
         "kind": "startup",
         "command": "python benchmarks/startup.py"
         + (" --avx2" if args.avx2 else "")
         + (f" --run {args.run}" if args.run != FIXTURE else "")
-        + (f" --repeats {args.repeats}" if args.repeats != 7 else ""),
+        + (f" --repeats {args.repeats}" if args.repeats != 7 else "")
+        + (f" --name {args.name}" if args.name else ""),
         "date": time.strftime("%Y-%m-%d"),
-        "machine": machine(),
+        "machine": f"{cpu_info()['model']}; {machine()}",
         "kernels": "avx2" if args.avx2 else "default",
         "run": str(args.run.relative_to(ROOT) if args.run.is_relative_to(ROOT) else args.run),
         "repeats": args.repeats,
