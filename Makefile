@@ -69,8 +69,8 @@ lint: $(VENV)/.dev
 PYTEST_WORKERS ?= 2
 
 # attnkit's modules as bytecode (__pycache__), as an installed package has them: where
-# PYTHONDONTWRITEBYTECODE is set (as on CI's machines), every process the tests start would
-# otherwise compile them anew (0.35 s each on 2 cores)
+# PYTHONDONTWRITEBYTECODE is set (as on the machines of this project's sessions), every
+# process the tests start would otherwise compile them anew (0.35 s each on 2 cores)
 bytecode: $(VENV)/.dev
 	$(VENV)/bin/python -m compileall -q src
 

@@ -73,7 +73,7 @@ def test_avx2_server_precision_and_cell(modules, monkeypatch) -> None:
     record says so, whatever this CPU is; the client's own environment is left as it was."""
     report, load = modules
     monkeypatch.setenv("ATTNKIT_CPU_BF16", "1")  # as on a CPU with native bf16
-    assert load._precision("auto", {}) == "bf16"
+    assert load._precision("auto", {"ATTNKIT_CPU_BF16": "1"}) == "bf16"
     assert load._precision("auto", report.AVX2) == "fp32"
     assert load._precision("bf16", report.AVX2) == "bf16"  # asked for: emulated, still bf16
     assert load._precision("fp32", {}) == "fp32"
