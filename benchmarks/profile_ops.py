@@ -89,10 +89,13 @@ def _us(fn, number: int = 500) -> float:
     return best * 1e6
 
 
-def infer(seq: int = 16, turns: int = 30, in_a_row: int = 12) -> None:
+def infer(seq: int = 16, bf16: bool = False, turns: int = 30, in_a_row: int = 12) -> None:
     """Batch-1 BERT forward (eval, inference_mode), each contender ``in_a_row`` calls per
     turn (the first 2 untimed): the median ms of attnkit's module path (fast_forward off),
-    attnkit (fast_forward on) and transformers, then the profile of attnkit's forward."""
+    attnkit (fast_forward on) and transformers, then the profile of attnkit's forward.
+    ``bf16``: every call under CPU autocast to bfloat16 (speed.py's bf16 rows)."""
+    import contextlib
+
     b = speed.encoder_batch(1, seq, 30522)
     encs = speed.build_encoders(speed.Shape(4, 256, 4), 30522, seq, False)
     ours, hf = encs["attnkit"].model.eval(), encs["transformers"].model.eval()
@@ -111,7 +114,8 @@ def infer(seq: int = 16, turns: int = 30, in_a_row: int = 12) -> None:
         "transformers": lambda: hf(input_ids=b.ids, attention_mask=b.mask_long),
     }
     times: dict[str, list[float]] = {name: [] for name in calls}
-    with torch.inference_mode():
+    cast = torch.autocast("cpu", torch.bfloat16) if bf16 else contextlib.nullcontext()
+    with torch.inference_mode(), cast:
         for _ in range(turns):
             for name, fn in calls.items():
                 for i in range(in_a_row):
@@ -223,7 +227,9 @@ if __name__ == "__main__":
     if what not in ("infer", "bf16", "nanogpt"):  # (those three: torch's threads, as speed.py)
         torch.set_num_threads(1)
     if what == "infer":
-        infer(int(sys.argv[2]) if len(sys.argv) > 2 else 16)
+        infer(
+            int(sys.argv[2]) if sys.argv[2:3] not in ([], ["bf16"]) else 16, "bf16" in sys.argv[2:]
+        )
     elif what == "bf16":
         bf16()
     elif what == "train":
@@ -236,6 +242,6 @@ if __name__ == "__main__":
         nanogpt_step("profile" in sys.argv[2:], bf16="bf16" in sys.argv[2:])
     else:
         raise SystemExit(
-            "usage: profile_ops.py train [fp32|bf16] | generate | dropout | infer [TOKENS] | bf16"
+            "usage: profile_ops.py train [fp32|bf16] | generate | dropout | infer [TOKENS] [bf16] | bf16"
             " | nanogpt [profile] [bf16]"
         )

@@ -44,6 +44,7 @@ record breaks this, the flat keys of the earlier schemas (``test_accuracy``, ``v
 from __future__ import annotations
 
 import json
+import os
 import platform
 import resource
 import shlex
@@ -183,9 +184,13 @@ def save(record: dict) -> Path:
 
 def command_line(script: str, skip: tuple[str, ...] = ()) -> str:
     """How this benchmark was started: ``python benchmarks/SCRIPT`` + its arguments (minus
-    ``skip``), the command written next to every result."""
+    ``skip``), the command written next to every result. A process whose kernels were
+    held back (a variable of ``AVX2`` but ATTNKIT_CPU_BF16, which the machine cell shows)
+    has the variables of ``AVX2`` it was started with in front."""
+    held = any(k in os.environ for k in AVX2 if k != "ATTNKIT_CPU_BF16")
+    env = (f"{k}={shlex.quote(os.environ[k])}" for k in AVX2 if held and k in os.environ)
     args = (shlex.quote(a) for a in sys.argv[1:] if a not in skip)
-    return " ".join([f"python benchmarks/{script}", *args])
+    return " ".join([*env, f"python benchmarks/{script}", *args])
 
 
 def publish(record: dict) -> None:

@@ -74,3 +74,18 @@ def test_results_md_is_what_the_records_render_to(report):
     """docs/results.md is generated: `python benchmarks/report.py` after changing a record."""
     rows = [json.loads(p.read_text(encoding="utf-8")) for p in RECORDS]
     assert report.render(rows) == (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+
+
+def test_a_command_held_to_avx2_says_so(report, monkeypatch) -> None:
+    """The recorded command of a benchmark run held to AVX2 kernels starts with the variables."""
+    monkeypatch.setattr("sys.argv", ["x.py", "--steps", "5"])
+    monkeypatch.setenv("ATTNKIT_CPU_BF16", "0")  # alone: the machine cell says "native bf16 no"
+    for k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS"):
+        monkeypatch.delenv(k, raising=False)
+    assert report.command_line("x.py") == "python benchmarks/x.py --steps 5"
+    for k, v in report.AVX2.items():
+        monkeypatch.setenv(k, v)
+    assert report.command_line("x.py") == (
+        "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 "
+        "ATTNKIT_CPU_BF16=0 python benchmarks/x.py --steps 5"
+    )
