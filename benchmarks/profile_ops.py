@@ -1,14 +1,17 @@
-"""The profiles behind issue 17's changes (benchmarks/notes-speed.md), on one thread.
+"""The profiles behind issues 17 and 42's changes (benchmarks/notes-speed.md); train,
+generate and dropout on one thread, the others on torch's threads (as speed.py).
 
     python benchmarks/profile_ops.py train [fp32|bf16]   # 2 BERT training steps (L4 H256, batch
                                                           # 32 x 128): attnkit vs transformers
     python benchmarks/profile_ops.py generate             # 128 greedy tokens, GPT L4 H256, vocab 8000
     python benchmarks/profile_ops.py dropout              # one dropout, (32, 128, 1024), fwd + bwd
-    python benchmarks/profile_ops.py infer [TOKENS]       # BERT L4 H256, 1 x 16 tokens, warm:
-                                                          # modules vs fast_forward vs transformers
+    python benchmarks/profile_ops.py infer [TOKENS] [bf16]     # BERT L4 H256, 1 x 16 tokens,
+                                                  # warm: modules vs fast_forward vs transformers
+    python benchmarks/profile_ops.py classify [TOKENS] [bf16]  # the same as a 2-way classifier:
+                                       # BertForSequenceClassification, attnkit vs transformers
     python benchmarks/profile_ops.py bf16                 # bf16 inference products and attention
-    python benchmarks/profile_ops.py nanogpt [profile]    # a training step of nanoGPT's CPU recipe:
-                                                          # nanoGPT's model.py vs attnkit, fp32
+    python benchmarks/profile_ops.py nanogpt [profile] [bf16]  # a training step of nanoGPT's
+                                          # CPU recipe: nanoGPT's model.py vs attnkit (autocast)
 
 Prints ``torch.profiler``'s operator table (self CPU time) or the milliseconds; writes
 nothing. Shapes and weights are benchmarks/speed.py's (its contenders: speed_peers.py).
@@ -128,6 +131,49 @@ def infer(seq: int = 16, bf16: bool = False, turns: int = 30, in_a_row: int = 12
         print(_table(lambda: [ours(b.ids, b.mask_long) for _ in range(100)], rows=12))
 
 
+def classify(seq: int = 16, bf16: bool = False, turns: int = 30, in_a_row: int = 12) -> None:
+    """Batch-1 sentence classifier (BERT L4 H256 A4, its pooler and a 2-way head; eval,
+    inference_mode): attnkit's BertForSequenceClassification against transformers' with the
+    same weights (``to_hf_state_dict``), each ``in_a_row`` calls per turn as ``infer``;
+    the largest logit difference between the two is printed. ``bf16``: under autocast."""
+    import contextlib
+
+    import transformers
+
+    from attnkit.models.bert import BertForSequenceClassification
+    from attnkit.models.hf_bert import bert_config_to_hf, to_hf_state_dict
+
+    torch.manual_seed(0)
+    ours = BertForSequenceClassification(speed.bert_config(speed.Shape(4, 256, 4), 30522, seq, 0.1))
+    hf_config = transformers.BertConfig(
+        **bert_config_to_hf(ours.config), attn_implementation="sdpa"
+    )
+    hf = transformers.BertForSequenceClassification(hf_config)
+    hf.load_state_dict(to_hf_state_dict(ours), strict=True)
+    ours.eval(), hf.eval()
+    b = speed.encoder_batch(1, seq, 30522)
+    calls = {
+        "attnkit": lambda: ours(b.ids, b.mask_long).logits,
+        "transformers": lambda: hf(input_ids=b.ids, attention_mask=b.mask_long).logits,
+    }
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    cast = torch.autocast("cpu", torch.bfloat16) if bf16 else contextlib.nullcontext()
+    with torch.inference_mode(), cast:
+        gap = (calls["attnkit"]().float() - calls["transformers"]().float()).abs().max()
+        for _ in range(turns):
+            for name, fn in calls.items():
+                for i in range(in_a_row):
+                    start = time.perf_counter()
+                    fn()
+                    if i >= 2:
+                        times[name].append((time.perf_counter() - start) * 1e3)
+    med = {name: sorted(ms)[len(ms) // 2] for name, ms in times.items()}
+    for name, ms in med.items():
+        print(f"{name}: {ms:.2f} ms (median of {len(times[name])})")
+    print(f"ratio {med['transformers'] / med['attnkit']:.2f}x; largest logit difference "
+          f"{gap.item():.1e} ({'bf16' if bf16 else 'fp32'}, {seq} tokens)")  # fmt: skip
+
+
 def bf16() -> None:
     """bf16 inference: a product under autocast (its weight cast every call) against the
     kept bf16 weight (fast_paths.linear with an owner), and attention's fused kernel against
@@ -224,10 +270,14 @@ def nanogpt_step(show_profile: bool, bf16: bool = False, rounds: int = 5, steps:
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "train"
-    if what not in ("infer", "bf16", "nanogpt"):  # (those three: torch's threads, as speed.py)
+    if what not in ("infer", "classify", "bf16", "nanogpt"):  # (these: torch's threads)
         torch.set_num_threads(1)
     if what == "infer":
         infer(
+            int(sys.argv[2]) if sys.argv[2:3] not in ([], ["bf16"]) else 16, "bf16" in sys.argv[2:]
+        )
+    elif what == "classify":
+        classify(
             int(sys.argv[2]) if sys.argv[2:3] not in ([], ["bf16"]) else 16, "bf16" in sys.argv[2:]
         )
     elif what == "bf16":
@@ -242,6 +292,6 @@ if __name__ == "__main__":
         nanogpt_step("profile" in sys.argv[2:], bf16="bf16" in sys.argv[2:])
     else:
         raise SystemExit(
-            "usage: profile_ops.py train [fp32|bf16] | generate | dropout | infer [TOKENS] [bf16] | bf16"
-            " | nanogpt [profile] [bf16]"
+            "usage: profile_ops.py train [fp32|bf16] | generate | dropout"
+            " | infer|classify [TOKENS] [bf16] | bf16 | nanogpt [profile] [bf16]"
         )
