@@ -150,7 +150,8 @@ def classify(seq: int = 16, bf16: bool = False, turns: int = 30, in_a_row: int =
     )
     hf = transformers.BertForSequenceClassification(hf_config)
     hf.load_state_dict(to_hf_state_dict(ours), strict=True)
-    ours.eval(), hf.eval()
+    ours.eval()
+    hf.eval()
     b = speed.encoder_batch(1, seq, 30522)
     calls = {
         "attnkit": lambda: ours(b.ids, b.mask_long).logits,
