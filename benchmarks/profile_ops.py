@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -92,6 +93,25 @@ def _us(fn, number: int = 500) -> float:
     return best * 1e6
 
 
+def _warm_medians(
+    calls: dict[str, Callable[[], object]], turns: int, in_a_row: int
+) -> dict[str, float]:
+    """Each contender ``in_a_row`` calls per turn (the first 2 untimed: the later ones find
+    its weights in the caches), ``turns`` turns; prints and returns the median ms of each."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(turns):
+        for name, fn in calls.items():
+            for i in range(in_a_row):
+                start = time.perf_counter()
+                fn()
+                if i >= 2:
+                    times[name].append((time.perf_counter() - start) * 1e3)
+    med = {name: sorted(ms)[len(ms) // 2] for name, ms in times.items()}
+    for name, ms in med.items():
+        print(f"{name}: {ms:.2f} ms (median of {len(times[name])})")
+    return med
+
+
 def infer(seq: int = 16, bf16: bool = False, turns: int = 30, in_a_row: int = 12) -> None:
     """Batch-1 BERT forward (eval, inference_mode), each contender ``in_a_row`` calls per
     turn (the first 2 untimed): the median ms of attnkit's module path (fast_forward off),
@@ -116,18 +136,9 @@ def infer(seq: int = 16, bf16: bool = False, turns: int = 30, in_a_row: int = 12
         "attnkit (fast_forward)": lambda: ours(b.ids, b.mask_long),
         "transformers": lambda: hf(input_ids=b.ids, attention_mask=b.mask_long),
     }
-    times: dict[str, list[float]] = {name: [] for name in calls}
     cast = torch.autocast("cpu", torch.bfloat16) if bf16 else contextlib.nullcontext()
     with torch.inference_mode(), cast:
-        for _ in range(turns):
-            for name, fn in calls.items():
-                for i in range(in_a_row):
-                    start = time.perf_counter()
-                    fn()
-                    if i >= 2:
-                        times[name].append((time.perf_counter() - start) * 1e3)
-        for name, ms in times.items():
-            print(f"{name}: {sorted(ms)[len(ms) // 2]:.2f} ms (median of {len(ms)})")
+        _warm_medians(calls, turns, in_a_row)
         print(_table(lambda: [ours(b.ids, b.mask_long) for _ in range(100)], rows=12))
 
 
@@ -157,20 +168,10 @@ def classify(seq: int = 16, bf16: bool = False, turns: int = 30, in_a_row: int =
         "attnkit": lambda: ours(b.ids, b.mask_long).logits,
         "transformers": lambda: hf(input_ids=b.ids, attention_mask=b.mask_long).logits,
     }
-    times: dict[str, list[float]] = {name: [] for name in calls}
     cast = torch.autocast("cpu", torch.bfloat16) if bf16 else contextlib.nullcontext()
     with torch.inference_mode(), cast:
         gap = (calls["attnkit"]().float() - calls["transformers"]().float()).abs().max()
-        for _ in range(turns):
-            for name, fn in calls.items():
-                for i in range(in_a_row):
-                    start = time.perf_counter()
-                    fn()
-                    if i >= 2:
-                        times[name].append((time.perf_counter() - start) * 1e3)
-    med = {name: sorted(ms)[len(ms) // 2] for name, ms in times.items()}
-    for name, ms in med.items():
-        print(f"{name}: {ms:.2f} ms (median of {len(times[name])})")
+        med = _warm_medians(calls, turns, in_a_row)
     print(f"ratio {med['transformers'] / med['attnkit']:.2f}x; largest logit difference "
           f"{gap.item():.1e} ({'bf16' if bf16 else 'fp32'}, {seq} tokens)")  # fmt: skip
 
