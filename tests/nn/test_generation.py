@@ -3,9 +3,17 @@
 import itertools
 import math
 
+import pytest
 import torch
 
-from attnkit.nn.generation import beam_search, greedy, sample, top_k_top_p_filter
+from attnkit.nn.generation import (
+    RowOptions,
+    beam_search,
+    greedy,
+    sample,
+    sample_rows,
+    top_k_top_p_filter,
+)
 
 EOS = 0
 
@@ -165,3 +173,91 @@ def test_tiny_temperature_and_penalty_do_not_overflow():
     out = sample(Const(), start, 3, temperature=1.0, repetition_penalty=1e-300, generator=gen)
     assert (out == 0).all()
     assert not (out == 3).any()  # the banned token stays banned
+
+
+# ----------------------------------------------------------------------------- sample_rows
+class CountedHistory(HistoryModel):
+    """HistoryModel (each row's logits depend on its own prefix only: batching cannot change
+    them) that records the rows of each step."""
+
+    def __init__(self, vocab: int, batch: int, seed: int = 0):
+        super().__init__(vocab, batch, seed)
+        self.widths: list[int] = []
+
+    def step(self, tokens):
+        self.widths.append(len(tokens))
+        return super().step(tokens)
+
+
+ROWS = [
+    RowOptions(max_new_tokens=6, temperature=0.0),
+    RowOptions(max_new_tokens=9, temperature=1.0, top_k=3),
+    RowOptions(max_new_tokens=4, temperature=0.7, top_p=0.8, repetition_penalty=1.5),
+    RowOptions(max_new_tokens=0, temperature=0.0),
+    RowOptions(max_new_tokens=7, temperature=1.0, top_k=3),  # (1's options: one group)
+]
+
+
+def _alone(row: RowOptions, start: int, seed: int | None, context=None) -> list[int]:
+    """What ``sample`` gives the row by itself."""
+    gen = None if seed is None else torch.Generator().manual_seed(seed)
+    out = sample(
+        HistoryModel(7, 1),
+        torch.tensor([start]),
+        row.max_new_tokens,
+        temperature=row.temperature,
+        top_k=row.top_k,
+        top_p=row.top_p,
+        repetition_penalty=row.repetition_penalty,
+        generator=gen,
+        context=context,
+    )
+    return out[0].tolist()
+
+
+def test_sample_rows_gives_each_row_what_sample_gives_it_alone():
+    starts = [1, 2, 3, 4, 5]
+    rows = [
+        RowOptions(**{**r.__dict__, "generator": torch.Generator().manual_seed(10 + i)})
+        for i, r in enumerate(ROWS)
+    ]
+    context = torch.tensor([[6, 6], [1, 2], [3, 0], [2, 2], [5, 5]])
+    model = CountedHistory(7, len(starts))
+    seen: list[tuple[int, int]] = []
+
+    def on_token(i: int, token: int) -> bool:
+        seen.append((i, token))
+        return False  # (rows end at their max_new_tokens)
+
+    out = sample_rows(model, torch.tensor(starts), rows, on_token, context=context)
+    for i, (row, start) in enumerate(zip(ROWS, starts, strict=True)):
+        want = _alone(row, start, 10 + i, context[i : i + 1]) if row.max_new_tokens else []
+        assert out[i] == want, i
+        assert [t for j, t in seen if j == i] == want
+    # the row of 0 tokens never runs; each row leaves after its last token
+    assert model.widths == [4] * 4 + [3] * 2 + [2] * 1 + [1] * 2
+
+
+def test_sample_rows_finishes_a_row_when_on_token_says_so():
+    model = CountedHistory(7, 3)
+    rows = [RowOptions(max_new_tokens=8, temperature=0.0)] * 3
+    out = sample_rows(model, torch.tensor([1, 2, 3]), rows, on_token=lambda i, t: i == 1)
+    assert [len(o) for o in out] == [8, 1, 8]
+    assert model.widths == [3] + [2] * 7
+    assert out[0] == _alone(rows[0], 1, None) and out[2] == _alone(rows[2], 3, None)
+    # the surviving rows' histories were kept (reordered), not mixed up
+    assert model.prefix == [[1, *out[0][:-1]], [3, *out[2][:-1]]]
+
+
+def test_sample_rows_rows_may_share_a_generator_and_bad_options_raise():
+    gen = torch.Generator().manual_seed(0)
+    rows = [RowOptions(max_new_tokens=5, generator=gen)] * 2
+    a = sample_rows(HistoryModel(7, 2), torch.tensor([1, 1]), rows, lambda i, t: False)
+    gen.manual_seed(0)
+    b = sample_rows(HistoryModel(7, 2), torch.tensor([1, 1]), rows, lambda i, t: False)
+    assert a == b
+    with pytest.raises(ValueError, match="2 row options for 3 rows"):
+        sample_rows(HistoryModel(7, 3), torch.tensor([1, 1, 1]), rows, lambda i, t: False)
+    bad = [RowOptions(max_new_tokens=2, repetition_penalty=0.0)]
+    with pytest.raises(ValueError, match="repetition_penalty must be > 0"):
+        sample_rows(HistoryModel(7, 1), torch.tensor([1]), bad, lambda i, t: False)

@@ -8,6 +8,7 @@ import gzip
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,9 +26,11 @@ from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.tasks.lm import (
     IGNORE_INDEX,
     Generation,
+    GenerationRequest,
     LanguageModelObjective,
     LMItem,
     LMPredictor,
+    StopGeneration,
     cut_stream,
     prepare_data,
     read_corpus,
@@ -288,6 +291,88 @@ def test_long_prompts_and_unknown_characters_warn(lm: LMPredictor) -> None:
     assert out.tokens == 5
     with pytest.warns(UserWarning, match=r"\[UNK\]"):
         lm.generate("Zebra ☃", max_new_tokens=2, seed=0)
+
+
+# ----------------------------------------------------------------------------- batches
+# prompts of several lengths (left padding), an empty one, one longer than the context
+# (max_len 24: its window slides during the batch), each with its own options
+REQUESTS = [
+    GenerationRequest("First Citizen:", max_new_tokens=20, temperature=0),
+    GenerationRequest("All:", max_new_tokens=12, seed=3, top_k=10, top_p=0.9),
+    GenerationRequest("", max_new_tokens=8, temperature=0, repetition_penalty=1.4),
+    GenerationRequest(VERSE[:40], max_new_tokens=16, temperature=0),
+    GenerationRequest("Speak", max_new_tokens=30, seed=5, stop=["\n\n"]),
+    GenerationRequest("Resolved", max_new_tokens=0),
+    GenerationRequest("You are", max_new_tokens=10, seed=1, temperature=0.8),
+]
+
+
+def _alone(lm: LMPredictor, r: GenerationRequest, **extra) -> Generation:
+    options = {k: v for k, v in r.__dict__.items() if k != "prompt"}
+    return lm.generate(r.prompt, **{**options, **extra})[0]
+
+
+def test_a_batch_gives_each_prompt_what_it_gets_alone(lm: LMPredictor) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the long prompt's
+        alone = [_alone(lm, r) for r in REQUESTS]
+        together = lm.generate_batch(REQUESTS)
+    assert together == alone
+    assert [g.tokens for g in together][:4] == [20, 12, 8, 16]
+    assert together[5].text == "" and together[5].tokens == 0
+    # several prompts of one call, batched: greedy is the same as one by one
+    prompts = [r.prompt for r in REQUESTS]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one_by_one = lm.generate(prompts, max_new_tokens=12, temperature=0)
+        batched = lm.generate(prompts, max_new_tokens=12, temperature=0, batch_size=4)
+    assert batched == one_by_one and len(batched) == len(prompts)
+
+
+def test_a_batch_streams_each_prompt_and_stops_one_on_request(lm: LMPredictor) -> None:
+    pieces: dict[int, list[str]] = {0: [], 1: [], 2: []}
+
+    def stop_after_three(piece: str) -> None:
+        if len(pieces[1]) == 3:
+            raise StopGeneration
+        pieces[1].append(piece)
+
+    requests = [
+        GenerationRequest("All:", max_new_tokens=15, temperature=0, stream=pieces[0].append),
+        GenerationRequest("First", max_new_tokens=15, temperature=0, stream=stop_after_three),
+        GenerationRequest("Speak", max_new_tokens=15, seed=2, stream=pieces[2].append),
+    ]
+    out = lm.generate_batch(requests)
+    assert [g.finish_reason for g in out] == ["length", "cancelled", "length"]
+    assert "".join(pieces[0]) == out[0].text and "".join(pieces[2]) == out[2].text
+    assert "".join(pieces[1]) == out[1].text[:3] and out[1].tokens == 4
+    # alone, StopGeneration ends the continuation the same way
+    alone: list[str] = []
+
+    def stop_at_once(piece: str) -> None:
+        raise StopGeneration
+
+    g = lm.generate("First", max_new_tokens=15, temperature=0, stream=stop_at_once)[0]
+    assert g.finish_reason == "cancelled" and g.tokens == 1 and alone == []
+    with pytest.raises(InputError, match="stream takes one prompt at a time"):
+        lm.generate(["a", "b"], stream=print, batch_size=2)
+    with pytest.raises(InputError, match="batch_size must be an integer >= 1"):
+        lm.generate("a", batch_size=0)
+
+
+def test_a_batch_names_the_prompt_of_each_warning(lm: LMPredictor) -> None:
+    requests = [GenerationRequest("All:", max_new_tokens=2),
+                GenerationRequest("Zebra ☃", max_new_tokens=2)]  # fmt: skip
+    with pytest.warns(UserWarning, match=r"^input 2: the prompt has text .*\[UNK\]") as caught:
+        lm.generate_batch(requests)
+    assert len(caught) == 1 and caught[0].filename == __file__
+    with pytest.warns(UserWarning, match=r"^the prompt has text"):  # one request: as alone
+        lm.generate_batch(requests[1:])
+    with pytest.raises(InputError, match="request 2 must be a GenerationRequest"):
+        lm.generate_batch([requests[0], "All:"])  # type: ignore[list-item]
+    with pytest.raises(InputError, match="top_p"):
+        lm.generate_batch([requests[0], GenerationRequest("x", top_p=0.0)])
+    assert lm.generate_batch([]) == []
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,12 @@ last token.
 ``sample`` also takes Hugging Face's repetition penalty (CTRL, Keskar et al. 2019: a token
 already in the row has its logit divided by the penalty if positive, multiplied if
 negative) and stop sequences (a row is finished once its new tokens end with one of them).
+
+``sample_rows`` decodes rows that each have their own options (``RowOptions``: sampling,
+generator, token budget) and that the caller finishes one by one (a stop string, a client
+gone): a finished row leaves the batch at once (``Stepper.reorder``), so the others do not
+carry it. Each row gets the tokens ``sample`` would give it alone, up to float rounding
+(its padded batch-mates change the order of some sums, never what it attends to).
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ from attnkit.core.errors import check_finite
 
 __all__ = [
     "BeamResult",
+    "RowOptions",
     "Stepper",
     "apply_repetition_penalty",
     "beam_search",
     "greedy",
     "sample",
+    "sample_rows",
     "top_k_top_p_filter",
 ]
 
@@ -85,16 +93,33 @@ def top_k_top_p_filter(logits: Tensor, top_k: int = 0, top_p: float = 1.0) -> Te
     return logits
 
 
-def apply_repetition_penalty(logits: Tensor, seen: Tensor, penalty: float) -> Tensor:
+def apply_repetition_penalty(logits: Tensor, seen: Tensor, penalty: float | Tensor) -> Tensor:
     """CTRL's repetition penalty, as Hugging Face applies it: the logit of every token with
     ``seen`` True is divided by ``penalty`` if positive, multiplied by it if negative
-    (``penalty > 1`` discourages repeats). logits (N, V) float, seen (N, V) bool -> (N, V)."""
-    if penalty == 1.0:
+    (``penalty > 1`` discourages repeats). logits (N, V) float, seen (N, V) bool, penalty a
+    number or (N, 1) (one per row; 1 leaves a row as it is) -> (N, V)."""
+    if not isinstance(penalty, Tensor) and penalty == 1.0:
         return logits
     penalised = torch.where(logits < 0, logits * penalty, logits / penalty)
     # a tiny penalty must not overflow to +inf (-inf, a banned token, stays -inf)
     penalised = penalised.clamp(max=torch.finfo(logits.dtype).max)
     return torch.where(seen, penalised, logits)
+
+
+def sampling_probs(
+    logits: Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0
+) -> Tensor:
+    """softmax(logits / temperature) after top-k / top-p filtering: (N, V) float -> (N, V)
+    float32, every row a distribution (else ``NonFiniteError``: e.g. every token banned).
+    temperature > 0."""
+    # softmax(l / T) = softmax((l - max l) / T): shifted, the values are <= 0, so a tiny T
+    # cannot overflow to +inf (it tends to greedy, as it should) (in float64: T may be
+    # below float32's smallest number)
+    shifted = (logits - logits.max(-1, keepdim=True).values).double()
+    filtered = top_k_top_p_filter(shifted / temperature, top_k, top_p)
+    probs = filtered.softmax(-1).float()
+    check_finite(probs)  # e.g. every token banned: no distribution to sample from
+    return probs
 
 
 def _seen_tokens(
@@ -167,13 +192,7 @@ def sample(
             probs = logits.softmax(-1) if on_step is not None else None  # only to report
             tokens = logits.argmax(-1)
         else:
-            # softmax(l / T) = softmax((l - max l) / T): shifted, the values are <= 0, so a
-            # tiny T cannot overflow to +inf (it tends to greedy, as it should)
-            # (in float64: T may be below float32's smallest number)
-            shifted = (logits - logits.max(-1, keepdim=True).values).double()
-            filtered = top_k_top_p_filter(shifted / temperature, top_k, top_p)
-            probs = filtered.softmax(-1).float()
-            check_finite(probs)  # e.g. every token banned: no distribution to sample from
+            probs = sampling_probs(logits, temperature, top_k, top_p)
             tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
         out.append(tokens)
         if seen is not None:
@@ -193,6 +212,97 @@ def sample(
         return _finish(result, eos_id, pad_id)
     after = torch.arange(result.size(1), device=result.device)[None, :] > end[:, None]
     return result.masked_fill(after, pad_id)
+
+
+@dataclass(frozen=True)
+class RowOptions:
+    """How ``sample_rows`` continues one row: ``sample``'s options, for this row only.
+    temperature 0: greedy. ``generator``: this row's draws (rows may share one)."""
+
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
+    generator: torch.Generator | None = None
+
+
+def _pick(logits: Tensor, rows: Sequence[RowOptions]) -> Tensor:
+    """The next token of each row: logits (N, V) -> (N,) long. Greedy rows take the argmax;
+    rows that sample draw from ``sampling_probs`` (computed together for rows of the same
+    temperature, top-k and top-p), each with its own generator, one draw as ``sample``
+    makes for a row alone."""
+    picked = logits.argmax(-1)
+    groups: dict[tuple[float, int, float], list[int]] = {}
+    for i, row in enumerate(rows):
+        if row.temperature != 0.0:
+            groups.setdefault((row.temperature, row.top_k, row.top_p), []).append(i)
+    for (temperature, top_k, top_p), index in groups.items():
+        probs = sampling_probs(logits[index], temperature, top_k, top_p)  # (n, V)
+        for j, i in enumerate(index):
+            draw = torch.multinomial(probs[j : j + 1], 1, generator=rows[i].generator)
+            picked[i] = draw[0, 0]
+    return picked
+
+
+@torch.no_grad()
+def sample_rows(
+    model: Stepper,
+    start: Tensor,
+    rows: Sequence[RowOptions],
+    on_token: Callable[[int, int], bool],
+    context: Tensor | None = None,
+    context_mask: Tensor | None = None,
+) -> list[list[int]]:
+    """Decode each row with its own ``RowOptions``: start (B,) -> each row's new tokens.
+
+    ``on_token(row, token)`` sees each new token of a row (``row``: its index in ``start``)
+    and returns True to finish the row there (its EOS, a stop string); a row is also
+    finished after its ``max_new_tokens``. A finished row leaves the batch (``reorder``);
+    the loop ends when every row has. ``context`` / ``context_mask`` (B, T): as ``sample``'s,
+    for the rows' repetition penalty. An exception from ``on_token`` ends them all."""
+    if len(rows) != start.size(0):
+        raise ValueError(f"{len(rows)} row options for {start.size(0)} rows")
+    for row in rows:
+        if row.repetition_penalty <= 0:
+            raise ValueError(f"repetition_penalty must be > 0, got {row.repetition_penalty}")
+    out: list[list[int]] = [[] for _ in rows]
+    live = [i for i, row in enumerate(rows) if row.max_new_tokens > 0]  # model row -> row
+    if len(live) < len(rows):
+        if not live:
+            return out
+        model.reorder(torch.tensor(live, device=start.device))
+    tokens = start[live]
+    device = start.device
+    seen: Tensor | None = None  # (live, V): for the rows' repetition penalty
+    penalty: Tensor | None = None  # (live, 1)
+    if any(row.repetition_penalty != 1.0 for row in rows):
+        penalty = torch.tensor([[rows[i].repetition_penalty] for i in live], device=device)
+    while live:
+        logits = model.step(tokens).float()  # (live, V)
+        if penalty is not None:
+            if seen is None:
+                seen = _seen_tokens(logits.size(-1), start, context, context_mask)[live]
+            logits = apply_repetition_penalty(logits, seen, penalty)
+        check_finite(logits, allow_neg_inf=True)  # NaN weights: an error, not a token
+        tokens = _pick(logits, [rows[i] for i in live])
+        if seen is not None:
+            seen[torch.arange(tokens.size(0), device=device), tokens] = True
+        keep = []
+        for j, (i, token) in enumerate(zip(live, tokens.tolist(), strict=True)):
+            out[i].append(token)
+            if not on_token(i, token) and len(out[i]) < rows[i].max_new_tokens:
+                keep.append(j)
+        if len(keep) < len(live):  # some rows finished: the others go on alone
+            live = [live[j] for j in keep]
+            if not live:
+                break
+            index = torch.tensor(keep, device=device)
+            model.reorder(index)
+            tokens = tokens[index]
+            seen = None if seen is None else seen[index]
+            penalty = None if penalty is None else penalty[index]
+    return out
 
 
 @dataclass

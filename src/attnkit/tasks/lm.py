@@ -36,7 +36,7 @@ from attnkit.data.batching import pad_batch
 from attnkit.data.catalogue import describe, find_kind, has_split, read
 from attnkit.data.split import limit_examples, split_by_position, split_examples
 from attnkit.data.tokenization import Tokenizer, cut_text
-from attnkit.nn.generation import sample
+from attnkit.nn.generation import RowOptions, sample_rows
 from attnkit.runtime.device import inference, model_device, to_device
 from attnkit.runtime.run import RunDir
 from attnkit.tasks.base import (
@@ -329,12 +329,26 @@ class Generation:
         return dataclasses.asdict(self)
 
 
-class _Finished(Exception):
-    """Raised from the step callback to end generation early (a stop string, [EOS])."""
+class StopGeneration(Exception):
+    """Raise it from a ``stream`` callback to end that continuation there: it comes back
+    with the text streamed so far and ``finish_reason`` "cancelled" (in a batch, the other
+    prompts go on). Any other exception from ``stream`` ends the whole call."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+
+@dataclass
+class GenerationRequest:
+    """One prompt and how to continue it: ``LMPredictor.generate``'s options for one prompt
+    (``generate_batch`` takes one per prompt). ``seed``: this prompt's own generator."""
+
+    prompt: str = ""
+    max_new_tokens: int = 200
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    repetition_penalty: float = 1.0
+    stop: str | Sequence[str] | None = None
+    seed: int | None = None
+    stream: Callable[[str], None] | None = None
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -377,6 +391,73 @@ class _Banned:
         self.inner.reorder(index)
 
 
+class _Continuation:
+    """One prompt's continuation as its tokens come (``add``): its text (the prompt's
+    decoding taken off), its end (EOS, a stop string: cut before it) and its stream (the
+    text so far, less what may still change: ``_held_back``)."""
+
+    def __init__(
+        self,
+        predictor: LMPredictor,
+        ids: list[int],
+        stops: list[str],
+        stream: Callable[[str], None] | None,
+    ) -> None:
+        self.tokenizer, self.eos_id = predictor.tokenizer, predictor.eos_id
+        self.ids, self.stops, self.stream = ids, stops, stream
+        self.base = self.tokenizer.decode(ids)  # the prompt as the tokenizer gives it back
+        self.new: list[int] = []
+        self.text, self.sent, self.reason = "", 0, "length"
+
+    def _decoded(self) -> str:
+        full = self.tokenizer.decode(self.ids + self.new)
+        start = len(self.base) if full.startswith(self.base) else _common_prefix(full, self.base)
+        return full[start:]
+
+    def _send(self, upto: int) -> None:
+        if self.stream is not None and upto > self.sent:
+            self.stream(self.text[self.sent : upto])
+        self.sent = max(self.sent, upto)
+
+    def add(self, token: int) -> bool:
+        """Take the next token; True when the continuation is finished."""
+        if token == self.eos_id:
+            self.reason = "eos"
+            return True
+        self.new.append(token)
+        text = self._decoded()
+        cuts = [i for s in self.stops if (i := text.find(s)) >= 0]
+        if cuts:
+            self.text, self.reason = text[: min(cuts)], "stop"
+            return True
+        self.text = text
+        try:
+            self._send(len(text) - _held_back(text, self.stops))
+        except StopGeneration:
+            self.reason = "cancelled"
+            return True
+        return False
+
+    def result(self, prompt: str) -> Generation:
+        """The ``Generation``, the rest of the text streamed first (unless cancelled)."""
+        if self.reason != "cancelled":
+            try:
+                self._send(len(self.text))
+            except StopGeneration:
+                self.reason = "cancelled"
+        return Generation(prompt, self.text, len(self.new), self.reason)
+
+
+@dataclass
+class _Row:
+    """One prompt of a batch: its tokens, its sampling options, its continuation."""
+
+    prompt: str
+    ids: list[int]
+    options: RowOptions
+    text: _Continuation
+
+
 class LMPredictor(Predictor):
     """What ``attnkit.load(run)`` returns for an lm run: ``generate`` (sampling or greedy,
     optionally streamed), ``predict`` (the same, for ``attnkit predict``), ``perplexity``."""
@@ -415,7 +496,7 @@ class LMPredictor(Predictor):
                 return [i]
         raise InputError("this run's tokenizer has no token to start an empty prompt from")
 
-    def _prompt_ids(self, prompt: str) -> list[int]:
+    def _prompt_ids(self, prompt: str, stacklevel: int = 3) -> list[int]:
         # the model reads the last max_len tokens: a huge prompt is first cut to its last
         # max_text_chars(max_len) characters, before tokenization
         prompt, cut = cut_text(prompt, self.max_len, keep="tail")
@@ -425,7 +506,7 @@ class LMPredictor(Predictor):
             warnings.warn(
                 f"the prompt has text this run's tokenizer does not know: read as [UNK] "
                 f"({ids.count(unk)} token(s))",
-                stacklevel=3,
+                stacklevel=stacklevel,
             )
         if self.documents:
             ids = self._start_ids() + ids
@@ -436,13 +517,13 @@ class LMPredictor(Predictor):
                 f"the prompt has more than {len(prompt):,} characters, more than the context "
                 f"({self.max_len} tokens) can use: the model reads its last tokens (at most "
                 f"{self.max_len})",
-                stacklevel=3,
+                stacklevel=stacklevel,
             )
         elif len(ids) > self.max_len:
             warnings.warn(
                 f"the prompt has {len(ids)} tokens, more than the context ({self.max_len}): "
                 f"the model reads its last {self.max_len}",
-                stacklevel=3,
+                stacklevel=stacklevel,
             )
         return ids
 
@@ -458,38 +539,93 @@ class LMPredictor(Predictor):
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
         stream: Callable[[str], None] | None = None,
+        batch_size: int = 1,
     ) -> list[Generation]:
-        """Continue each prompt (a string or a list of them), one after the other.
+        """Continue each prompt (a string or a list of them).
 
         temperature 0: greedy; else sample from softmax(logits / temperature) after top-k
         (0: off) and top-p (1: off) filtering. repetition_penalty > 1 discourages tokens
         already in the prompt or output. ``stop``: strings that end a continuation (it is
         cut before the first one). ``seed``: reproducible sampling (one generator for the
         whole call). ``stream(piece)`` gets the continuation's text as it is produced (for
-        several prompts: one after the other); the pieces add up to ``Generation.text``.
+        several prompts: one after the other; ``StopGeneration`` from it ends that one);
+        the pieces add up to ``Generation.text``. ``batch_size``: how many prompts are
+        continued together (left-padded, one forward pass a token for all of them: faster
+        for many prompts; greedy gives each what it gets alone, up to float rounding);
+        1: one after the other. Each batch streams its prompts' pieces interleaved, so a
+        stream needs ``batch_size=1``.
         """
         prompts = [prompt] if isinstance(prompt, str) else list(prompt)
-        for i, p in enumerate(prompts, 1):
-            if not isinstance(p, str):
-                raise InputError(f"prompt {i} must be a string, got {type(p).__name__}")
-        stops = [stop] if isinstance(stop, str) else list(stop or [])
-        self._check(max_new_tokens, temperature, top_k, top_p, repetition_penalty, stops)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InputError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        if stream is not None and batch_size > 1 and len(prompts) > 1:
+            raise InputError("stream takes one prompt at a time: use batch_size=1 with it")
+        requests = [
+            GenerationRequest(
+                p, max_new_tokens, temperature, top_k, top_p, repetition_penalty, stop, None, stream
+            )  # fmt: skip
+            for p in prompts
+        ]
         check_params(seed=seed)
-        generator = None  # sampling draws on the model's device, so does the generator
-        if seed is not None:
+        rows = self._rows(requests, stacklevel=4)
+        if seed is not None:  # sampling draws on the model's device, so does the generator
             generator = torch.Generator(device=self.device).manual_seed(int(seed))
-        options = {
-            "temperature": float(temperature),
-            "top_k": int(top_k),
-            "top_p": float(top_p),
-            "repetition_penalty": float(repetition_penalty),
-            "generator": generator,
-        }
-        out = []
-        for p in prompts:
-            ids = self._prompt_ids(p)  # (its warnings name the caller's line)
-            out.append(self._one(p, ids, int(max_new_tokens), stops, stream, options))
+            for row in rows:  # one generator for the whole call
+                row.options = dataclasses.replace(row.options, generator=generator)
+        out: list[Generation] = []
+        for i in range(0, len(rows), batch_size):
+            out.extend(self._continue(rows[i : i + batch_size]))
         return out
+
+    def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Continue several prompts together, each with its own options (a
+        ``GenerationRequest`` each: what ``attnkit serve`` does with concurrent requests):
+        left-padded, one forward pass a token for all the prompts still going; a prompt
+        that is done (its EOS, a stop string, its ``max_new_tokens``, ``StopGeneration``
+        from its ``stream``) leaves the batch. Each gets what ``generate`` gives it alone
+        (its seed, its stream), up to float rounding. Warnings about a prompt name it:
+        "input 2: the prompt has ...", for two requests or more."""
+        for i, r in enumerate(requests, 1):
+            if not isinstance(r, GenerationRequest):
+                raise InputError(f"request {i} must be a GenerationRequest, got {type(r).__name__}")
+        rows = self._rows(requests, stacklevel=4, numbered=len(requests) > 1)
+        for row, r in zip(rows, requests, strict=True):
+            if r.seed is not None:
+                check_params(seed=r.seed)
+                gen = torch.Generator(device=self.device).manual_seed(int(r.seed))
+                row.options = dataclasses.replace(row.options, generator=gen)
+        return self._continue(rows) if rows else []
+
+    def _rows(
+        self, requests: Sequence[GenerationRequest], stacklevel: int, numbered: bool = False
+    ) -> list[_Row]:
+        """Each request checked and its prompt tokenized (warnings name the caller's line;
+        ``numbered``: each prompt's as "input N: ...", N counted from 1, as a predictor
+        names the texts of one call)."""
+        rows = []
+        for i, r in enumerate(requests, 1):
+            if not isinstance(r.prompt, str):
+                raise InputError(f"prompt {i} must be a string, got {type(r.prompt).__name__}")
+            stops = [r.stop] if isinstance(r.stop, str) else list(r.stop or [])
+            self._check(r.max_new_tokens, r.temperature, r.top_k, r.top_p,
+                        r.repetition_penalty, stops)  # fmt: skip
+            options = RowOptions(
+                max_new_tokens=int(r.max_new_tokens),
+                temperature=float(r.temperature),
+                top_k=int(r.top_k),
+                top_p=float(r.top_p),
+                repetition_penalty=float(r.repetition_penalty),
+            )
+            if numbered:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    ids = self._prompt_ids(r.prompt)
+                for w in caught:
+                    warnings.warn(f"input {i}: {w.message}", w.category, stacklevel=stacklevel - 1)
+            else:
+                ids = self._prompt_ids(r.prompt, stacklevel)
+            rows.append(_Row(r.prompt, ids, options, _Continuation(self, ids, stops, r.stream)))
+        return rows
 
     @staticmethod
     def _check(
@@ -514,63 +650,29 @@ class LMPredictor(Predictor):
                 raise InputError(f"a stop string must be a non-empty string, got {s!r}")
 
     @inference
-    def _one(
-        self,
-        prompt: str,
-        ids: list[int],
-        max_new_tokens: int,
-        stops: list[str],
-        stream: Callable[[str], None] | None,
-        options: dict[str, Any],
-    ) -> Generation:
-        tk = self.tokenizer
-        base = tk.decode(ids)  # the prompt as the tokenizer gives it back
-        new: list[int] = []
-        state = {"text": "", "sent": 0}
-
-        def continuation() -> str:
-            full = tk.decode(ids + new)
-            start = len(base) if full.startswith(base) else _common_prefix(full, base)
-            return full[start:]
-
-        def send(upto: int) -> None:
-            if stream is not None and upto > state["sent"]:
-                stream(state["text"][state["sent"] : upto])
-            state["sent"] = max(state["sent"], upto)
-
-        def on_step(t: int, so_far: Tensor, probs: Tensor) -> None:
-            token = int(so_far[0, -1])
-            if token == self.eos_id:
-                raise _Finished("eos")
-            new.append(token)
-            text = continuation()
-            if stops:
-                cuts = [i for s in stops if (i := text.find(s)) >= 0]
-                if cuts:
-                    state["text"] = text[: min(cuts)]
-                    raise _Finished("stop")
-            state["text"] = text
-            send(len(text) - _held_back(text, stops))
-
-        reason = "length"
-        if max_new_tokens > 0:
-            x = torch.tensor([ids], dtype=torch.long, device=self.device)
-            stepper = _Banned(self.model.stepper(x), self.banned)
-            try:
-                sample(
-                    stepper,
-                    x[:, -1],
-                    max_new_tokens,
-                    eos_id=self.eos_id if self.documents else None,
-                    pad_id=self.tokenizer.pad_id,
-                    on_step=on_step,
-                    context=x[:, :-1],
-                    **options,
-                )
-            except _Finished as done:
-                reason = done.reason
-        send(len(state["text"]))
-        return Generation(prompt, state["text"], len(new), reason)
+    def _continue(self, rows: Sequence[_Row]) -> list[Generation]:
+        """Continue ``rows`` together (``sample_rows``): the prompts left-padded to the
+        longest, each row's tokens fed to its ``_Continuation``."""
+        going = [r for r in rows if r.options.max_new_tokens > 0]
+        if going:
+            width = max(len(r.ids) for r in going)
+            x = torch.full((len(going), width), self.tokenizer.pad_id, dtype=torch.long)
+            mask = torch.zeros(len(going), width, dtype=torch.bool)
+            for i, r in enumerate(going):  # left padding: every row's last token is real
+                x[i, width - len(r.ids) :] = torch.tensor(r.ids, dtype=torch.long)
+                mask[i, width - len(r.ids) :] = True
+            x, mask = x.to(self.device), mask.to(self.device)
+            padded = not bool(mask.all())
+            stepper = _Banned(self.model.stepper(x, mask if padded else None), self.banned)
+            sample_rows(
+                stepper,
+                x[:, -1],
+                [r.options for r in going],
+                on_token=lambda i, token: going[i].text.add(token),
+                context=x[:, :-1],
+                context_mask=mask[:, :-1] if padded else None,
+            )
+        return [r.text.result(r.prompt) for r in rows]
 
     def predict(self, texts: str | Sequence[str], **options: Any) -> list[Generation]:
         """``generate`` (what ``attnkit predict`` calls: one continuation per text)."""

@@ -1,5 +1,5 @@
-"""attnkit serve's micro-batching (attnkit.app.serve.batching): concurrent /v1/classify and
-/v1/tag requests to one run share a forward pass, each gets its own answer, warnings and
+"""attnkit serve's micro-batching (attnkit.app.serve.batching): concurrent /v1/classify,
+/v1/tag and /v1/generate requests to one run share a forward pass, each gets its own answer, warnings and
 errors exactly as without batching; a lone client never waits; the options' ranges; the
 worker threads stop with the app (and a real server process stops on Ctrl-C)."""
 
@@ -399,6 +399,71 @@ def test_concurrent_tag_requests_share_a_forward(tagger, monkeypatch) -> None:
     assert len(calls) <= 2 and sum(calls) == 7, calls
     for g, w in zip(got, want, strict=True):
         _same(g, w)
+
+
+# ----------------------------------------------------------------------------- generate
+# prompts of several lengths (left padding), each request its own options and seed; one
+# with a character the tokenizer does not know (its warning), one cut by a stop string
+PROMPTS = [
+    {"prompt": "To be", "max_new_tokens": 12, "temperature": 0},
+    {"prompt": "", "max_new_tokens": 6, "seed": 3, "top_k": 5},
+    {"prompt": "Shall I compare thee", "max_new_tokens": 20, "seed": 7, "top_p": 0.9},
+    {"prompt": "Zebra ☃", "max_new_tokens": 4, "temperature": 0},
+    {"prompt": "O", "max_new_tokens": 16, "seed": 1, "repetition_penalty": 1.3},
+    {"prompt": "the", "max_new_tokens": 25, "temperature": 0, "stop": ["e"]},
+]
+
+
+@pytest.fixture(scope="module")
+def lm_runs(served_runs):
+    return load_runs([f"verse={served_runs['verse']}"])
+
+
+def test_concurrent_generate_requests_share_forwards(lm_runs, monkeypatch) -> None:
+    bodies = [{"model": "verse", **b} for b in PROMPTS]
+    want = _one_by_one(create_app(lm_runs, Limits(batch_size=1)), "/v1/generate", bodies)
+    assert [w.status_code for w in want] == [200] * len(bodies)
+    assert "warnings" in want[3].json() and want[5].json()["finish_reason"] == "stop"
+    app = create_app(lm_runs, Limits())
+    assert set(app.state.server.batchers) == {("verse", "generate")}
+    calls = _gated(monkeypatch, lm_runs["verse"].predictor, "generate_batch", app,
+                   ("verse", "generate"), texts=len(bodies))  # fmt: skip
+    got = _concurrently(app, "/v1/generate", bodies)
+    assert len(calls) <= 2 and sum(calls) == len(bodies), calls  # 6 requests, 1 or 2 batches
+    for g, w in zip(got, want, strict=True):
+        assert g.status_code == 200 and g.json() == w.json()
+
+
+def test_a_bad_or_streamed_generate_request_is_answered_alone(lm_runs) -> None:
+    bodies = [{"model": "verse", **b} for b in PROMPTS[:3]]
+    bodies.insert(1, {"model": "verse", "prompt": "x", "max_new_tokens": 100_000})  # 422
+    want = _one_by_one(create_app(lm_runs, Limits(batch_size=1)), "/v1/generate", bodies)
+    got = _concurrently(create_app(lm_runs, Limits()), "/v1/generate", bodies)
+    assert [g.status_code for g in got] == [200, 422, 200, 200]
+    for g, w in zip(got, want, strict=True):
+        assert g.json() == w.json()
+    with TestClient(create_app(lm_runs, Limits())) as client:
+        lines = client.post("/v1/generate", json={**bodies[0], "stream": True}).text.splitlines()
+    assert (
+        json.loads(lines[-1])["done"]
+        and "".join(json.loads(line)["token"] for line in lines[:-1]) == want[0].json()["text"]
+    )
+
+
+def test_a_generation_given_up_stops_its_row_only(lm_runs) -> None:
+    from attnkit.app.serve import handlers
+    from attnkit.app.serve.schemas import GenerateRequest
+
+    run = lm_runs["verse"]
+    reqs = [GenerateRequest(prompt="To be", max_new_tokens=20, temperature=0),
+            GenerateRequest(prompt="the", max_new_tokens=20, temperature=0)]  # fmt: skip
+    gone, live = threading.Event(), threading.Event()
+    gone.set()
+    out = handlers.generate_many(run, reqs, Limits(), [gone, live])
+    assert out[0]["finish_reason"] == "cancelled" and out[0]["tokens"] == 1
+    assert out[1]["finish_reason"] == "length" and out[1]["tokens"] == 20
+    alone = handlers.generate(run, reqs[1], Limits())
+    assert out[1] == alone
 
 
 # ----------------------------------------------------------------------------- shutdown

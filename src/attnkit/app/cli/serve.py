@@ -69,8 +69,9 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                     help="seconds a client has to send a request's head, then its body (408 "
                     "and the connection closed after; default 10)")  # fmt: skip
     sv.add_argument("--batch-size", type=_bounded("batch_size"), default=16, metavar="N",
-                    help="texts of concurrent /v1/classify and /v1/tag requests answered by one "
-                    "forward pass (whole requests; default 16; 1: each request alone)")  # fmt: skip
+                    help="texts (prompts) of concurrent /v1/classify, /v1/tag and /v1/generate "
+                    "requests answered by one forward pass (whole requests; default 16; 1: "
+                    "each request alone)")  # fmt: skip
     sv.add_argument("--batch-wait-ms", type=_batch_wait_ms, default=2.0, metavar="MS",
                     help="under load, how long a batch waits for more requests (default 2; a "
                     "lone client never waits)")  # fmt: skip

@@ -21,11 +21,12 @@ request head or body not sent within ``Limits.body_timeout_s``, 413 over a size 
 422 a bad body or parameter (types are strict), 503 not answered within the timeout.
 Inference runs in worker threads, one at a time (the model lock: on a few CPU cores one
 batch at a time is fastest, and it keeps warnings per request); a request's texts are one
-batch. Concurrent /v1/classify and /v1/tag requests to one run are micro-batched
-(``attnkit.app.serve.batching``, ``Limits.batch_size`` / ``batch_wait_ms``): answered by one
-forward pass, each its own answer, warnings and errors, as it would be alone (a batch one
-of whose requests fails, or warns about something not of one input, is answered request by
-request). Work whose client has gone (closed the connection) is dropped: skipped if it has
+batch. Concurrent /v1/classify, /v1/tag and (not streamed) /v1/generate requests to one
+run are micro-batched (``attnkit.app.serve.batching``, ``Limits.batch_size`` /
+``batch_wait_ms``): answered by one forward pass (a generation: one a token, each prompt
+leaving the batch when it is done), each its own answer, warnings and errors, as it would
+be alone (a batch one of whose requests fails, or warns about something not of one input,
+is answered request by request). Work whose client has gone (closed the connection) is dropped: skipped if it has
 not started, and a generation stops at its next token.
 """
 
@@ -248,13 +249,17 @@ class _Server:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     reqs = [item.request for item in batch]
-                    results = handlers.BATCHED[endpoint](run, reqs, self.limits)
+                    events = [item.cancelled for item in batch]
+                    results = handlers.BATCHED[endpoint](run, reqs, self.limits, events)
                 notes = _per_request_notes(caught, [item.size for item in batch])
             except Exception:  # noqa: BLE001 - one request's error: each answered alone
                 results = None
         if results is not None and notes is not None:
             for item, result, mine in zip(batch, results, notes, strict=True):
-                item.future.set_result({**result, "warnings": mine} if mine else result)
+                if item.cancelled.is_set():  # given up while the batch ran (maybe cut short)
+                    item.future.set_exception(_Cancelled())
+                else:
+                    item.future.set_result({**result, "warnings": mine} if mine else result)
             return
         for item in batch:
             if item.cancelled.is_set():  # given up while the batch ran
@@ -310,7 +315,7 @@ class _Server:
         batcher = self.batchers.get((run.name, endpoint))
         key = handlers.batch_key(req) if batcher is not None else None
         if batcher is not None and key is not None:
-            item = Pending(req, size=len(req.texts), key=key, cancelled=cancelled)
+            item = Pending(req, size=handlers.batch_rows(req), key=key, cancelled=cancelled)
             return await self.wait(asyncio.wrap_future(batcher.submit(item)), cancelled, receive)
 
         def stop_if_cancelled(_piece: str) -> None:  # a generation stops between tokens

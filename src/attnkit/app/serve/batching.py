@@ -5,9 +5,10 @@ A ``Batcher`` is one queue and one worker thread (started with the first request
 after ``idle_s`` seconds without one, or at ``close``). The worker takes the model lock,
 then every request queued by then (the first one's ``key`` only: classify requests of
 single texts and of sentence pairs are not mixed), in arrival order, up to ``max_size``
-rows (texts; whole requests, so one bigger than that is a batch of its own), and hands the
-batch to ``run_batch``, which settles each request's future. While one forward pass runs,
-the next batch gathers in the queue; that alone batches a loaded server.
+rows (texts, or a /v1/generate request's prompt; whole requests, so one bigger than that
+is a batch of its own), and hands the batch to ``run_batch``, which settles each request's
+future. While one forward pass runs, the next batch gathers in the queue; that alone
+batches a loaded server.
 
 ``wait_s``: once the server is under load (the last batch held several requests, or some
 arrived while it ran), the worker also waits up to ``wait_s`` for the batch to fill before

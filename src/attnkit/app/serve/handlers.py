@@ -4,10 +4,15 @@
 ``HANDLERS[endpoint](run, request, limits)`` then runs in a worker thread under the
 server's model lock and returns the JSON body. ``BATCHED[endpoint](run, requests, limits)``
 answers several requests of one ``batch_key`` by one call of the predictor's batch API
-(``attnkit.app.serve.batching``): the JSON body of each, as ``HANDLERS`` would give it."""
+(``attnkit.app.serve.batching``): the JSON body of each, as ``HANDLERS`` would give it; a
+request whose ``cancelled`` event is set while its batch runs may stop early (a
+generation: at its next piece)."""
 
 from __future__ import annotations
 
+import re
+import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,6 +30,7 @@ from attnkit.app.serve.schemas import (
     TranslateRequest,
 )
 from attnkit.core.errors import InputError
+from attnkit.tasks.lm import GenerationRequest, StopGeneration
 
 DEFAULT_NEW_TOKENS = 64  # what /v1/generate produces when max_new_tokens is not given
 EXPLAIN_MAX_STEPS = 64  # tokens one /v1/explain of an lm run may generate (and trace)
@@ -225,12 +231,19 @@ def explain(
 def batch_key(req: Any) -> str | None:
     """Which requests one forward pass may answer together (None: this one runs alone):
     classify requests without attention maps (those of single texts apart from those of
-    sentence pairs), and tag requests."""
+    sentence pairs), tag requests, and generate requests (each with its own options)."""
     if isinstance(req, ClassifyRequest):
         return None if req.attention else "texts" if req.pairs is None else "pairs"
     if isinstance(req, TagRequest):
         return "texts"
+    if isinstance(req, GenerateRequest):
+        return "prompts"
     return None
+
+
+def batch_rows(req: Any) -> int:
+    """The rows a request takes in a batch: its texts (one prompt for /v1/generate)."""
+    return 1 if isinstance(req, GenerateRequest) else len(req.texts)
 
 
 def _parts(items: Sequence[Any], reqs: Sequence[Any]) -> list[list[Any]]:
@@ -245,7 +258,10 @@ def _parts(items: Sequence[Any], reqs: Sequence[Any]) -> list[list[Any]]:
 
 
 def classify_many(
-    run: ServedRun, reqs: Sequence[ClassifyRequest], limits: Limits
+    run: ServedRun,
+    reqs: Sequence[ClassifyRequest],
+    limits: Limits,
+    cancelled: Sequence[threading.Event] = (),
 ) -> list[dict[str, Any]]:
     """``classify`` of several requests (of one ``batch_key``) by one ``predict`` call."""
     options = [_classify_options(run, r) for r in reqs]
@@ -262,7 +278,12 @@ def classify_many(
     ]
 
 
-def tag_many(run: ServedRun, reqs: Sequence[TagRequest], limits: Limits) -> list[dict[str, Any]]:
+def tag_many(
+    run: ServedRun,
+    reqs: Sequence[TagRequest],
+    limits: Limits,
+    cancelled: Sequence[threading.Event] = (),
+) -> list[dict[str, Any]]:
     """``tag`` of several requests by one ``tag`` call."""
     results = run.predictor.tag([t for r in reqs for t in r.texts])
     return [
@@ -271,9 +292,63 @@ def tag_many(run: ServedRun, reqs: Sequence[TagRequest], limits: Limits) -> list
     ]
 
 
+def _stop_when(event: threading.Event) -> Callable[[str], None]:
+    """A stream callback that ends its generation once ``event`` is set (request given up)."""
+
+    def stream(_piece: str) -> None:
+        if event.is_set():
+            raise StopGeneration
+
+    return stream
+
+
+def generate_many(
+    run: ServedRun,
+    reqs: Sequence[GenerateRequest],
+    limits: Limits,
+    cancelled: Sequence[threading.Event] = (),
+) -> list[dict[str, Any]]:
+    """``generate`` of several requests by one ``generate_batch`` call: each its own options
+    and seed, and the warnings about its own prompt; a request whose ``cancelled`` event is
+    set stops at its next piece of text (the others go on)."""
+    events = list(cancelled) or [None] * len(reqs)
+    requests = [
+        GenerationRequest(
+            r.prompt,
+            max_new_tokens=int(r.max_new_tokens or DEFAULT_NEW_TOKENS),
+            temperature=r.temperature,
+            top_k=r.top_k,
+            top_p=r.top_p,
+            repetition_penalty=r.repetition_penalty,
+            stop=r.stop or None,
+            seed=r.seed,
+            stream=None if e is None else _stop_when(e),
+        )
+        for r, e in zip(reqs, events, strict=True)
+    ]
+    with warnings.catch_warnings(record=True) as caught:  # "input N: ..." -> request N's
+        warnings.simplefilter("always")
+        generations = run.predictor.generate_batch(requests)
+    notes: list[list[str]] = [[] for _ in reqs]
+    for w in caught:
+        found = _NUMBERED.fullmatch(str(w.message))
+        if found is not None and 0 < int(found[1]) <= len(reqs):
+            notes[int(found[1]) - 1].append(found[2])
+        else:  # a warning about no one prompt: every request's
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    out = []
+    for g, mine in zip(generations, notes, strict=True):
+        body = {"model": run.name, **g.to_dict()}
+        out.append({**body, "warnings": list(dict.fromkeys(mine))} if mine else body)
+    return out
+
+
+_NUMBERED = re.compile(r"input (\d+): (.*)", re.DOTALL)  # generate_batch's prompt warnings
+
 BATCHED: dict[str, Callable[..., list[dict[str, Any]]]] = {
     "classify": classify_many,
     "tag": tag_many,
+    "generate": generate_many,
 }
 
 HANDLERS: dict[str, Callable[..., dict[str, Any]]] = {

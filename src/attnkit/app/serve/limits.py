@@ -20,9 +20,9 @@ class Limits:
     headers) or whose body has not fully arrived ``body_timeout_s`` seconds after it began
     -> 408, and the connection is closed (a client trickling bytes holds nothing for long).
 
-    Micro-batching (``attnkit.app.serve.batching``): concurrent /v1/classify and /v1/tag
-    requests to one run are answered together, by one forward pass of at most
-    ``batch_size`` texts (whole requests; 1: each request alone, as before). Under load a
+    Micro-batching (``attnkit.app.serve.batching``): concurrent /v1/classify, /v1/tag and
+    /v1/generate requests to one run are answered together, by one forward pass of at most
+    ``batch_size`` texts or prompts (whole requests; 1: each request alone, as before). Under load a
     batch waits up to ``batch_wait_ms`` for more requests; a lone client's requests never
     wait. Their ranges are ``attnkit.core.params.PARAMS``' (the CLI's options too)."""
 
