@@ -19,15 +19,24 @@ def sections(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _rate(r: dict) -> str:
+    """Requests per second, and tokens per second for a generation load."""
+    tokens = f" ({r['tokens_per_s']:,.0f} tokens/s)" if "tokens_per_s" in r else ""
+    return f"{r['requests_per_s']:,}{tokens}"
+
+
 SERVE = [
     Col("name", "name"),
     Col("model", "model"),
-    Col("endpoint", "endpoint"),
+    Col(
+        "endpoint",
+        lambda r: r["endpoint"] + (f" ({r['new_tokens']} tokens)" if "new_tokens" in r else ""),
+    ),
     num("requests", "requests", ","),
     num("texts / request", "texts_per_request"),
     num("concurrent", "concurrency"),
     num("errors", "errors"),
-    num("req/s", "requests_per_s", ","),
+    Col("req/s", _rate, right=True),
     num("p50 ms", "latency_ms_p50"),
     num("p90 ms", "latency_ms_p90"),
     num("p99 ms", "latency_ms_p99"),
@@ -52,7 +61,8 @@ def _serve(rows: list[dict]) -> list[str]:
         "the 2 cores to the server), then it stops. Latency is per request, as the client "
         "sees it (queueing at the server included). Concurrent classify / tag requests are "
         "batched into one forward (`--batch-size`, default 16; `--batch-wait-ms`, default "
-        "2); *unbatched* rows ran with `--batch-size 1`. Memory: the server process's "
+        "2), concurrent generate requests into one forward a token (each prompt leaves the "
+        "batch when it is done); *unbatched* rows ran with `--batch-size 1`. Memory: the server process's "
         "resident set before and after the load.",
         "",
         *table(load, SERVE),

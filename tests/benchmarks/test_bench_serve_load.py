@@ -83,3 +83,21 @@ def test_avx2_server_precision_and_cell(modules, monkeypatch) -> None:
     cell = load._served(info, "fp32", cpu, 2, avx2=True)
     assert cell.endswith("Some CPU (avx512_bf16), PyTorch held to AVX2 kernels")
     assert "AVX2" not in load._served(info, "bf16", cpu, 2)
+
+
+def test_a_generation_load_reports_tokens_per_second(modules) -> None:
+    report, load = modules
+    record = {**SERVE, "name": "serve-load-generate", "endpoint": "/v1/generate",
+              "new_tokens": 64, "requests_per_s": 20.5, "tokens_per_s": 1312.0}  # fmt: skip
+    text = report.render([record])
+    assert (
+        "| serve-load-generate | transformer (classify, nsmc), 1,234,567 parameters "
+        "| /v1/generate (64 tokens) | 2,000 | 1 | 16 | 0 | 20.5 (1,312 tokens/s) |" in text
+    )
+    # what counts as an answer, for each endpoint
+    assert load._answered({"texts": ["a", "b"]}, {"predictions": [{}, {}]}) == 2
+    assert load._answered({"texts": ["a", "b"]}, {"predictions": [{}]}) is None
+    assert load._answered({"prompt": "x"}, {"text": "abc", "tokens": 3}) == 3
+    assert load._answered({"prompt": "x"}, {"error": {"status": 422}}) is None
+    prompts, source = load._prompts(5)
+    assert len(prompts) == 5 and all(p.strip() for p in prompts) and source
