@@ -9,10 +9,12 @@ process's memory before and after -> benchmarks/results/NAME.json (kind "serve")
     python benchmarks/serve_load.py --concurrency 1 --name serve-load-1-client
     python benchmarks/serve_load.py --avx2 --name serve-load-avx2  # a laptop's kernels
 
-``--endpoint generate`` loads /v1/generate instead: each request continues one line of
-Tiny Shakespeare by ``--new-tokens`` tokens (64), sampled with its own seed (the request's
-number), so every request does the same work alone and batched; the record adds the
-tokens generated per second.
+``--endpoint generate`` loads /v1/generate instead: each request continues the first
+``--prompt-chars`` characters (16) of one line of Tiny Shakespeare by ``--new-tokens``
+tokens (48: prompt and continuation fit the served model's 64-token context, so no step
+recomputes a slid window), sampled with its own seed (the request's number), so every
+request does the same work alone and batched; the record adds the tokens generated per
+second.
 
     python benchmarks/serve_load.py --endpoint generate --requests 400 --name serve-load-generate
 
@@ -127,15 +129,15 @@ def _texts(n: int) -> tuple[list[str], str]:
     return [texts[i % len(texts)] for i in range(n)], source
 
 
-def _prompts(n: int) -> tuple[list[str], str]:
-    """n prompts: the non-empty lines of Tiny Shakespeare's last 10% (its validation part),
-    if the data is here, else a few fixed ones."""
+def _prompts(n: int, chars: int = 16) -> tuple[list[str], str]:
+    """n prompts: the first ``chars`` characters of the non-empty lines of Tiny Shakespeare's
+    last 10% (its validation part), if the data is here, else a few fixed ones."""
     try:
         from attnkit.data.paths import resolve_data_dir
 
         text = (resolve_data_dir() / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")
-        lines = [x for x in text[int(len(text) * 0.9) :].splitlines() if x.strip()]
-        source = "lines of Tiny Shakespeare's validation part"
+        lines = [x[:chars] for x in text[int(len(text) * 0.9) :].splitlines() if x.strip()]
+        source = f"the first {chars} characters of lines of Tiny Shakespeare's validation part"
     except Exception:  # noqa: BLE001 - no data here: the load test still runs
         lines, source = ["ROMEO:", "First Citizen:", "KING RICHARD III:"], "3 fixed prompts"
     return [lines[i % len(lines)] for i in range(n)], source
@@ -255,8 +257,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--texts", type=int, default=1, help="texts per request (one batch)")
     parser.add_argument("--endpoint", choices=("classify", "generate"), default="classify")
-    parser.add_argument("--new-tokens", type=int, default=64,
+    parser.add_argument("--new-tokens", type=int, default=48,
                         help="max_new_tokens of each /v1/generate request")  # fmt: skip
+    parser.add_argument("--prompt-chars", type=int, default=16,
+                        help="characters of each /v1/generate prompt")  # fmt: skip
     # the server's options, passed on when given (else its defaults)
     parser.add_argument("--batch-size", type=int, help="1: no batching across requests")
     parser.add_argument("--batch-wait-ms", type=float)
@@ -274,7 +278,7 @@ def main() -> None:
     _ensure_run(run)
     path = f"/v1/{args.endpoint}"
     if generate:
-        prompts, source = _prompts(args.requests)
+        prompts, source = _prompts(args.requests, args.prompt_chars)
         bodies = [{"prompt": p, "max_new_tokens": args.new_tokens, "seed": i}
                   for i, p in enumerate(prompts)]  # fmt: skip
     else:

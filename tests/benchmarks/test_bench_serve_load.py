@@ -99,5 +99,5 @@ def test_a_generation_load_reports_tokens_per_second(modules) -> None:
     assert load._answered({"texts": ["a", "b"]}, {"predictions": [{}]}) is None
     assert load._answered({"prompt": "x"}, {"text": "abc", "tokens": 3}) == 3
     assert load._answered({"prompt": "x"}, {"error": {"status": 422}}) is None
-    prompts, source = load._prompts(5)
-    assert len(prompts) == 5 and all(p.strip() for p in prompts) and source
+    prompts, source = load._prompts(5, chars=8)
+    assert len(prompts) == 5 and all(p.strip() and len(p) <= 8 for p in prompts) and source

@@ -261,3 +261,21 @@ def test_sample_rows_rows_may_share_a_generator_and_bad_options_raise():
     bad = [RowOptions(max_new_tokens=2, repetition_penalty=0.0)]
     with pytest.raises(ValueError, match="repetition_penalty must be > 0"):
         sample_rows(HistoryModel(7, 1), torch.tensor([1]), bad, lambda i, t: False)
+
+
+def test_a_sampled_row_draws_what_multinomial_draws():
+    """_pick's draw is torch.multinomial's own for one sample (argmax p / Exp(1) noise):
+    the same token from the same generator state, for a vocabulary of any size."""
+    from attnkit.nn.generation import _pick
+
+    for vocab in (7, 1000, 30522):
+        logits = torch.randn(4, vocab, generator=torch.Generator().manual_seed(vocab))
+        rows = [RowOptions(max_new_tokens=1, generator=torch.Generator().manual_seed(s))
+                for s in range(4)]  # fmt: skip
+        got = _pick(logits, rows).tolist()
+        want = [
+            torch.multinomial(logits[i : i + 1].softmax(-1), 1,
+                              generator=torch.Generator().manual_seed(i)).item()
+            for i in range(4)
+        ]  # fmt: skip
+        assert got == want, vocab

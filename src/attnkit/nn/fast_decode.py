@@ -88,7 +88,10 @@ class DecodePlan:
         b = x.size(0)
         mask = None if key_padding_mask is None else key_padding_mask[:, None, None, :]
         fused = x.device.type != "cpu" or x.dtype == torch.float32  # fused_attention's choice
-        few = x.numel() < MIN_ROWS * x.size(-1)  # F.linear's rows (fast_paths.linear's too)
+        # F.linear's rows (fast_paths.linear's too), but inside CPU autocast, where linear
+        # keeps each weight cast to bfloat16 for any rows (autocast would cast it again)
+        autocast = x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+        few = x.numel() < MIN_ROWS * x.size(-1) and not autocast
         for w, kv in zip(self.layers, cache, strict=True):
             own_qkv, own_out, own_1, own_2 = w.owners
             h = torch.layer_norm(x, x.shape[-1:], *w.norm1)  # LayerNorm_1(x)

@@ -230,8 +230,14 @@ class RowOptions:
 def _pick(logits: Tensor, rows: Sequence[RowOptions]) -> Tensor:
     """The next token of each row: logits (N, V) -> (N,) long. Greedy rows take the argmax;
     rows that sample draw from ``sampling_probs`` (computed together for rows of the same
-    temperature, top-k and top-p), each with its own generator, one draw as ``sample``
-    makes for a row alone."""
+    temperature, top-k and top-p), each from its own generator.
+
+    The draw is ``torch.multinomial(p, 1)``'s own (its CPU and CUDA code for one sample):
+    argmax_v p_v / q_v with q_v ~ Exp(1), i.e. argmax_v (log p_v + Gumbel noise), which picks
+    v with probability p_v. Each row's q comes from its generator, as multinomial would
+    draw it for the row alone, so a row gets the token ``sample`` gives it alone; the
+    argmax is one operation for all rows (multinomial once per row took ~70 us each, most
+    of a 16-row step's sampling)."""
     picked = logits.argmax(-1)
     groups: dict[tuple[float, int, float], list[int]] = {}
     for i, row in enumerate(rows):
@@ -239,9 +245,14 @@ def _pick(logits: Tensor, rows: Sequence[RowOptions]) -> Tensor:
             groups.setdefault((row.temperature, row.top_k, row.top_p), []).append(i)
     for (temperature, top_k, top_p), index in groups.items():
         probs = sampling_probs(logits[index], temperature, top_k, top_p)  # (n, V)
+        q = torch.empty_like(probs)
         for j, i in enumerate(index):
-            draw = torch.multinomial(probs[j : j + 1], 1, generator=rows[i].generator)
-            picked[i] = draw[0, 0]
+            q[j].exponential_(1, generator=rows[i].generator)
+        drawn = (probs / q).argmax(-1)
+        if len(index) == len(rows):
+            picked = drawn
+        else:
+            picked[torch.tensor(index, device=picked.device)] = drawn
     return picked
 
 
