@@ -16,7 +16,12 @@ recomputes a slid window), sampled with its own seed (the request's number), so 
 request does the same work alone and batched; the record adds the tokens generated per
 second.
 
-    python benchmarks/serve_load.py --endpoint generate --requests 400 --name serve-load-generate
+    python benchmarks/serve_load.py --endpoint generate --requests 320 --pairs 3 \
+        --client raw --name serve-load-generate   # and serve-load-generate-unbatched
+
+``--pairs N`` measures the server and one with ``--batch-size 1`` in N alternating rounds
+(a host whose speed drifts charges both alike) and records each with its rounds and their
+medians.
 
 The served run: ``--run RUN``, else runs/bench-serve-nsmc-quick (for generate:
 runs/bench-serve-shakespeare, nanoGPT's CPU-sized character GPT), trained first from
@@ -250,6 +255,80 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
+def _start(args: argparse.Namespace, run: Path, env: dict, batch_size: int | None):
+    """``attnkit serve RUN`` in its own process (``batch_size``: its --batch-size, None: its
+    default), ready (its /healthz answers): (the process, its URL)."""
+    import httpx
+
+    names = ("batch_wait_ms", "threads")
+    passed = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    if batch_size is not None:
+        passed["batch_size"] = batch_size
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnkit.app.cli",
+            "serve",
+            str(run),
+            "--port",
+            str(port),
+            "--max-texts",
+            str(max(64, args.texts)),
+            "--precision",
+            args.precision,
+            *[f"--{name.replace('_', '-')}={value}" for name, value in passed.items()],
+        ],  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return server, url
+        except httpx.HTTPError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.terminate()
+            raise SystemExit("the server did not start")
+        time.sleep(0.3)
+
+
+def _measure(args: argparse.Namespace, url: str, path: str, bodies: list[dict]) -> dict:
+    """One load: every body sent at the chosen concurrency; its figures."""
+    load = _load if args.client == "httpx" else _load_raw
+    start = time.perf_counter()
+    latencies, errors, tokens = asyncio.run(load(url, path, bodies, args.concurrency))
+    wall = time.perf_counter() - start
+    ms = [x * 1000 for x in latencies]
+    return {
+        "errors": len(errors),
+        "first_errors": errors[:5],
+        "wall_s": round(wall, 2),
+        "requests_per_s": round(len(bodies) / wall, 1),
+        **({"tokens_per_s": round(tokens / wall, 1)} if "prompt" in bodies[0] else {}),
+        "latency_ms_p50": round(statistics.median(ms), 1),
+        "latency_ms_p90": round(_percentile(ms, 90), 1),
+        "latency_ms_p99": round(_percentile(ms, 99), 1),
+        "latency_ms_max": round(max(ms), 1),
+    }
+
+
+def _median_round(rounds: list[dict]) -> dict:
+    """The figures of several rounds: each one's median (errors: their sum)."""
+    out = dict(rounds[0])
+    for key, value in rounds[0].items():
+        if isinstance(value, float):
+            out[key] = round(statistics.median(r[key] for r in rounds), 1)
+    out["errors"] = sum(r["errors"] for r in rounds)
+    out["first_errors"] = [e for r in rounds for e in r["first_errors"]][:5]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, default=None, help="the run to serve")
@@ -271,6 +350,11 @@ def main() -> None:
                         "leaves the CPU to the server (the server's capacity on few cores)")  # fmt: skip
     parser.add_argument("--avx2", action="store_true",
                         help="the server with PyTorch held to its AVX2 kernels, fp32")  # fmt: skip
+    parser.add_argument("--pairs", type=int, default=0, metavar="N",
+                        help="N rounds against two servers, this one and one with "
+                        "--batch-size 1, in alternating order (a drifting host's speed "
+                        "cancels out); two records, NAME and NAME-unbatched, each round's "
+                        "figures and their medians")  # fmt: skip
     parser.add_argument("--name", default="serve-load")
     args = parser.parse_args()
     generate = args.endpoint == "generate"
@@ -285,111 +369,82 @@ def main() -> None:
         texts, source = _texts(args.requests * args.texts)
         bodies = [{"texts": texts[i : i + args.texts]} for i in range(0, len(texts), args.texts)]
 
-    names = ("batch_size", "batch_wait_ms", "threads")
-    passed = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
-    port = _free_port()
-    env = {**os.environ, **(AVX2 if args.avx2 else {}), "PYTHONUNBUFFERED": "1"}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "attnkit.app.cli",
-            "serve",
-            str(run),
-            "--port",
-            str(port),
-            "--max-texts",
-            str(max(64, args.texts)),
-            "--precision",
-            args.precision,
-            *[f"--{name.replace('_', '-')}={value}" for name, value in passed.items()],
-        ],  # fmt: skip
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        import httpx
+    import httpx
 
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the server did not start")
-            time.sleep(0.3)
-        # one warm-up request (first-call allocations), then the measured load
-        httpx.post(f"{url}{path}", json=bodies[0], timeout=60)
-        rss_before = _rss_mb(server.pid)
+    env = {**os.environ, **(AVX2 if args.avx2 else {}), "PYTHONUNBUFFERED": "1"}
+    sizes = [args.batch_size] if not args.pairs else [args.batch_size, 1]
+    servers = []
+    try:
+        for size in sizes:
+            server, url = _start(args, run, env, size)
+            servers.append((server, url))
+            # one warm-up request (first-call allocations), then the measured load
+            httpx.post(f"{url}{path}", json=bodies[0], timeout=60)
+        rss_before = [_rss_mb(server.pid) for server, _ in servers]
         # this process's objects (torch, the texts) out of its collector's sight: a full
         # collection here took ~100 ms, a pause every request in flight would be charged
         gc.collect()
         gc.freeze()
-        start = time.perf_counter()
-        load = _load if args.client == "httpx" else _load_raw
-        latencies, errors, tokens = asyncio.run(load(url, path, bodies, args.concurrency))
-        wall = time.perf_counter() - start
-        rss_after = _rss_mb(server.pid)
-        served = httpx.get(f"{url}/v1/models", timeout=10).json()
-        info, limits = served["models"][0], served["limits"]
+        rounds: list[list[dict]] = [[] for _ in servers]
+        for r in range(max(args.pairs, 1)):
+            order = range(len(servers)) if r % 2 == 0 else reversed(range(len(servers)))
+            for k in order:
+                rounds[k].append(_measure(args, servers[k][1], path, bodies))
+        rss_after = [_rss_mb(server.pid) for server, _ in servers]
+        served = [httpx.get(f"{url}/v1/models", timeout=10).json() for _, url in servers]
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        for server, _ in servers:
+            server.terminate()
+            server.wait(timeout=30)
 
-    ms = [x * 1000 for x in latencies]
     precision, cpu, threads = (
         _precision(args.precision, env),
         _cpu(),
         args.threads or torch.get_num_threads(),
     )
-    record = {
-        "name": args.name,
-        "kind": "serve",
-        "command": command_line("serve_load.py"),
-        "run": str(run.resolve().relative_to(ROOT))
-        if run.resolve().is_relative_to(ROOT)
-        else str(run),
-        "model": _served(info, precision, cpu, threads, args.avx2),
-        "kernels": "avx2" if args.avx2 else "default",
-        "endpoint": path,
-        "texts": source,
-        "requests": len(bodies),
-        "texts_per_request": 1 if generate else args.texts,
-        **(
-            {"new_tokens": args.new_tokens, "sampling": "temperature 1, a seed per request"}
-            if generate
-            else {}
-        ),  # fmt: skip
-        "concurrency": args.concurrency,
-        "client": args.client,
-        # as the server says (None: a server without micro-batching)
-        "batch_size": limits.get("batch_size"),
-        "batch_wait_ms": limits.get("batch_wait_ms"),
-        "precision": precision,
-        "server_threads": threads,
-        "errors": len(errors),
-        "first_errors": errors[:5],
-        "wall_s": round(wall, 2),
-        "requests_per_s": round(len(bodies) / wall, 1),
-        **({"tokens_per_s": round(tokens / wall, 1)} if generate else {}),
-        "latency_ms_p50": round(statistics.median(ms), 1),
-        "latency_ms_p90": round(_percentile(ms, 90), 1),
-        "latency_ms_p99": round(_percentile(ms, 99), 1),
-        "latency_ms_max": round(max(ms), 1),
-        "server_rss_mb_before": rss_before,
-        "server_rss_mb_after": rss_after,
-        "machine": machine(),
-        **cpu,
-        "cpu_native_bf16": cpu_native_bf16(),
-        "date": time.strftime("%Y-%m-%d"),
-    }
-    publish(record)
-    if errors:
-        raise SystemExit(f"{len(errors)} of {len(bodies)} requests failed")
+    names = [args.name, f"{args.name}-unbatched"]
+    failed = 0
+    for k in range(len(servers)):
+        info, limits = served[k]["models"][0], served[k]["limits"]
+        figures = _median_round(rounds[k])
+        record = {
+            "name": names[k],
+            "kind": "serve",
+            "command": command_line("serve_load.py"),
+            "run": str(run.resolve().relative_to(ROOT))
+            if run.resolve().is_relative_to(ROOT)
+            else str(run),
+            "model": _served(info, precision, cpu, threads, args.avx2),
+            "kernels": "avx2" if args.avx2 else "default",
+            "endpoint": path,
+            "texts": source,
+            "requests": len(bodies),
+            "texts_per_request": 1 if generate else args.texts,
+            **(
+                {"new_tokens": args.new_tokens, "sampling": "temperature 1, a seed per request"}
+                if generate
+                else {}
+            ),  # fmt: skip
+            "concurrency": args.concurrency,
+            "client": args.client,
+            # as the server says (None: a server without micro-batching)
+            "batch_size": limits.get("batch_size"),
+            "batch_wait_ms": limits.get("batch_wait_ms"),
+            "precision": precision,
+            "server_threads": threads,
+            **figures,
+            **({"rounds": rounds[k], "paired_with": names[1 - k]} if args.pairs else {}),
+            "server_rss_mb_before": rss_before[k],
+            "server_rss_mb_after": rss_after[k],
+            "machine": machine(),
+            **cpu,
+            "cpu_native_bf16": cpu_native_bf16(),
+            "date": time.strftime("%Y-%m-%d"),
+        }
+        publish(record)
+        failed += figures["errors"]
+    if failed:
+        raise SystemExit(f"{failed} requests failed")
 
 
 if __name__ == "__main__":

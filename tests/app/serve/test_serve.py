@@ -4,6 +4,7 @@ process started by the CLI."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -27,6 +28,7 @@ from attnkit.app.cli import main  # noqa: E402
 from attnkit.app.serve import Limits, create_app  # noqa: E402
 from attnkit.app.serve.runs import load_runs  # noqa: E402
 from attnkit.core.errors import ConfigError, RunError  # noqa: E402
+from attnkit.tasks.lm import Generation, StopGeneration  # noqa: E402
 
 LIMITS = Limits(max_chars=200, max_texts=8, max_new_tokens=16, max_beam=4,
                 max_body_bytes=20_000)  # fmt: skip
@@ -273,18 +275,27 @@ def test_timeout_gives_503(runs, monkeypatch) -> None:
         app.state.server.lock.release()
 
 
-def test_a_closed_stream_stops_the_generation(runs, monkeypatch) -> None:
-    app = create_app(runs, LIMITS)
+@pytest.mark.parametrize("batch_size", [1, 16])  # alone, and through the batcher
+def test_a_closed_stream_stops_the_generation(runs, monkeypatch, batch_size) -> None:
+    app = create_app(runs, dataclasses.replace(LIMITS, batch_size=batch_size))
     pieces = []
 
     def endless(prompt, stream=None, **options):  # a generation that only stops if told
         for _ in range(100_000):
-            stream("x")
+            try:
+                stream("x")
+            except StopGeneration:
+                return [Generation(prompt, "".join(pieces), len(pieces), "cancelled")]
             pieces.append("x")
             time.sleep(0.001)
         raise AssertionError("the generation was not stopped")
 
+    def endless_batch(requests):
+        (request,) = requests
+        return endless(request.prompt, request.stream)
+
     monkeypatch.setattr(runs["verse"].predictor, "generate", endless)
+    monkeypatch.setattr(runs["verse"].predictor, "generate_batch", endless_batch)
     with TestClient(app) as client:
         with client.stream("POST", "/v1/generate", json={"prompt": "a", "stream": True}) as r:
             first = next(r.iter_lines())

@@ -434,7 +434,16 @@ def test_concurrent_generate_requests_share_forwards(lm_runs, monkeypatch) -> No
         assert g.status_code == 200 and g.json() == w.json()
 
 
-def test_a_bad_or_streamed_generate_request_is_answered_alone(lm_runs) -> None:
+def _streamed(response: httpx.Response) -> tuple[str, dict]:
+    """A streamed /v1/generate answer: its pieces joined, and its last line."""
+    lines = [json.loads(line) for line in response.text.splitlines()]
+    assert all(set(x) == {"token"} for x in lines[:-1]), lines
+    return "".join(x["token"] for x in lines[:-1]), lines[-1]
+
+
+def test_a_bad_generate_request_is_answered_alone_and_streams_are_batched(
+    lm_runs, monkeypatch
+) -> None:
     bodies = [{"model": "verse", **b} for b in PROMPTS[:3]]
     bodies.insert(1, {"model": "verse", "prompt": "x", "max_new_tokens": 100_000})  # 422
     want = _one_by_one(create_app(lm_runs, Limits(batch_size=1)), "/v1/generate", bodies)
@@ -442,12 +451,17 @@ def test_a_bad_or_streamed_generate_request_is_answered_alone(lm_runs) -> None:
     assert [g.status_code for g in got] == [200, 422, 200, 200]
     for g, w in zip(got, want, strict=True):
         assert g.json() == w.json()
-    with TestClient(create_app(lm_runs, Limits())) as client:
-        lines = client.post("/v1/generate", json={**bodies[0], "stream": True}).text.splitlines()
-    assert (
-        json.loads(lines[-1])["done"]
-        and "".join(json.loads(line)["token"] for line in lines[:-1]) == want[0].json()["text"]
-    )
+    # streamed requests share forwards too, each its own pieces (the same text as alone)
+    streams = [{"model": "verse", **b, "stream": True} for b in PROMPTS]
+    app = create_app(lm_runs, Limits())
+    calls = _gated(monkeypatch, lm_runs["verse"].predictor, "generate_batch", app,
+                   ("verse", "generate"), texts=len(streams))  # fmt: skip
+    got = _concurrently(app, "/v1/generate", streams)
+    assert len(calls) <= 2 and sum(calls) == len(streams), calls
+    alone = _one_by_one(create_app(lm_runs, Limits(batch_size=1)), "/v1/generate", streams)
+    for g, a in zip(got, alone, strict=True):
+        text, last = _streamed(g)
+        assert (text, last) == _streamed(a) and last["done"] and last["text"] == text
 
 
 def test_a_generation_given_up_stops_its_row_only(lm_runs) -> None:
@@ -457,13 +471,15 @@ def test_a_generation_given_up_stops_its_row_only(lm_runs) -> None:
     run = lm_runs["verse"]
     reqs = [GenerateRequest(prompt="To be", max_new_tokens=20, temperature=0),
             GenerateRequest(prompt="the", max_new_tokens=20, temperature=0)]  # fmt: skip
-    gone, live = threading.Event(), threading.Event()
-    gone.set()
-    out = handlers.generate_many(run, reqs, Limits(), [gone, live])
+    items = [Pending(r, size=1, key="prompts") for r in reqs]
+    items[0].cancelled.set()
+    pieces: list[str] = []
+    items[1].stream = pieces.append
+    out = handlers.generate_many(run, items, Limits())
     assert out[0]["finish_reason"] == "cancelled" and out[0]["tokens"] == 1
     assert out[1]["finish_reason"] == "length" and out[1]["tokens"] == 20
-    alone = handlers.generate(run, reqs[1], Limits())
-    assert out[1] == alone
+    assert "".join(pieces) == out[1]["text"] and items[1].streamed and not items[0].streamed
+    assert out[1] == handlers.generate(run, reqs[1], Limits())
 
 
 # ----------------------------------------------------------------------------- shutdown

@@ -79,6 +79,7 @@ from attnkit.app.serve.schemas import (
 )
 from attnkit.core.errors import NON_FINITE, AttnkitError, InputError, NonFiniteError
 from attnkit.core.version import __version__
+from attnkit.tasks.lm import StopGeneration
 
 STATIC = Path(__file__).parent / "static"
 DEFAULT_EXPLAIN_TEXT = "hello 안녕하세요"  # an explorer page opened without ?text=
@@ -244,16 +245,15 @@ class _Server:
         handler = handlers.HANDLERS[endpoint]
         results: list[dict[str, Any]] | None = None
         notes: list[list[str]] | None = None
-        if len(batch) > 1:
+        failed: Exception | None = None
+        if len(batch) > 1 or endpoint == "generate":  # (one too: its stream, its cancel)
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    reqs = [item.request for item in batch]
-                    events = [item.cancelled for item in batch]
-                    results = handlers.BATCHED[endpoint](run, reqs, self.limits, events)
+                    results = handlers.BATCHED[endpoint](run, batch, self.limits)
                 notes = _per_request_notes(caught, [item.size for item in batch])
-            except Exception:  # noqa: BLE001 - one request's error: each answered alone
-                results = None
+            except Exception as exc:  # noqa: BLE001 - one request's error: each answered alone
+                results, failed = None, exc
         if results is not None and notes is not None:
             for item, result, mine in zip(batch, results, notes, strict=True):
                 if item.cancelled.is_set():  # given up while the batch ran (maybe cut short)
@@ -265,8 +265,13 @@ class _Server:
             if item.cancelled.is_set():  # given up while the batch ran
                 item.future.set_exception(_Cancelled())
                 continue
+            if item.streamed:  # its pieces went out: it cannot start again
+                item.future.set_exception(failed or RuntimeError("the batch gave no answer"))
+                continue
+            options = {} if item.stream is None else {"stream": item.stream}
             try:
-                answer = _with_warnings(functools.partial(handler, run, item.request, self.limits))
+                job = functools.partial(handler, run, item.request, self.limits, **options)
+                answer = _with_warnings(job)
             except Exception as exc:  # noqa: BLE001 - its own error, as it would be alone
                 item.future.set_exception(exc)
             else:
@@ -426,11 +431,18 @@ class _Server:
 
         def push(piece: str) -> None:
             if cancelled.is_set():
-                raise _Cancelled
+                raise StopGeneration  # (the answer is never sent: the client is gone)
             loop.call_soon_threadsafe(queue.put_nowait, {"token": piece})
 
-        job = self.job(lambda: handlers.generate(run, req, self.limits, stream=push), cancelled)
-        future = loop.run_in_executor(None, job)
+        batcher = self.batchers.get((run.name, "generate"))
+        if batcher is not None:  # with the other generations of the moment
+            item = Pending(req, size=1, key=handlers.batch_key(req), cancelled=cancelled,
+                           stream=push)  # fmt: skip
+            future = asyncio.wrap_future(batcher.submit(item))
+        else:
+            job = self.job(lambda: handlers.generate(run, req, self.limits, stream=push),
+                           cancelled)  # fmt: skip
+            future = loop.run_in_executor(None, job)
         future.add_done_callback(lambda f: (_retrieve(f), queue.put_nowait(end)))
 
         async def lines():

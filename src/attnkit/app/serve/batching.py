@@ -35,13 +35,16 @@ __all__ = ["Batcher", "Pending"]
 @dataclass(eq=False)
 class Pending:
     """One queued request: ``size`` rows (its texts) of a batch of ``key``; its answer (a
-    JSON body) or its exception comes through ``future``."""
+    JSON body) or its exception comes through ``future``. ``stream``: where a streamed
+    answer's pieces go as they are produced (``streamed``: some have)."""
 
     request: Any
     size: int
     key: Hashable
     cancelled: threading.Event = field(default_factory=threading.Event)
     future: Future = field(default_factory=Future)
+    stream: Callable[[str], None] | None = None
+    streamed: bool = False
 
 
 class Batcher:

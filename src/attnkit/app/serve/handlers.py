@@ -2,22 +2,22 @@
 
 ``check(endpoint, request, limits)`` runs first, in the event loop (cheap: sizes only);
 ``HANDLERS[endpoint](run, request, limits)`` then runs in a worker thread under the
-server's model lock and returns the JSON body. ``BATCHED[endpoint](run, requests, limits)``
-answers several requests of one ``batch_key`` by one call of the predictor's batch API
-(``attnkit.app.serve.batching``): the JSON body of each, as ``HANDLERS`` would give it; a
-request whose ``cancelled`` event is set while its batch runs may stop early (a
-generation: at its next piece)."""
+server's model lock and returns the JSON body. ``BATCHED[endpoint](run, items, limits)``
+answers several queued requests of one ``batch_key`` (``attnkit.app.serve.batching``'s
+``Pending``) by one call of the predictor's batch API: the JSON body of each, as
+``HANDLERS`` would give it; a request whose ``cancelled`` event is set while its batch runs
+may stop early (a generation: at its next piece), and a streamed one gets its pieces."""
 
 from __future__ import annotations
 
 import re
-import threading
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from attnkit.app.explain.page import DEFAULT_BEAM, DEFAULT_STEPS, explain_traces
 from attnkit.app.explain.trace import family_of
+from attnkit.app.serve.batching import Pending
 from attnkit.app.serve.limits import Limits
 from attnkit.app.serve.runs import ServedRun
 from attnkit.app.serve.schemas import (
@@ -257,13 +257,9 @@ def _parts(items: Sequence[Any], reqs: Sequence[Any]) -> list[list[Any]]:
     return out
 
 
-def classify_many(
-    run: ServedRun,
-    reqs: Sequence[ClassifyRequest],
-    limits: Limits,
-    cancelled: Sequence[threading.Event] = (),
-) -> list[dict[str, Any]]:
+def classify_many(run: ServedRun, items: Sequence[Pending], limits: Limits) -> list[dict[str, Any]]:
     """``classify`` of several requests (of one ``batch_key``) by one ``predict`` call."""
+    reqs: list[ClassifyRequest] = [item.request for item in items]
     options = [_classify_options(run, r) for r in reqs]
     texts = [t for r in reqs for t in r.texts]
     merged: dict[str, Any] = {}
@@ -278,13 +274,9 @@ def classify_many(
     ]
 
 
-def tag_many(
-    run: ServedRun,
-    reqs: Sequence[TagRequest],
-    limits: Limits,
-    cancelled: Sequence[threading.Event] = (),
-) -> list[dict[str, Any]]:
+def tag_many(run: ServedRun, items: Sequence[Pending], limits: Limits) -> list[dict[str, Any]]:
     """``tag`` of several requests by one ``tag`` call."""
+    reqs: list[TagRequest] = [item.request for item in items]
     results = run.predictor.tag([t for r in reqs for t in r.texts])
     return [
         {"model": run.name, "results": [t.to_dict() for t in part]}
@@ -292,26 +284,25 @@ def tag_many(
     ]
 
 
-def _stop_when(event: threading.Event) -> Callable[[str], None]:
-    """A stream callback that ends its generation once ``event`` is set (request given up)."""
+def _pieces(item: Pending) -> Callable[[str], None]:
+    """The stream callback of a queued generation: its pieces to ``item.stream`` (if it is
+    streamed), and the end of it once the request is given up (``item.cancelled``)."""
 
-    def stream(_piece: str) -> None:
-        if event.is_set():
+    def stream(piece: str) -> None:
+        if item.cancelled.is_set():
             raise StopGeneration
+        if item.stream is not None:
+            item.streamed = True
+            item.stream(piece)
 
     return stream
 
 
-def generate_many(
-    run: ServedRun,
-    reqs: Sequence[GenerateRequest],
-    limits: Limits,
-    cancelled: Sequence[threading.Event] = (),
-) -> list[dict[str, Any]]:
+def generate_many(run: ServedRun, items: Sequence[Pending], limits: Limits) -> list[dict[str, Any]]:
     """``generate`` of several requests by one ``generate_batch`` call: each its own options
-    and seed, and the warnings about its own prompt; a request whose ``cancelled`` event is
-    set stops at its next piece of text (the others go on)."""
-    events = list(cancelled) or [None] * len(reqs)
+    and seed, its own stream and the warnings about its own prompt; a request given up
+    stops at its next piece of text (the others go on)."""
+    reqs: list[GenerateRequest] = [item.request for item in items]
     requests = [
         GenerationRequest(
             r.prompt,
@@ -322,9 +313,9 @@ def generate_many(
             repetition_penalty=r.repetition_penalty,
             stop=r.stop or None,
             seed=r.seed,
-            stream=None if e is None else _stop_when(e),
+            stream=_pieces(item),
         )
-        for r, e in zip(reqs, events, strict=True)
+        for r, item in zip(reqs, items, strict=True)
     ]
     with warnings.catch_warnings(record=True) as caught:  # "input N: ..." -> request N's
         warnings.simplefilter("always")
@@ -332,9 +323,13 @@ def generate_many(
     notes: list[list[str]] = [[] for _ in reqs]
     for w in caught:
         found = _NUMBERED.fullmatch(str(w.message))
-        if found is not None and 0 < int(found[1]) <= len(reqs):
+        if not issubclass(w.category, UserWarning):  # not about an input: the process's
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        elif len(reqs) == 1:  # (generate_batch numbers them for two prompts or more)
+            notes[0].append(str(w.message))
+        elif found is not None and 0 < int(found[1]) <= len(reqs):
             notes[int(found[1]) - 1].append(found[2])
-        else:  # a warning about no one prompt: every request's
+        else:  # about no one prompt: the server answers each request alone
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     out = []
     for g, mine in zip(generations, notes, strict=True):
