@@ -560,12 +560,16 @@ class LMPredictor(Predictor):
             raise InputError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         if stream is not None and batch_size > 1 and len(prompts) > 1:
             raise InputError("stream takes one prompt at a time: use batch_size=1 with it")
-        requests = [
-            GenerationRequest(
-                p, max_new_tokens, temperature, top_k, top_p, repetition_penalty, stop, None, stream
-            )  # fmt: skip
-            for p in prompts
-        ]
+        options = {
+            "max_new_tokens": max_new_tokens,
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "repetition_penalty": repetition_penalty,
+            "stop": stop,
+            "stream": stream,
+        }
+        requests = [GenerationRequest(p, **options) for p in prompts]
         check_params(seed=seed)
         rows = self._rows(requests, stacklevel=4)
         if seed is not None:  # sampling draws on the model's device, so does the generator

@@ -21,13 +21,14 @@ request head or body not sent within ``Limits.body_timeout_s``, 413 over a size 
 422 a bad body or parameter (types are strict), 503 not answered within the timeout.
 Inference runs in worker threads, one at a time (the model lock: on a few CPU cores one
 batch at a time is fastest, and it keeps warnings per request); a request's texts are one
-batch. Concurrent /v1/classify, /v1/tag and (not streamed) /v1/generate requests to one
-run are micro-batched (``attnkit.app.serve.batching``, ``Limits.batch_size`` /
+batch. Concurrent /v1/classify, /v1/tag and /v1/generate requests (streamed or not) to
+one run are micro-batched (``attnkit.app.serve.batching``, ``Limits.batch_size`` /
 ``batch_wait_ms``): answered by one forward pass (a generation: one a token, each prompt
-leaving the batch when it is done), each its own answer, warnings and errors, as it would
-be alone (a batch one of whose requests fails, or warns about something not of one input,
-is answered request by request). Work whose client has gone (closed the connection) is dropped: skipped if it has
-not started, and a generation stops at its next token.
+leaving the batch when it is done), each its own answer, stream, warnings and errors, as
+it would be alone (a batch one of whose requests fails, or warns about something not of
+one input, is answered request by request). Work whose client has gone (closed the
+connection) is dropped: skipped if it has not started, and a generation stops at its next
+token.
 """
 
 from __future__ import annotations
