@@ -279,3 +279,17 @@ def test_a_sampled_row_draws_what_multinomial_draws():
             for i in range(4)
         ]  # fmt: skip
         assert got == want, vocab
+
+
+def test_sample_rows_finishes_each_row_before_the_next_step():
+    events: list[str] = []
+
+    class Logged(HistoryModel):
+        def step(self, tokens):
+            events.append(f"step {len(tokens)}")
+            return super().step(tokens)
+
+    rows = [RowOptions(max_new_tokens=n, temperature=0.0) for n in (2, 0, 3, 1)]
+    sample_rows(Logged(7, 4), torch.tensor([1, 2, 3, 4]), rows, lambda i, t: False,
+                on_finish=lambda i: events.append(f"done {i}"))  # fmt: skip
+    assert events == ["done 1", "step 3", "done 3", "step 2", "done 0", "step 1", "done 2"]

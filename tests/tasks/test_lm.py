@@ -308,7 +308,7 @@ REQUESTS = [
 
 
 def _alone(lm: LMPredictor, r: GenerationRequest, **extra) -> Generation:
-    options = {k: v for k, v in r.__dict__.items() if k != "prompt"}
+    options = {k: v for k, v in r.__dict__.items() if k not in ("prompt", "on_done")}
     return lm.generate(r.prompt, **{**options, **extra})[0]
 
 
@@ -358,6 +358,25 @@ def test_a_batch_streams_each_prompt_and_stops_one_on_request(lm: LMPredictor) -
         lm.generate(["a", "b"], stream=print, batch_size=2)
     with pytest.raises(InputError, match="batch_size must be an integer >= 1"):
         lm.generate("a", batch_size=0)
+
+
+def test_a_batch_hands_each_prompt_over_as_soon_as_it_is_done(lm: LMPredictor) -> None:
+    long_pieces: list[str] = []
+    done: list[tuple[str, int]] = []  # (prompt, pieces of the long one streamed by then)
+
+    def on_done(g: Generation) -> None:
+        done.append((g.prompt, len(long_pieces)))
+
+    requests = [
+        GenerationRequest("All:", max_new_tokens=40, temperature=0, stream=long_pieces.append,
+                          on_done=on_done),
+        GenerationRequest("First", max_new_tokens=3, temperature=0, on_done=on_done),
+        GenerationRequest("Speak", max_new_tokens=0, on_done=on_done),
+    ]  # fmt: skip
+    out = lm.generate_batch(requests)
+    assert [p for p, _ in done] == ["Speak", "First", "All:"]
+    assert done[0][1] == 0 and done[1][1] < 5 and done[2][1] == len(long_pieces)
+    assert [g.tokens for g in out] == [40, 3, 0]
 
 
 def test_a_batch_names_the_prompt_of_each_warning(lm: LMPredictor) -> None:

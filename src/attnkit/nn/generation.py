@@ -264,14 +264,16 @@ def sample_rows(
     on_token: Callable[[int, int], bool],
     context: Tensor | None = None,
     context_mask: Tensor | None = None,
+    on_finish: Callable[[int], None] | None = None,
 ) -> list[list[int]]:
     """Decode each row with its own ``RowOptions``: start (B,) -> each row's new tokens.
 
     ``on_token(row, token)`` sees each new token of a row (``row``: its index in ``start``)
     and returns True to finish the row there (its EOS, a stop string); a row is also
-    finished after its ``max_new_tokens``. A finished row leaves the batch (``reorder``);
-    the loop ends when every row has. ``context`` / ``context_mask`` (B, T): as ``sample``'s,
-    for the rows' repetition penalty. An exception from ``on_token`` ends them all."""
+    finished after its ``max_new_tokens``. A finished row leaves the batch (``reorder``)
+    and ``on_finish(row)`` is called, before the next step (a row of 0 tokens: first); the
+    loop ends when every row has. ``context`` / ``context_mask`` (B, T): as ``sample``'s,
+    for the rows' repetition penalty. An exception from a callback ends them all."""
     if len(rows) != start.size(0):
         raise ValueError(f"{len(rows)} row options for {start.size(0)} rows")
     for row in rows:
@@ -279,6 +281,9 @@ def sample_rows(
             raise ValueError(f"repetition_penalty must be > 0, got {row.repetition_penalty}")
     out: list[list[int]] = [[] for _ in rows]
     live = [i for i, row in enumerate(rows) if row.max_new_tokens > 0]  # model row -> row
+    finished = on_finish or (lambda _row: None)
+    for i in sorted(set(range(len(rows))) - set(live)):
+        finished(i)
     if len(live) < len(rows):
         if not live:
             return out
@@ -305,6 +310,8 @@ def sample_rows(
             if not on_token(i, token) and len(out[i]) < rows[i].max_new_tokens:
                 keep.append(j)
         if len(keep) < len(live):  # some rows finished: the others go on alone
+            for j in sorted(set(range(len(live))) - set(keep)):
+                finished(live[j])
             live = [live[j] for j in keep]
             if not live:
                 break

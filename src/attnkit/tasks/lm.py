@@ -338,7 +338,9 @@ class StopGeneration(Exception):
 @dataclass
 class GenerationRequest:
     """One prompt and how to continue it: ``LMPredictor.generate``'s options for one prompt
-    (``generate_batch`` takes one per prompt). ``seed``: this prompt's own generator."""
+    (``generate_batch`` takes one per prompt). ``seed``: this prompt's own generator.
+    ``on_done(generation)``: called as soon as this prompt is finished, before the other
+    prompts of its batch are (a server answers its request then)."""
 
     prompt: str = ""
     max_new_tokens: int = 200
@@ -349,6 +351,7 @@ class GenerationRequest:
     stop: str | Sequence[str] | None = None
     seed: int | None = None
     stream: Callable[[str], None] | None = None
+    on_done: Callable[[Generation], None] | None = None
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -456,6 +459,14 @@ class _Row:
     ids: list[int]
     options: RowOptions
     text: _Continuation
+    on_done: Callable[[Generation], None] | None = None
+    result: Generation | None = None
+
+    def finish(self) -> None:
+        """The row is done: its ``Generation``, handed to ``on_done``."""
+        self.result = self.text.result(self.prompt)
+        if self.on_done is not None:
+            self.on_done(self.result)
 
 
 class LMPredictor(Predictor):
@@ -586,8 +597,9 @@ class LMPredictor(Predictor):
         ``GenerationRequest`` each: what ``attnkit serve`` does with concurrent requests):
         left-padded, one forward pass a token for all the prompts still going; a prompt
         that is done (its EOS, a stop string, its ``max_new_tokens``, ``StopGeneration``
-        from its ``stream``) leaves the batch. Each gets what ``generate`` gives it alone
-        (its seed, its stream), up to float rounding. Warnings about a prompt name it:
+        from its ``stream``) leaves the batch, and its ``on_done`` gets its ``Generation``
+        at once. Each gets what ``generate`` gives it alone (its seed, its stream), up to
+        float rounding. Warnings about a prompt name it:
         "input 2: the prompt has ...", for two requests or more."""
         for i, r in enumerate(requests, 1):
             if not isinstance(r, GenerationRequest):
@@ -628,7 +640,8 @@ class LMPredictor(Predictor):
                     warnings.warn(f"input {i}: {w.message}", w.category, stacklevel=stacklevel - 1)
             else:
                 ids = self._prompt_ids(r.prompt, stacklevel)
-            rows.append(_Row(r.prompt, ids, options, _Continuation(self, ids, stops, r.stream)))
+            text = _Continuation(self, ids, stops, r.stream)
+            rows.append(_Row(r.prompt, ids, options, text, r.on_done))
         return rows
 
     @staticmethod
@@ -656,8 +669,12 @@ class LMPredictor(Predictor):
     @inference
     def _continue(self, rows: Sequence[_Row]) -> list[Generation]:
         """Continue ``rows`` together (``sample_rows``): the prompts left-padded to the
-        longest, each row's tokens fed to its ``_Continuation``."""
+        longest, each row's tokens fed to its ``_Continuation``, each row finished as it
+        leaves the batch."""
         going = [r for r in rows if r.options.max_new_tokens > 0]
+        for r in rows:
+            if r.options.max_new_tokens <= 0:
+                r.finish()
         if going:
             width = max(len(r.ids) for r in going)
             x = torch.full((len(going), width), self.tokenizer.pad_id, dtype=torch.long)
@@ -675,8 +692,12 @@ class LMPredictor(Predictor):
                 on_token=lambda i, token: going[i].text.add(token),
                 context=x[:, :-1],
                 context_mask=mask[:, :-1] if padded else None,
+                on_finish=lambda i: going[i].finish(),
             )
-        return [r.text.result(r.prompt) for r in rows]
+        done = [r.result for r in rows if r.result is not None]
+        if len(done) != len(rows):
+            raise RuntimeError("a prompt of the batch was left unfinished")
+        return done
 
     def predict(self, texts: str | Sequence[str], **options: Any) -> list[Generation]:
         """``generate`` (what ``attnkit predict`` calls: one continuation per text)."""

@@ -464,6 +464,45 @@ def test_a_bad_generate_request_is_answered_alone_and_streams_are_batched(
         assert (text, last) == _streamed(a) and last["done"] and last["text"] == text
 
 
+def test_a_short_generation_is_answered_before_its_batch_ends(lm_runs, monkeypatch) -> None:
+    bodies = [{"model": "verse", "prompt": "To be", "max_new_tokens": 200, "temperature": 0},
+              {"model": "verse", "prompt": "the", "max_new_tokens": 2, "temperature": 0}]  # fmt: skip
+    app = create_app(lm_runs, Limits())
+    server = app.state.server
+    batcher = server.batchers[("verse", "generate")]
+    calls: list[int] = []
+    real = lm_runs["verse"].predictor.generate_batch
+    monkeypatch.setattr(lm_runs["verse"].predictor, "generate_batch",
+                        lambda requests: calls.append(len(requests)) or real(requests))  # fmt: skip
+    answered: dict[int, float] = {}
+
+    async def post_all() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+
+            async def post(k: int) -> httpx.Response:
+                r = await client.post("/v1/generate", json=bodies[k])
+                answered[k] = time.perf_counter()
+                return r
+
+            async def release_when_both_queue() -> None:
+                while batcher.queued < 2:
+                    await asyncio.sleep(0.005)
+                server.lock.release()  # the worker takes both: one batch
+
+            server.lock.acquire()  # (the model busy: both requests queue)
+            got = await asyncio.gather(post(0), post(1), release_when_both_queue())
+            return list(got[:2])
+
+    try:
+        got = asyncio.run(post_all())
+    finally:
+        server.close()
+    assert calls == [2]  # one batch of both
+    assert [g.json()["tokens"] for g in got] == [200, 2]
+    assert answered[1] < answered[0]  # the short one did not wait for the long one
+
+
 def test_a_generation_given_up_stops_its_row_only(lm_runs) -> None:
     from attnkit.app.serve import handlers
     from attnkit.app.serve.schemas import GenerateRequest

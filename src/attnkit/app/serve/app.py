@@ -247,22 +247,24 @@ class _Server:
         results: list[dict[str, Any]] | None = None
         notes: list[list[str]] | None = None
         failed: Exception | None = None
+        # a generation is answered as soon as it is done (its own warnings: the handler's)
+        early = {"on_answer": _settle} if endpoint == "generate" else {}
         if len(batch) > 1 or endpoint == "generate":  # (one too: its stream, its cancel)
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    results = handlers.BATCHED[endpoint](run, batch, self.limits)
+                    results = handlers.BATCHED[endpoint](run, batch, self.limits, **early)
                 notes = _per_request_notes(caught, [item.size for item in batch])
             except Exception as exc:  # noqa: BLE001 - one request's error: each answered alone
                 results, failed = None, exc
         if results is not None and notes is not None:
             for item, result, mine in zip(batch, results, notes, strict=True):
-                if item.cancelled.is_set():  # given up while the batch ran (maybe cut short)
-                    item.future.set_exception(_Cancelled())
-                else:
-                    item.future.set_result({**result, "warnings": mine} if mine else result)
+                if not item.future.done():
+                    _settle(item, {**result, "warnings": mine} if mine else result)
             return
         for item in batch:
+            if item.future.done():  # answered before the batch failed
+                continue
             if item.cancelled.is_set():  # given up while the batch ran
                 item.future.set_exception(_Cancelled())
                 continue
@@ -531,6 +533,15 @@ def _retrieve(future: asyncio.Future) -> None:
     not log "exception was never retrieved"."""
     if not future.cancelled():
         future.exception()
+
+
+def _settle(item: Pending, answer: dict[str, Any]) -> None:
+    """A batched request's answer, unless it was given up while its batch ran (it may have
+    been cut short, and its client has had its 503 / 499)."""
+    if item.cancelled.is_set():
+        item.future.set_exception(_Cancelled())
+    else:
+        item.future.set_result(answer)
 
 
 def _ours(w: warnings.WarningMessage) -> bool:

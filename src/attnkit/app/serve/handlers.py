@@ -30,7 +30,7 @@ from attnkit.app.serve.schemas import (
     TranslateRequest,
 )
 from attnkit.core.errors import InputError
-from attnkit.tasks.lm import GenerationRequest, StopGeneration
+from attnkit.tasks.lm import Generation, GenerationRequest, StopGeneration
 
 DEFAULT_NEW_TOKENS = 64  # what /v1/generate produces when max_new_tokens is not given
 EXPLAIN_MAX_STEPS = 64  # tokens one /v1/explain of an lm run may generate (and trace)
@@ -298,11 +298,29 @@ def _pieces(item: Pending) -> Callable[[str], None]:
     return stream
 
 
-def generate_many(run: ServedRun, items: Sequence[Pending], limits: Limits) -> list[dict[str, Any]]:
+def generate_many(
+    run: ServedRun,
+    items: Sequence[Pending],
+    limits: Limits,
+    on_answer: Callable[[Pending, dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
     """``generate`` of several requests by one ``generate_batch`` call: each its own options
     and seed, its own stream and the warnings about its own prompt; a request given up
-    stops at its next piece of text (the others go on)."""
+    stops at its next piece of text (the others go on). ``on_answer(item, body)`` gets each
+    request's answer as soon as its generation is done (before the batch's others are)."""
     reqs: list[GenerateRequest] = [item.request for item in items]
+    caught: list[warnings.WarningMessage] = []
+
+    def answer(k: int, g: Generation) -> dict[str, Any]:
+        body = {"model": run.name, **g.to_dict()}
+        mine = _prompt_notes(caught, len(reqs))[k]
+        return {**body, "warnings": mine} if mine else body
+
+    def done(k: int) -> Callable[[Generation], None] | None:
+        if on_answer is None:
+            return None
+        return lambda g: on_answer(items[k], answer(k, g))
+
     requests = [
         GenerationRequest(
             r.prompt,
@@ -314,31 +332,44 @@ def generate_many(run: ServedRun, items: Sequence[Pending], limits: Limits) -> l
             stop=r.stop or None,
             seed=r.seed,
             stream=_pieces(item),
+            on_done=done(k),
         )
-        for r, item in zip(reqs, items, strict=True)
+        for k, (r, item) in enumerate(zip(reqs, items, strict=True))
     ]
-    with warnings.catch_warnings(record=True) as caught:  # "input N: ..." -> request N's
+    with warnings.catch_warnings(record=True) as recorded:  # "input N: ..." -> request N's
         warnings.simplefilter("always")
+        caught = recorded  # (what the prompts raised, before any request is done)
         generations = run.predictor.generate_batch(requests)
-    notes: list[list[str]] = [[] for _ in reqs]
-    for w in caught:
-        found = _NUMBERED.fullmatch(str(w.message))
-        if not issubclass(w.category, UserWarning):  # not about an input: the process's
+    for w in caught:  # warnings about no one prompt: the caller's (the server then answers
+        if _prompt_note(w, len(reqs)) is None:  # each request alone)
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        elif len(reqs) == 1:  # (generate_batch numbers them for two prompts or more)
-            notes[0].append(str(w.message))
-        elif found is not None and 0 < int(found[1]) <= len(reqs):
-            notes[int(found[1]) - 1].append(found[2])
-        else:  # about no one prompt: the server answers each request alone
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    out = []
-    for g, mine in zip(generations, notes, strict=True):
-        body = {"model": run.name, **g.to_dict()}
-        out.append({**body, "warnings": list(dict.fromkeys(mine))} if mine else body)
-    return out
+    return [answer(k, g) for k, g in enumerate(generations)]
 
 
 _NUMBERED = re.compile(r"input (\d+): (.*)", re.DOTALL)  # generate_batch's prompt warnings
+
+
+def _prompt_note(w: warnings.WarningMessage, n: int) -> tuple[int, str] | None:
+    """Which of ``n`` prompts a warning of ``generate_batch`` is about, and what it says
+    of it; None for a warning about no one prompt (not a UserWarning, or not numbered)."""
+    if not issubclass(w.category, UserWarning):
+        return None
+    if n == 1:  # (generate_batch numbers them for two prompts or more)
+        return 0, str(w.message)
+    found = _NUMBERED.fullmatch(str(w.message))
+    if found is None or not 0 < int(found[1]) <= n:
+        return None
+    return int(found[1]) - 1, found[2]
+
+
+def _prompt_notes(caught: Sequence[warnings.WarningMessage], n: int) -> list[list[str]]:
+    """Each of ``n`` prompts' warnings (once each, in order)."""
+    notes: list[list[str]] = [[] for _ in range(n)]
+    for w in caught:
+        if (note := _prompt_note(w, n)) is not None and note[1] not in notes[note[0]]:
+            notes[note[0]].append(note[1])
+    return notes
+
 
 BATCHED: dict[str, Callable[..., list[dict[str, Any]]]] = {
     "classify": classify_many,
