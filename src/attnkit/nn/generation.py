@@ -232,7 +232,7 @@ def _pick(logits: Tensor, rows: Sequence[RowOptions]) -> Tensor:
     rows that sample draw from ``sampling_probs`` (computed together for rows of the same
     temperature, top-k and top-p), each from its own generator.
 
-    The draw is ``torch.multinomial(p, 1)``'s own (its CPU and CUDA code for one sample):
+    The draw is ``torch.multinomial(p, 1)``'s own (ATen's code for one sample):
     argmax_v p_v / q_v with q_v ~ Exp(1), i.e. argmax_v (log p_v + Gumbel noise), which picks
     v with probability p_v. Each row's q comes from its generator, as multinomial would
     draw it for the row alone, so a row gets the token ``sample`` gives it alone; the
