@@ -104,21 +104,21 @@ class _Slow:
         self.seconds = seconds
         self.runs = 0
 
-    def __call__(self, prompt, **options):
-        self.runs += 1
+    def __call__(self, requests):  # (LMPredictor.generate_batch)
+        self.runs += len(requests)
         time.sleep(self.seconds)
 
         class Done:
             def to_dict(self) -> dict:
                 return {"text": "", "tokens": 0, "finish_reason": "length"}
 
-        return [Done()]
+        return [Done() for _ in requests]
 
 
 @pytest.mark.slow
 def test_work_of_clients_that_have_gone_is_dropped(runs, monkeypatch) -> None:
     slow = _Slow(0.4)
-    monkeypatch.setattr(runs["verse"].predictor, "generate", slow)
+    monkeypatch.setattr(runs["verse"].predictor, "generate_batch", slow)
     abandoned = 10  # 4 s of work if each ran
     with live(create_app(runs, LIMITS)) as port:
         for _ in range(abandoned):  # send, let the server queue it, leave

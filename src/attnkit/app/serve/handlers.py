@@ -183,9 +183,20 @@ def generate(
     stream: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """One continuation of the prompt (``stream(piece)`` gets it as it is produced)."""
-    g = run.predictor.generate(
+    (g,) = run.predictor.generate_batch([_generation_request(req, stream)])
+    return {"model": run.name, **g.to_dict()}
+
+
+def _generation_request(
+    req: GenerateRequest,
+    stream: Callable[[str], None] | None,
+    on_done: Callable[[Generation], None] | None = None,
+) -> GenerationRequest:
+    """The predictor's ``GenerationRequest`` for a /v1/generate body (``check`` has set its
+    max_new_tokens)."""
+    return GenerationRequest(
         req.prompt,
-        max_new_tokens=req.max_new_tokens,
+        max_new_tokens=int(req.max_new_tokens or DEFAULT_NEW_TOKENS),
         temperature=req.temperature,
         top_k=req.top_k,
         top_p=req.top_p,
@@ -193,8 +204,8 @@ def generate(
         stop=req.stop or None,
         seed=req.seed,
         stream=stream,
-    )[0]
-    return {"model": run.name, **g.to_dict()}
+        on_done=on_done,
+    )
 
 
 def tag(run: ServedRun, req: TagRequest, limits: Limits) -> dict[str, Any]:
@@ -322,18 +333,7 @@ def generate_many(
         return lambda g: on_answer(items[k], answer(k, g))
 
     requests = [
-        GenerationRequest(
-            r.prompt,
-            max_new_tokens=int(r.max_new_tokens or DEFAULT_NEW_TOKENS),
-            temperature=r.temperature,
-            top_k=r.top_k,
-            top_p=r.top_p,
-            repetition_penalty=r.repetition_penalty,
-            stop=r.stop or None,
-            seed=r.seed,
-            stream=_pieces(item),
-            on_done=done(k),
-        )
+        _generation_request(r, _pieces(item), done(k))
         for k, (r, item) in enumerate(zip(reqs, items, strict=True))
     ]
     with warnings.catch_warnings(record=True) as recorded:  # "input N: ..." -> request N's
