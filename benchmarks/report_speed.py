@@ -25,13 +25,20 @@ def _rate(r: dict) -> str:
     return f"{r['requests_per_s']:,}{tokens}"
 
 
+def _tokens(r: dict) -> str:
+    """A generation load's tokens per request: " (48 tokens)", or " (6-48 tokens)" varied."""
+    if "new_tokens" not in r:
+        return ""
+    n = r["new_tokens"]
+    return (
+        f" ({max(1, round(n / 8))}-{n} tokens)" if r.get("new_tokens_varied") else f" ({n} tokens)"
+    )
+
+
 SERVE = [
     Col("name", "name"),
     Col("model", "model"),
-    Col(
-        "endpoint",
-        lambda r: r["endpoint"] + (f" ({r['new_tokens']} tokens)" if "new_tokens" in r else ""),
-    ),
+    Col("endpoint", lambda r: r["endpoint"] + _tokens(r)),
     num("requests", "requests", ","),
     num("texts / request", "texts_per_request"),
     num("concurrent", "concurrency"),

@@ -21,7 +21,15 @@ second.
 
 ``--pairs N`` measures the server and one with ``--batch-size 1`` in N alternating rounds
 (a host whose speed drifts charges both alike) and records each with its rounds and their
-medians.
+medians. With ``--against-src PATH`` the second server is the same one run from another
+attnkit source tree (PATH: a revision's src/, e.g. in a git worktree), recorded as
+NAME-before. ``--vary-tokens``: request i asks for ``--new-tokens`` x (1 + (5 i mod 8)) / 8
+tokens (6 to 48 by default), as a server's mixed traffic: a batch's rows end at different
+tokens, where continuous batching lets waiting requests in.
+
+    python benchmarks/serve_load.py --endpoint generate --requests 320 --pairs 3 \
+        --client raw --vary-tokens --against-src /tmp/attnkit-before/src \
+        --name serve-load-generate-varied   # and serve-load-generate-varied-before
 
 The served run: ``--run RUN``, else runs/bench-serve-nsmc-quick (for generate:
 runs/bench-serve-shakespeare, nanoGPT's CPU-sized character GPT), trained first from
@@ -144,7 +152,8 @@ def _prompts(n: int, chars: int = 16) -> tuple[list[str], str]:
         lines = [x[:chars] for x in text[int(len(text) * 0.9) :].splitlines() if x.strip()]
         source = f"the first {chars} characters of lines of Tiny Shakespeare's validation part"
     except Exception:  # noqa: BLE001 - no data here: the load test still runs
-        lines, source = ["ROMEO:", "First Citizen:", "KING RICHARD III:"], "3 fixed prompts"
+        fixed = ["ROMEO:", "First Citizen:", "KING RICHARD III:"]
+        lines, source = [x[:chars] for x in fixed], "3 fixed prompts"
     return [lines[i % len(lines)] for i in range(n)], source
 
 
@@ -255,6 +264,13 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
+def _new_tokens(args: argparse.Namespace, i: int) -> int:
+    """Request i's max_new_tokens: ``--new-tokens``, or a fixed spread of it (--vary-tokens)."""
+    if not args.vary_tokens:
+        return args.new_tokens
+    return max(1, round(args.new_tokens * (1 + (5 * i) % 8) / 8))
+
+
 def _start(args: argparse.Namespace, run: Path, env: dict, batch_size: int | None):
     """``attnkit serve RUN`` in its own process (``batch_size``: its --batch-size, None: its
     default), ready (its /healthz answers): (the process, its URL)."""
@@ -355,15 +371,27 @@ def main() -> None:
                         "--batch-size 1, in alternating order (a drifting host's speed "
                         "cancels out); two records, NAME and NAME-unbatched, each round's "
                         "figures and their medians")  # fmt: skip
+    parser.add_argument("--against-src", type=Path, metavar="PATH",
+                        help="with --pairs: the second server runs attnkit from PATH (another "
+                        "revision's src/) with the same options; recorded as NAME-before")  # fmt: skip
+    parser.add_argument(
+        "--vary-tokens",
+        action="store_true",
+        help="requests ask for 1/8 to 8/8 of --new-tokens, in a fixed order",
+    )
     parser.add_argument("--name", default="serve-load")
     args = parser.parse_args()
+    if args.against_src is not None and not args.pairs:
+        parser.error("--against-src needs --pairs N")
+    if args.against_src is not None and not (args.against_src / "attnkit").is_dir():
+        parser.error(f"--against-src {args.against_src}: no attnkit package there")
     generate = args.endpoint == "generate"
     run = args.run or (DEFAULT_LM_RUN if generate else DEFAULT_RUN)
     _ensure_run(run)
     path = f"/v1/{args.endpoint}"
     if generate:
         prompts, source = _prompts(args.requests, args.prompt_chars)
-        bodies = [{"prompt": p, "max_new_tokens": args.new_tokens, "seed": i}
+        bodies = [{"prompt": p, "max_new_tokens": _new_tokens(args, i), "seed": i}
                   for i, p in enumerate(prompts)]  # fmt: skip
     else:
         texts, source = _texts(args.requests * args.texts)
@@ -372,11 +400,17 @@ def main() -> None:
     import httpx
 
     env = {**os.environ, **(AVX2 if args.avx2 else {}), "PYTHONUNBUFFERED": "1"}
-    sizes = [args.batch_size] if not args.pairs else [args.batch_size, 1]
+    against = args.against_src is not None
+    sizes = (
+        [args.batch_size]
+        if not args.pairs
+        else [args.batch_size, args.batch_size if against else 1]
+    )
+    envs = [env, {**env, "PYTHONPATH": str(args.against_src.resolve())} if against else env]
     servers = []
     try:
-        for size in sizes:
-            server, url = _start(args, run, env, size)
+        for size, server_env in zip(sizes, envs[: len(sizes)], strict=True):
+            server, url = _start(args, run, server_env, size)
             servers.append((server, url))
             # one warm-up request (first-call allocations), then the measured load
             httpx.post(f"{url}{path}", json=bodies[0], timeout=60)
@@ -402,7 +436,7 @@ def main() -> None:
         _cpu(),
         args.threads or torch.get_num_threads(),
     )
-    names = [args.name, f"{args.name}-unbatched"]
+    names = [args.name, f"{args.name}-before" if against else f"{args.name}-unbatched"]
     failed = 0
     for k in range(len(servers)):
         info, limits = served[k]["models"][0], served[k]["limits"]
@@ -421,7 +455,11 @@ def main() -> None:
             "requests": len(bodies),
             "texts_per_request": 1 if generate else args.texts,
             **(
-                {"new_tokens": args.new_tokens, "sampling": "temperature 1, a seed per request"}
+                {
+                    "new_tokens": args.new_tokens,
+                    **({"new_tokens_varied": "1/8 to 8/8 of it"} if args.vary_tokens else {}),
+                    "sampling": "temperature 1, a seed per request",
+                }
                 if generate
                 else {}
             ),  # fmt: skip
@@ -434,6 +472,7 @@ def main() -> None:
             "server_threads": threads,
             **figures,
             **({"rounds": rounds[k], "paired_with": names[1 - k]} if args.pairs else {}),
+            **({"attnkit_src": str(args.against_src)} if against and k == 1 else {}),
             "server_rss_mb_before": rss_before[k],
             "server_rss_mb_after": rss_after[k],
             "machine": machine(),

@@ -3,6 +3,7 @@ percentile helper. No server is started here."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import sys
@@ -101,3 +102,9 @@ def test_a_generation_load_reports_tokens_per_second(modules) -> None:
     assert load._answered({"prompt": "x"}, {"error": {"status": 422}}) is None
     prompts, source = load._prompts(5, chars=8)
     assert len(prompts) == 5 and all(p.strip() and len(p) <= 8 for p in prompts) and source
+    # --vary-tokens: a fixed spread of 1/8 to 8/8 of --new-tokens, every eighth in 8 requests
+    varied = argparse.Namespace(new_tokens=48, vary_tokens=True)
+    assert sorted(load._new_tokens(varied, i) for i in range(8)) == list(range(6, 49, 6))
+    assert load._new_tokens(argparse.Namespace(new_tokens=48, vary_tokens=False), 3) == 48
+    record = {**record, "new_tokens": 48, "new_tokens_varied": "1/8 to 8/8 of it"}
+    assert "| /v1/generate (6-48 tokens) |" in report.render([record])

@@ -183,6 +183,53 @@ def test_a_batch_of_prompts_of_different_lengths_generates_as_each_alone() -> No
         assert torch.equal(alone[0], batched_r[i]), i
 
 
+def _steps(stepper, tokens: torch.Tensor, n: int) -> list[torch.Tensor]:
+    """n greedy steps from ``tokens`` (B,): each step's logits (B, V)."""
+    out = []
+    for _ in range(n):
+        logits = stepper.step(tokens)
+        out.append(logits)
+        tokens = logits.argmax(-1)
+    return out
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("first_len", [1, 3, 9])  # the running rows' prompt: shorter, longer
+def test_a_stepper_extended_between_tokens_steps_each_row_as_alone(
+    use_cache: bool, first_len: int
+) -> None:
+    # continuous batching: prompts join a decoding after it has made some tokens; every row,
+    # old and new, then gets the logits it gets alone (the window slides too: max_len 14)
+    model = _tiny(max_len=14)
+    gen = torch.Generator().manual_seed(21)
+    running = torch.randint(0, V, (2, first_len), generator=gen)
+    joining = [torch.randint(0, V, (1, n), generator=gen) for n in (1, 5)]
+    with torch.no_grad():
+        alone_run = _steps(model.stepper(running, use_cache=use_cache), running[:, -1], 9)
+        alone_new = [_steps(model.stepper(p, use_cache=use_cache), p[:, -1], 6) for p in joining]
+        batch = model.stepper(running, use_cache=use_cache)
+        tokens = running[:, -1]
+        for logits in _steps(batch, tokens, 3):  # 3 tokens made by the running rows
+            tokens = logits.argmax(-1)
+        for p in joining:  # two prompts of different lengths join, one after the other
+            batch.extend(model.stepper(p, use_cache=use_cache))
+        tokens = torch.cat([tokens, *(p[:, -1] for p in joining)])
+        together = _steps(batch, tokens, 6)
+    for k, logits in enumerate(together):
+        torch.testing.assert_close(logits[:2], alone_run[3 + k], atol=ATOL, rtol=0)
+        torch.testing.assert_close(logits[2:3], alone_new[0][k], atol=ATOL, rtol=0)
+        torch.testing.assert_close(logits[3:], alone_new[1][k], atol=ATOL, rtol=0)
+
+
+def test_extend_takes_a_stepper_of_the_same_model_only() -> None:
+    a, b = _tiny(), _tiny()
+    prompt = torch.tensor([[3, 4, 5]])
+    with pytest.raises(ValueError, match="same model"):
+        a.stepper(prompt).extend(b.stepper(prompt))
+    with pytest.raises(ValueError, match="same model"):
+        a.stepper(prompt).extend(a.stepper(prompt, use_cache=False))
+
+
 # --------------------------------------------------------------------------------------
 # generation features
 # --------------------------------------------------------------------------------------

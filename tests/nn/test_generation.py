@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from attnkit.nn.generation import (
+    Joining,
     RowOptions,
     beam_search,
     greedy,
@@ -37,6 +38,9 @@ class HistoryModel:
 
     def reorder(self, index):
         self.prefix = [list(self.prefix[i]) for i in index.tolist()]
+
+    def extend(self, other: "HistoryModel"):
+        self.prefix += other.prefix
 
 
 def brute_force_best(model, start, max_len, length_penalty):
@@ -293,3 +297,38 @@ def test_sample_rows_finishes_each_row_before_the_next_step():
     sample_rows(Logged(7, 4), torch.tensor([1, 2, 3, 4]), rows, lambda i, t: False,
                 on_finish=lambda i: events.append(f"done {i}"))  # fmt: skip
     assert events == ["done 1", "step 3", "done 3", "step 2", "done 0", "step 1", "done 2"]
+
+
+def test_rows_that_join_between_tokens_get_what_they_get_alone():
+    # continuous batching: rows 0-1 start; before step 3 rows 2-4 join (one of 0 tokens, one
+    # with a repetition penalty over its context), before step 5 rows 5-6 (sampled, seeded)
+    def seeded(i: int, row: RowOptions) -> RowOptions:
+        return RowOptions(**{**row.__dict__, "generator": torch.Generator().manual_seed(10 + i)})
+
+    rows = [seeded(i, r) for i, r in enumerate(ROWS + ROWS[1:3])]
+    starts = [1, 2, 3, 4, 5, 6, 2]
+    context = torch.tensor([[6, 6], [1, 2], [3, 0], [2, 2], [5, 5], [4, 1], [2, 2]])
+    model = CountedHistory(7, 2)
+    asked: list[int] = []
+
+    def join(going: int):
+        asked.append(going)
+        groups = {3: (2, 5), 5: (5, 7)}  # step number -> the rows that join before it
+        if len(asked) not in groups:
+            return None
+        a, b = groups[len(asked)]
+        return Joining(CountedHistory(7, b - a), torch.tensor(starts[a:b]), rows[a:b],
+                       context=context[a:b])  # fmt: skip
+
+    finished: list[int] = []
+    out = sample_rows(model, torch.tensor(starts[:2]), rows[:2], lambda i, t: False,
+                      context=context[:2], on_finish=finished.append, join=join)  # fmt: skip
+    assert len(out) == 7
+    for i, (row, start) in enumerate(zip(rows, starts, strict=True)):
+        plain = RowOptions(**{**row.__dict__, "generator": None})
+        want = _alone(plain, start, 10 + i, context[i : i + 1]) if row.max_new_tokens else []
+        assert out[i] == want, i
+    # rows: 2 | +3 (row 3 has no tokens: finished at once) | +2; each leaves after its last
+    assert model.widths == [2, 2, 4, 4, 6, 6, 4, 4, 3, 1, 1, 1, 1]
+    assert asked == [2, 2, 2, 4, 4, 6, 4, 4, 3, 1, 1, 1, 1]  # (the rows going, before joins)
+    assert finished[0] == 3 and sorted(finished) == list(range(7))

@@ -308,7 +308,8 @@ REQUESTS = [
 
 
 def _alone(lm: LMPredictor, r: GenerationRequest, **extra) -> Generation:
-    options = {k: v for k, v in r.__dict__.items() if k not in ("prompt", "on_done")}
+    skip = ("prompt", "on_done", "on_error")
+    options = {k: v for k, v in r.__dict__.items() if k not in skip}
     return lm.generate(r.prompt, **{**options, **extra})[0]
 
 
@@ -377,6 +378,33 @@ def test_a_batch_hands_each_prompt_over_as_soon_as_it_is_done(lm: LMPredictor) -
     assert [p for p, _ in done] == ["Speak", "First", "All:"]
     assert done[0][1] == 0 and done[1][1] < 5 and done[2][1] == len(long_pieces)
     assert [g.tokens for g in out] == [40, 3, 0]
+
+
+def test_requests_that_join_a_running_batch_get_what_they_get_alone(lm: LMPredictor) -> None:
+    # continuous batching: the batch starts with two requests; the others join it between
+    # tokens, one or two at a time (one of 0 tokens, one whose window slides, one sampled),
+    # and a refused one goes to its on_error while the batch goes on
+    errors: list[Exception] = []
+    bad = GenerationRequest("x", max_new_tokens=3, top_p=0.0, on_error=errors.append)
+    later = {2: REQUESTS[2:4], 5: [REQUESTS[4], bad], 6: REQUESTS[5:7]}  # call -> joining
+    asked: list[int] = []
+
+    def more(going: int) -> list[GenerationRequest]:
+        asked.append(going)
+        return list(later.get(len(asked), []))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        alone = [_alone(lm, r) for r in REQUESTS]
+        together = lm.generate_batch(REQUESTS[:2], more=more)
+    assert together == alone  # (in the order they joined: here REQUESTS' own)
+    assert asked[:7] == [2, 2, 4, 4, 4, 5, 6] and len(asked) > 20
+    assert len(errors) == 1 and "top_p" in str(errors[0])
+    # the long prompt's warning, numbered as the 4th request
+    assert any(str(w.message).startswith("input 4: the prompt has") for w in caught)
+    # without on_error, a refused request ends the call
+    with pytest.raises(InputError, match="top_p"):
+        lm.generate_batch(REQUESTS[:1], more=lambda going: [GenerationRequest("x", top_p=0.0)])
 
 
 def test_a_batch_names_the_prompt_of_each_warning(lm: LMPredictor) -> None:

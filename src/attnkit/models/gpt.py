@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, ClassVar, cast
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnkit.core.config import ConfigError, check, positive, short_repr
@@ -523,6 +524,45 @@ class GPTStepper:
         h = self.plan.step(model.dropout(x), cache, None if self.all_real else mask)
         self.next_pos = position + 1
         return model.lm_head(h)
+
+    def extend(self, other: GPTStepper) -> None:
+        """Append ``other``'s rows (prompts another stepper of this model has read) after
+        these: a prompt joins a running decoding between two tokens (continuous batching).
+        Both histories are left-padded to the longer one (their cached keys/values with
+        zeros, masked out) and positions count real tokens only, so each row goes on as it
+        would alone (up to float rounding)."""
+        if other.model is not self.model or other.use_cache != self.use_cache:
+            raise ValueError("extend takes a stepper of the same model (and cache setting)")
+        width = max(self.ids.size(1), other.ids.size(1))
+
+        def pad(t: Tensor) -> Tensor:  # (B, T) -> (B, width); (B, H, T, d) -> (B, H, width, d)
+            dims = (width - t.size(1), 0) if t.dim() == 2 else (0, 0, width - t.size(2), 0)
+            return F.pad(t, dims)
+
+        if self.use_cache and width:
+            mine, theirs = self._kv(other), other._kv(self)
+            self.cache = self.model.init_cache()
+            for layer, (k, v), (k2, v2) in zip(self.cache, mine, theirs, strict=True):
+                layer.key = torch.cat([pad(k), pad(k2)])
+                layer.value = torch.cat([pad(v), pad(v2)])
+        self.ids = torch.cat([pad(self.ids), pad(other.ids)])
+        self.mask = torch.cat([pad(self.mask), pad(other.mask)])
+        self.next_pos = None
+        self.all_real = bool(self.mask.all())
+
+    def _kv(self, other: GPTStepper) -> list[tuple[Tensor, Tensor]]:
+        """Each layer's cached (key, value) (B, H, T, d_head), T the history's length; with
+        nothing cached yet (a one-token prompt), empty ones shaped as ``other``'s."""
+        if self.ids.size(1):
+            assert self.cache is not None
+            return [
+                (c.key, c.value) for c in self.cache if c.key is not None and c.value is not None
+            ]
+        n = self.ids.size(0)
+        return [
+            (k.new_zeros(n, k.size(1), 0, k.size(3)), v.new_zeros(n, v.size(1), 0, v.size(3)))
+            for k, v in other._kv(self)
+        ]
 
     def reorder(self, index: Tensor) -> None:
         self.ids = self.ids.index_select(0, index)

@@ -19,7 +19,9 @@ negative) and stop sequences (a row is finished once its new tokens end with one
 generator, token budget) and that the caller finishes one by one (a stop string, a client
 gone): a finished row leaves the batch at once (``Stepper.reorder``), so the others do not
 carry it. Each row gets the tokens ``sample`` would give it alone, up to float rounding
-(its padded batch-mates change the order of some sums, never what it attends to).
+(its padded batch-mates change the order of some sums, never what it attends to). Rows can
+also join between two tokens (``join``: continuous batching), where the stepper can take
+them in (``extend(other)``: another stepper's rows appended after its own, as GPT's does).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from attnkit.core.errors import check_finite
 
 __all__ = [
     "BeamResult",
+    "Joining",
     "RowOptions",
     "Stepper",
     "apply_repetition_penalty",
@@ -256,6 +259,46 @@ def _pick(logits: Tensor, rows: Sequence[RowOptions]) -> Tensor:
     return picked
 
 
+@dataclass
+class Joining:
+    """Rows that join a running ``sample_rows`` between two tokens (continuous batching):
+    ``model``, a stepper that has read their prompts (what the running stepper's ``extend``
+    takes), their ``start`` tokens (N',), their ``RowOptions`` and, for their repetition
+    penalty, their ``context`` / ``context_mask`` (N', T'), as ``sample_rows`` takes them."""
+
+    model: Stepper
+    start: Tensor
+    rows: Sequence[RowOptions]
+    context: Tensor | None = None
+    context_mask: Tensor | None = None
+
+
+def _check_rows(rows: Sequence[RowOptions], start: Tensor) -> None:
+    if len(rows) != start.size(0):
+        raise ValueError(f"{len(rows)} row options for {start.size(0)} rows")
+    for row in rows:
+        if row.repetition_penalty <= 0:
+            raise ValueError(f"repetition_penalty must be > 0, got {row.repetition_penalty}")
+
+
+def _seen_live(
+    vocab: int, sources: Sequence[tuple[int, Joining]], live: list[int], out: list[list[int]]
+) -> Tensor:
+    """(live, V) bool: each live row's start, context and new tokens so far; ``sources``:
+    (index of its first row, the rows) for each group that came in (the first: the call's)."""
+    parts = []
+    for first, group in sources:
+        mine = [i - first for i in live if first <= i < first + len(group.rows)]
+        if mine:
+            seen = _seen_tokens(vocab, group.start, group.context, group.context_mask)
+            parts.append(seen[mine])
+    seen = torch.cat(parts) if len(parts) > 1 else parts[0]
+    for k, i in enumerate(live):
+        if out[i]:
+            seen[k, out[i]] = True
+    return seen
+
+
 @torch.no_grad()
 def sample_rows(
     model: Stepper,
@@ -265,6 +308,7 @@ def sample_rows(
     context: Tensor | None = None,
     context_mask: Tensor | None = None,
     on_finish: Callable[[int], None] | None = None,
+    join: Callable[[int], Joining | None] | None = None,
 ) -> list[list[int]]:
     """Decode each row with its own ``RowOptions``: start (B,) -> each row's new tokens.
 
@@ -273,41 +317,68 @@ def sample_rows(
     finished after its ``max_new_tokens``. A finished row leaves the batch (``reorder``)
     and ``on_finish(row)`` is called, before the next step (a row of 0 tokens: first); the
     loop ends when every row has. ``context`` / ``context_mask`` (B, T): as ``sample``'s,
-    for the rows' repetition penalty. An exception from a callback ends them all."""
-    if len(rows) != start.size(0):
-        raise ValueError(f"{len(rows)} row options for {start.size(0)} rows")
-    for row in rows:
-        if row.repetition_penalty <= 0:
-            raise ValueError(f"repetition_penalty must be > 0, got {row.repetition_penalty}")
-    out: list[list[int]] = [[] for _ in rows]
-    live = [i for i, row in enumerate(rows) if row.max_new_tokens > 0]  # model row -> row
+    for the rows' repetition penalty. An exception from a callback ends them all.
+
+    ``join(going)``: asked before each step, while rows are going (``going`` of them),
+    for rows to add (a ``Joining``, or None): ``model.extend(joining.model)`` appends them
+    to the batch, and they are numbered after the rows so far (B, B + 1, ...: their index
+    for the callbacks and in the result). Each gets what it gets alone."""
+    _check_rows(rows, start)
+    every = list(rows)  # the options of every row so far (joined ones appended)
+    out: list[list[int]] = [[] for _ in every]
     finished = on_finish or (lambda _row: None)
-    for i in sorted(set(range(len(rows))) - set(live)):
-        finished(i)
-    if len(live) < len(rows):
-        if not live:
-            return out
-        model.reorder(torch.tensor(live, device=start.device))
-    tokens = start[live]
     device = start.device
+
+    def admit(first: int, group: Joining) -> list[int]:
+        """The rows of ``group`` (numbered from ``first``) that have tokens to make: the
+        others are finished now, and left out of ``group.model``."""
+        going = [j for j, row in enumerate(group.rows) if row.max_new_tokens > 0]
+        for j in range(len(group.rows)):
+            if group.rows[j].max_new_tokens <= 0:
+                finished(first + j)
+        if going and len(going) < len(group.rows):
+            group.model.reorder(torch.tensor(going, device=device))
+        return going
+
+    sources = [(0, Joining(model, start, list(rows), context, context_mask))]
+    going = admit(0, sources[0][1])
+    live = going  # model row -> row
+    if not live:
+        return out
+    tokens = start[live]
+    stale = True  # the rows changed: the penalties and seen tokens are to be made again
     seen: Tensor | None = None  # (live, V): for the rows' repetition penalty
     penalty: Tensor | None = None  # (live, 1)
-    if any(row.repetition_penalty != 1.0 for row in rows):
-        penalty = torch.tensor([[rows[i].repetition_penalty] for i in live], device=device)
     while live:
+        joining = join(len(live)) if join is not None else None
+        if joining is not None and len(joining.rows):
+            _check_rows(joining.rows, joining.start)
+            first = len(every)
+            every += joining.rows
+            out += [[] for _ in joining.rows]
+            sources.append((first, joining))
+            going = admit(first, joining)
+            if going:
+                model.extend(joining.model)  # type: ignore[attr-defined]
+                live = live + [first + j for j in going]
+                tokens = torch.cat([tokens, joining.start[going]])
+                stale = True
         logits = model.step(tokens).float()  # (live, V)
-        if penalty is not None:
-            if seen is None:
-                seen = _seen_tokens(logits.size(-1), start, context, context_mask)[live]
+        if stale:
+            penalty, seen, stale = None, None, False
+            if any(every[i].repetition_penalty != 1.0 for i in live):
+                penalty = torch.tensor([[every[i].repetition_penalty] for i in live], device=device)
+                seen = _seen_live(logits.size(-1), sources, live, out)
+        if penalty is not None and seen is not None:
             logits = apply_repetition_penalty(logits, seen, penalty)
         check_finite(logits, allow_neg_inf=True)  # NaN weights: an error, not a token
-        tokens = _pick(logits, [rows[i] for i in live])
+        tokens = _pick(logits, [every[i] for i in live])
         if seen is not None:
             seen[torch.arange(tokens.size(0), device=device), tokens] = True
         keep = []
         for j, (i, token) in enumerate(zip(live, tokens.tolist(), strict=True)):
             out[i].append(token)
-            if not on_token(i, token) and len(out[i]) < rows[i].max_new_tokens:
+            if not on_token(i, token) and len(out[i]) < every[i].max_new_tokens:
                 keep.append(j)
         if len(keep) < len(live):  # some rows finished: the others go on alone
             for j in sorted(set(range(len(live))) - set(keep)):

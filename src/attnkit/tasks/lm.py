@@ -30,13 +30,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnkit.core.errors import NON_FINITE, DataError, InputError, NonFiniteError, RunError
+from attnkit.core.errors import (
+    NON_FINITE,
+    AttnkitError,
+    DataError,
+    InputError,
+    NonFiniteError,
+    RunError,
+)
 from attnkit.core.params import check_params
 from attnkit.data.batching import pad_batch
 from attnkit.data.catalogue import describe, find_kind, has_split, read
 from attnkit.data.split import limit_examples, split_by_position, split_examples
 from attnkit.data.tokenization import Tokenizer, cut_text
-from attnkit.nn.generation import RowOptions, sample_rows
+from attnkit.nn.generation import Joining, RowOptions, sample_rows
 from attnkit.runtime.device import inference, model_device, to_device
 from attnkit.runtime.run import RunDir
 from attnkit.tasks.base import (
@@ -340,7 +347,10 @@ class GenerationRequest:
     """One prompt and how to continue it: ``LMPredictor.generate``'s options for one prompt
     (``generate_batch`` takes one per prompt). ``seed``: this prompt's own generator.
     ``on_done(generation)``: called as soon as this prompt is finished, before the other
-    prompts of its batch are (a server answers its request then)."""
+    prompts of its batch are (a server answers its request then). ``on_error(exc)``: for a
+    request that joins a running batch (``generate_batch``'s ``more``) and is refused (its
+    options, its prompt), the error goes there and the batch goes on (without it, the error
+    ends the call)."""
 
     prompt: str = ""
     max_new_tokens: int = 200
@@ -352,6 +362,7 @@ class GenerationRequest:
     seed: int | None = None
     stream: Callable[[str], None] | None = None
     on_done: Callable[[Generation], None] | None = None
+    on_error: Callable[[Exception], None] | None = None
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -392,6 +403,9 @@ class _Banned:
 
     def reorder(self, index: Tensor) -> None:
         self.inner.reorder(index)
+
+    def extend(self, other: _Banned) -> None:
+        self.inner.extend(other.inner)
 
 
 class _Continuation:
@@ -592,7 +606,11 @@ class LMPredictor(Predictor):
             out.extend(self._continue(rows[i : i + batch_size]))
         return out
 
-    def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+    def generate_batch(
+        self,
+        requests: Sequence[GenerationRequest],
+        more: Callable[[int], Sequence[GenerationRequest]] | None = None,
+    ) -> list[Generation]:
         """Continue several prompts together, each with its own options (a
         ``GenerationRequest`` each: what ``attnkit serve`` does with concurrent requests):
         left-padded, one forward pass a token for all the prompts still going; a prompt
@@ -600,26 +618,59 @@ class LMPredictor(Predictor):
         from its ``stream``) leaves the batch, and its ``on_done`` gets its ``Generation``
         at once. Each gets what ``generate`` gives it alone (its seed, its stream), up to
         float rounding. Warnings about a prompt name it:
-        "input 2: the prompt has ...", for two requests or more."""
+        "input 2: the prompt has ...", for two requests or more (or with ``more``).
+
+        ``more(going)``: continuous batching. Asked before each new token, with the number
+        of prompts still going, for requests to add now (none: an empty list); theirs are
+        read (their prompt's forward pass) and they go on with the others. They are
+        numbered after the requests so far, and come last in the result, in the order
+        they joined. The call ends when no prompt is going."""
+        self._requests_only(requests)
+        numbered = len(requests) > 1 or more is not None
+        rows = self._seeded(self._rows(requests, stacklevel=4, numbered=numbered), requests)
+        return self._continue(rows, more)
+
+    @staticmethod
+    def _requests_only(requests: Sequence[Any]) -> None:
         for i, r in enumerate(requests, 1):
             if not isinstance(r, GenerationRequest):
                 raise InputError(f"request {i} must be a GenerationRequest, got {type(r).__name__}")
-        rows = self._rows(requests, stacklevel=4, numbered=len(requests) > 1)
+
+    def _seeded(self, rows: list[_Row], requests: Sequence[GenerationRequest]) -> list[_Row]:
+        """Each row with its request's own generator, where it has a seed."""
         for row, r in zip(rows, requests, strict=True):
             if r.seed is not None:
                 check_params(seed=r.seed)
                 gen = torch.Generator(device=self.device).manual_seed(int(r.seed))
                 row.options = dataclasses.replace(row.options, generator=gen)
-        return self._continue(rows) if rows else []
+        return rows
+
+    def _joining(self, requests: Sequence[GenerationRequest], first: int) -> list[_Row]:
+        """The rows of requests that join a running batch (numbered from ``first``): one
+        refused goes to its ``on_error`` (if it has one: else the error is raised)."""
+        self._requests_only(requests)
+        rows = []
+        for k, r in enumerate(requests):
+            try:
+                rows += self._seeded(self._rows([r], 5, numbered=True, first=first + k), [r])
+            except (AttnkitError, ValueError, TypeError) as exc:
+                if r.on_error is None:
+                    raise
+                r.on_error(exc)
+        return rows
 
     def _rows(
-        self, requests: Sequence[GenerationRequest], stacklevel: int, numbered: bool = False
+        self,
+        requests: Sequence[GenerationRequest],
+        stacklevel: int,
+        numbered: bool = False,
+        first: int = 1,
     ) -> list[_Row]:
         """Each request checked and its prompt tokenized (warnings name the caller's line;
-        ``numbered``: each prompt's as "input N: ...", N counted from 1, as a predictor
-        names the texts of one call)."""
+        ``numbered``: each prompt's as "input N: ...", N counted from ``first``, as a
+        predictor names the texts of one call)."""
         rows = []
-        for i, r in enumerate(requests, 1):
+        for i, r in enumerate(requests, first):
             if not isinstance(r.prompt, str):
                 raise InputError(f"prompt {i} must be a string, got {type(r.prompt).__name__}")
             stops = [r.stop] if isinstance(r.stop, str) else list(r.stop or [])
@@ -666,36 +717,63 @@ class LMPredictor(Predictor):
             if not isinstance(s, str) or not s:
                 raise InputError(f"a stop string must be a non-empty string, got {s!r}")
 
-    @inference
-    def _continue(self, rows: Sequence[_Row]) -> list[Generation]:
-        """Continue ``rows`` together (``sample_rows``): the prompts left-padded to the
-        longest, each row's tokens fed to its ``_Continuation``, each row finished as it
-        leaves the batch."""
-        going = [r for r in rows if r.options.max_new_tokens > 0]
+    def _batch(self, rows: Sequence[_Row]) -> Joining:
+        """``rows``' prompts left-padded to the longest and read by a stepper (banned
+        tokens never sampled): what ``sample_rows`` starts from, or what joins it."""
+        width = max(len(r.ids) for r in rows)
+        x = torch.full((len(rows), width), self.tokenizer.pad_id, dtype=torch.long)
+        mask = torch.zeros(len(rows), width, dtype=torch.bool)
+        for i, r in enumerate(rows):  # left padding: every row's last token is real
+            x[i, width - len(r.ids) :] = torch.tensor(r.ids, dtype=torch.long)
+            mask[i, width - len(r.ids) :] = True
+        x, mask = x.to(self.device), mask.to(self.device)
+        padded = not bool(mask.all())
+        stepper = _Banned(self.model.stepper(x, mask if padded else None), self.banned)
+        context_mask = mask[:, :-1] if padded else None
+        return Joining(stepper, x[:, -1], [r.options for r in rows], x[:, :-1], context_mask)
+
+    @staticmethod
+    def _going(rows: Sequence[_Row]) -> list[_Row]:
+        """The rows with tokens to make; the others are finished now."""
         for r in rows:
             if r.options.max_new_tokens <= 0:
                 r.finish()
+        return [r for r in rows if r.options.max_new_tokens > 0]
+
+    @inference
+    def _continue(
+        self,
+        rows: Sequence[_Row],
+        more: Callable[[int], Sequence[GenerationRequest]] | None = None,
+    ) -> list[Generation]:
+        """Continue ``rows`` together (``sample_rows``): the prompts left-padded to the
+        longest, each row's tokens fed to its ``_Continuation``, each row finished as it
+        leaves the batch; ``more``: as ``generate_batch``'s, the rows it brings appended."""
+        every = list(rows)
+        going = self._going(rows)  # sample_rows' row i is going[i]
+
+        def join(live: int) -> Joining | None:
+            assert more is not None
+            new = self._joining(more(live), first=len(every) + 1)
+            every.extend(new)
+            new = self._going(new)
+            going.extend(new)
+            return self._batch(new) if new else None
+
         if going:
-            width = max(len(r.ids) for r in going)
-            x = torch.full((len(going), width), self.tokenizer.pad_id, dtype=torch.long)
-            mask = torch.zeros(len(going), width, dtype=torch.bool)
-            for i, r in enumerate(going):  # left padding: every row's last token is real
-                x[i, width - len(r.ids) :] = torch.tensor(r.ids, dtype=torch.long)
-                mask[i, width - len(r.ids) :] = True
-            x, mask = x.to(self.device), mask.to(self.device)
-            padded = not bool(mask.all())
-            stepper = _Banned(self.model.stepper(x, mask if padded else None), self.banned)
+            start = self._batch(going)
             sample_rows(
-                stepper,
-                x[:, -1],
-                [r.options for r in going],
+                start.model,
+                start.start,
+                start.rows,
                 on_token=lambda i, token: going[i].text.add(token),
-                context=x[:, :-1],
-                context_mask=mask[:, :-1] if padded else None,
+                context=start.context,
+                context_mask=start.context_mask,
                 on_finish=lambda i: going[i].finish(),
+                join=join if more is not None else None,
             )
-        done = [r.result for r in rows if r.result is not None]
-        if len(done) != len(rows):
+        done = [r.result for r in every if r.result is not None]
+        if len(done) != len(every):
             raise RuntimeError("a prompt of the batch was left unfinished")
         return done
 

@@ -290,7 +290,7 @@ def test_a_closed_stream_stops_the_generation(runs, monkeypatch, batch_size) -> 
             time.sleep(0.001)
         raise AssertionError("the generation was not stopped")
 
-    def endless_batch(requests):
+    def endless_batch(requests, more=None):
         (request,) = requests
         return endless(request.prompt, request.stream)
 

@@ -29,7 +29,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 import attnkit  # noqa: E402
 from attnkit.app.cli import main  # noqa: E402
 from attnkit.app.serve import Limits, create_app  # noqa: E402
-from attnkit.app.serve.batching import Batcher, Pending  # noqa: E402
+from attnkit.app.serve.batching import Batcher, ModelLock, Pending  # noqa: E402
 from attnkit.app.serve.runs import ServedRun, load_runs  # noqa: E402
 from attnkit.core.errors import ConfigError, InputError, NonFiniteError  # noqa: E402
 from attnkit.core.params import PARAMS  # noqa: E402
@@ -92,6 +92,16 @@ def _gated(monkeypatch, predictor, method: str, app, key: tuple[str, str], texts
             while sum(submitted) < texts_in_all and time.monotonic() < deadline:
                 time.sleep(0.005)
         calls.append(len(texts))
+        more = kwargs.get("more")
+        if more is not None:  # requests that join the call between two tokens count too
+            n = len(calls) - 1
+
+            def counted_more(going: int):
+                joined = more(going)
+                calls[n] += len(joined)
+                return joined
+
+            kwargs["more"] = counted_more
         return real(texts, *args, **kwargs)
 
     texts_in_all = texts
@@ -473,7 +483,8 @@ def test_a_short_generation_is_answered_before_its_batch_ends(lm_runs, monkeypat
     calls: list[int] = []
     real = lm_runs["verse"].predictor.generate_batch
     monkeypatch.setattr(lm_runs["verse"].predictor, "generate_batch",
-                        lambda requests: calls.append(len(requests)) or real(requests))  # fmt: skip
+                        lambda requests, more=None: calls.append(len(requests))
+                        or real(requests))  # fmt: skip
     answered: dict[int, float] = {}
 
     async def post_all() -> list[httpx.Response]:
@@ -503,6 +514,93 @@ def test_a_short_generation_is_answered_before_its_batch_ends(lm_runs, monkeypat
     assert answered[1] < answered[0]  # the short one did not wait for the long one
 
 
+def test_a_request_joins_the_running_generation_between_tokens(lm_runs, monkeypatch) -> None:
+    # continuous batching: the second request arrives while the first one generates; it
+    # joins that generation (no second call), is answered first, and both answers are
+    # what each gets alone (the joined one sampled with its seed)
+    bodies = [{"model": "verse", "prompt": "To be", "max_new_tokens": 200, "temperature": 0},
+              {"model": "verse", "prompt": "Shall I", "max_new_tokens": 6, "seed": 4}]  # fmt: skip
+    want = _one_by_one(create_app(lm_runs, Limits(batch_size=1)), "/v1/generate", bodies)
+    app = create_app(lm_runs, Limits())
+    predictor = lm_runs["verse"].predictor
+    real = predictor.generate_batch
+    calls: list[int] = []
+    stepping = threading.Event()
+
+    def spy(requests, more=None):
+        calls.append(len(requests))
+
+        def joined(going: int):
+            stepping.set()
+            got = more(going)
+            calls[-1] += len(got)
+            return got
+
+        return real(requests, more=joined if more else None)
+
+    monkeypatch.setattr(predictor, "generate_batch", spy)
+    answered: dict[int, float] = {}
+
+    async def post_both() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+
+            async def post(k: int) -> httpx.Response:
+                if k == 1:  # once the first one is generating
+                    assert await asyncio.to_thread(stepping.wait, 20)
+                r = await client.post("/v1/generate", json=bodies[k])
+                answered[k] = time.perf_counter()
+                return r
+
+            return list(await asyncio.gather(post(0), post(1)))
+
+    try:
+        got = asyncio.run(post_both())
+    finally:
+        app.state.server.close()
+    assert calls == [2]  # one call: the first request, then the second joined it
+    assert answered[1] < answered[0]
+    for g, w in zip(got, want, strict=True):
+        assert g.status_code == 200 and g.json() == w.json()
+
+
+def test_a_running_batch_takes_more_of_its_key_unless_others_wait_for_the_model() -> None:
+    lock = ModelLock()
+    queued, inside = threading.Event(), threading.Event()
+    seen: list[list[str]] = []
+    batches: list[list[str]] = []
+
+    def run_batch(batch: list[Pending]) -> None:
+        if batch[0].request == "first":
+            inside.set()
+            assert queued.wait(10)
+            taken = batcher.take_more("k", 2)  # room for 2 more rows
+            seen.append([m.request for m in taken])
+            batch += taken  # (the batch answers them: run_batch settles what it took)
+            waiter = threading.Thread(target=lambda: lock.acquire() and lock.release())
+            waiter.start()  # someone else now waits for the model: nothing more is taken
+            while not lock.waiting:
+                time.sleep(0.001)
+            seen.append([m.request for m in batcher.take_more("k", 8)])
+        batches.append([m.request for m in batch])
+        for item in batch:
+            item.future.set_result(item.request)
+
+    batcher = Batcher(run_batch, max_size=8, wait_s=0, lock=lock)
+    first = batcher.submit(Pending("first", 1, "k"))
+    assert inside.wait(10)
+    later = [Pending(r, n, key) for r, n, key in
+             [("a", 1, "k"), ("other", 1, "j"), ("b", 2, "k"), ("c", 1, "k")]]  # fmt: skip
+    futures = [batcher.submit(item) for item in later]
+    queued.set()
+    assert first.result(10) == "first"
+    assert [f.result(10) for f in futures] == ["a", "other", "b", "c"]
+    # "a" fits; "b" (2 rows) does not, and "c" may not overtake it; "other" is another key
+    assert seen == [["a"], []]
+    assert batches == [["first", "a"], ["other"], ["b", "c"]]
+    batcher.close(RuntimeError("closed"))
+
+
 def test_a_generation_given_up_stops_its_row_only(lm_runs) -> None:
     from attnkit.app.serve import handlers
     from attnkit.app.serve.schemas import GenerateRequest
@@ -519,6 +617,44 @@ def test_a_generation_given_up_stops_its_row_only(lm_runs) -> None:
     assert out[1]["finish_reason"] == "length" and out[1]["tokens"] == 20
     assert "".join(pieces) == out[1]["text"] and items[1].streamed and not items[0].streamed
     assert out[1] == handlers.generate(run, reqs[1], Limits())
+
+
+def test_requests_that_join_get_their_own_answer_warning_or_error(lm_runs) -> None:
+    from attnkit.app.serve import handlers
+    from attnkit.app.serve.schemas import GenerateRequest
+
+    run = lm_runs["verse"]
+    first = GenerateRequest(prompt="To be", max_new_tokens=12, temperature=0)
+    joining = [
+        GenerateRequest(prompt="Zebra ☃", max_new_tokens=4, temperature=0),  # warns
+        GenerateRequest.model_construct(**{**first.model_dump(), "top_p": 0.0}),  # refused
+        GenerateRequest(prompt="the", max_new_tokens=5, seed=2),
+    ]
+    queued = [Pending(r, size=1, key="prompts") for r in joining]
+    for item in queued:  # (as Batcher.take_more hands them over: running)
+        item.future.set_running_or_notify_cancel()
+    waiting = list(queued)
+    early: list[Pending] = []
+    out = handlers.generate_many(
+        run, [Pending(first, size=1, key="prompts")], Limits(),
+        on_answer=lambda item, body: early.append(item),
+        more=lambda going: [waiting.pop(0)] if waiting else [],
+    )  # fmt: skip
+    alone, notes = [], []
+    for r in (first, joining[0], joining[2]):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            alone.append(handlers.generate(run, r, Limits()))
+        notes.append([str(w.message) for w in caught])
+    assert notes[1] and "[UNK]" in notes[1][0] and notes[1] != notes[0]
+    for body, want, note in zip([out[0], out[1], out[3]], alone, notes, strict=True):
+        assert body.pop("warnings", []) == note  # each its own warnings, unnumbered
+        assert body == want
+    with pytest.raises(InputError, match="top_p"):  # the refused one: its error, alone
+        queued[1].future.result(0)
+    # each answered as soon as it was done: the two that joined (before the first, which
+    # makes 12 tokens), the first; the refused one never
+    assert [e.request for e in early] == [joining[0], joining[2], first]
 
 
 # ----------------------------------------------------------------------------- shutdown

@@ -104,7 +104,7 @@ class _Slow:
         self.seconds = seconds
         self.runs = 0
 
-    def __call__(self, requests):  # (LMPredictor.generate_batch)
+    def __call__(self, requests, more=None):  # (LMPredictor.generate_batch)
         self.runs += len(requests)
         time.sleep(self.seconds)
 

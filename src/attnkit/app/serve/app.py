@@ -65,7 +65,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from attnkit.app.explain.page import served_page
 from attnkit.app.explain.trace import family_of
 from attnkit.app.serve import handlers
-from attnkit.app.serve.batching import Batcher, Pending
+from attnkit.app.serve.batching import Batcher, ModelLock, Pending
 from attnkit.app.serve.handlers import PayloadTooLarge
 from attnkit.app.serve.limits import Limits
 from attnkit.app.serve.runs import ServedRun, load_runs, pick, pick_explainable
@@ -193,7 +193,7 @@ class _Server:
     ) -> None:
         self.runs = runs
         self.limits = limits
-        self.lock = threading.Lock()
+        self.lock = ModelLock()
         self.explain_defaults = dict(explain or {})  # attnkit explain's text and options
         # (run, endpoint) -> its micro-batcher: the endpoints handlers.BATCHED answers
         self.batchers: dict[tuple[str, str], Batcher] = {}
@@ -247,8 +247,14 @@ class _Server:
         results: list[dict[str, Any]] | None = None
         notes: list[list[str]] | None = None
         failed: Exception | None = None
-        # a generation is answered as soon as it is done (its own warnings: the handler's)
-        early = {"on_answer": _settle} if endpoint == "generate" else {}
+        # a generation is answered as soon as it is done (its own warnings: the handler's),
+        # and requests queued meanwhile join it between two tokens (into ``batch``)
+        early: dict[str, Any] = {}
+        if endpoint == "generate":
+            early["on_answer"] = _settle
+            batcher = self.batchers.get((run.name, endpoint))
+            if batcher is not None:
+                early["more"] = functools.partial(_join, batcher, batch)
         if len(batch) > 1 or endpoint == "generate":  # (one too: its stream, its cancel)
             try:
                 with warnings.catch_warnings(record=True) as caught:
@@ -533,6 +539,14 @@ def _retrieve(future: asyncio.Future) -> None:
     not log "exception was never retrieved"."""
     if not future.cancelled():
         future.exception()
+
+
+def _join(batcher: Batcher, batch: list[Pending], going: int) -> list[Pending]:
+    """Continuous batching: the requests of ``batch``'s key queued now that fit beside the
+    ``going`` rows (``Batcher.take_more``), added to ``batch`` (which run_batch settles)."""
+    taken = batcher.take_more(batch[0].key, batcher.max_size - going)
+    batch.extend(taken)
+    return taken
 
 
 def _settle(item: Pending, answer: dict[str, Any]) -> None:

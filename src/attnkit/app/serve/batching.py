@@ -17,6 +17,10 @@ empty, and runs at once.
 
 Requests given up while queued (timeout, client gone: their ``cancelled`` event) are
 dropped, never run; their futures are cancelled.
+
+Continuous batching: a running batch may take more requests of its key between two of
+its steps (``take_more``: a generation, between two tokens), as long as no other work
+waits for the model (``ModelLock.waiting``): otherwise the batch drains and lets it run.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Batcher", "Pending"]
+__all__ = ["Batcher", "ModelLock", "Pending"]
 
 
 @dataclass(eq=False)
@@ -45,6 +49,44 @@ class Pending:
     future: Future = field(default_factory=Future)
     stream: Callable[[str], None] | None = None
     streamed: bool = False
+
+
+class ModelLock:
+    """The server's model lock (one forward pass at a time), counting the threads that
+    wait for it: a running batch takes more requests only while none does."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = threading.Lock()
+        self._waiting = 0
+
+    @property
+    def waiting(self) -> int:
+        """Threads waiting to take the lock now."""
+        return self._waiting
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """``threading.Lock.acquire``, counted in ``waiting`` while it waits."""
+        with self._count:
+            self._waiting += 1
+        try:
+            return self._lock.acquire(blocking, timeout)
+        finally:
+            with self._count:
+                self._waiting -= 1
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    def __enter__(self) -> ModelLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class Batcher:
@@ -64,14 +106,14 @@ class Batcher:
         run_batch: Callable[[list[Pending]], None],
         max_size: int,
         wait_s: float,
-        lock: threading.Lock | None = None,
+        lock: ModelLock | None = None,
         idle_s: float = 10.0,
         name: str = "attnkit-batcher",
     ) -> None:
         self._run_batch = run_batch
         self.max_size = max_size
         self.wait_s = wait_s
-        self._lock = lock if lock is not None else threading.Lock()
+        self._lock = lock if lock is not None else ModelLock()
         self._idle_s = idle_s
         self._name = name
         self._cond = threading.Condition()
@@ -145,25 +187,37 @@ class Batcher:
     def _full(self) -> bool:
         return sum(item.size for item in self._queue) >= self.max_size
 
-    def _take(self) -> list[Pending]:
-        """The next batch, out of the queue: the first live request, then the later ones of
-        its key while they fit. Requests given up are dropped on the way."""
+    def take_more(self, key: Hashable, rows: int) -> list[Pending]:
+        """Requests of ``key`` queued now that fit in ``rows`` more rows, out of the queue,
+        their futures running (a running batch takes them in: continuous batching); none
+        while other work waits for the model lock. Never waits."""
+        if rows <= 0 or self._lock.waiting:
+            return []
+        return self._take(key, rows)
+
+    def _take(self, key: Hashable | None = None, rows: int | None = None) -> list[Pending]:
+        """Out of the queue: the first live request (unless ``key`` is given), then the
+        later ones of its key while they fit in ``rows`` (``max_size``) rows. Requests given
+        up are dropped on the way."""
+        room = self.max_size if rows is None else rows
+        any_size = key is None  # the batch's first request may be bigger than max_size
         with self._cond:
             batch: list[Pending] = []
-            rows = 0
+            used = 0
             for item in list(self._queue):
                 if item.cancelled.is_set() or item.future.cancelled():
                     self._queue.remove(item)
                     item.future.cancel()
                     continue
-                if batch and item.key != batch[0].key:
+                if key is not None and item.key != key:
                     continue
-                if batch and rows + item.size > self.max_size:
+                if (batch or not any_size) and used + item.size > room:
                     break
                 self._queue.remove(item)
                 if item.future.set_running_or_notify_cancel():
                     batch.append(item)
-                    rows += item.size
+                    used += item.size
+                    key = item.key
             return batch
 
     def _run(self, batch: list[Pending]) -> None:

@@ -314,17 +314,23 @@ def generate_many(
     items: Sequence[Pending],
     limits: Limits,
     on_answer: Callable[[Pending, dict[str, Any]], None] | None = None,
+    more: Callable[[int], Sequence[Pending]] | None = None,
 ) -> list[dict[str, Any]]:
     """``generate`` of several requests by one ``generate_batch`` call: each its own options
     and seed, its own stream and the warnings about its own prompt; a request given up
     stops at its next piece of text (the others go on). ``on_answer(item, body)`` gets each
-    request's answer as soon as its generation is done (before the batch's others are)."""
-    reqs: list[GenerateRequest] = [item.request for item in items]
+    request's answer as soon as its generation is done (before the batch's others are).
+
+    ``more(going)``: continuous batching, asked between two tokens for queued requests
+    that join the running ones (``generate_batch``'s ``more``); the answers cover them
+    too, after ``items``. One refused when it joins gets its error in its future."""
+    items = list(items)
+    refused: dict[int, Exception] = {}
     caught: list[warnings.WarningMessage] = []
 
     def answer(k: int, g: Generation) -> dict[str, Any]:
         body = {"model": run.name, **g.to_dict()}
-        mine = _prompt_notes(caught, len(reqs))[k]
+        mine = _prompt_notes(caught, len(items))[k]
         return {**body, "warnings": mine} if mine else body
 
     def done(k: int) -> Callable[[Generation], None] | None:
@@ -332,18 +338,35 @@ def generate_many(
             return None
         return lambda g: on_answer(items[k], answer(k, g))
 
-    requests = [
-        _generation_request(r, _pieces(item), done(k))
-        for k, (r, item) in enumerate(zip(reqs, items, strict=True))
-    ]
+    def refuse(k: int, exc: Exception) -> None:  # (a request that joins: its own 4xx)
+        refused[k] = exc
+        if not items[k].future.done():
+            items[k].future.set_exception(exc)
+
+    def request(k: int) -> GenerationRequest:
+        r = _generation_request(items[k].request, _pieces(items[k]), done(k))
+        r.on_error = lambda exc: refuse(k, exc)
+        return r
+
+    def join(going: int) -> list[GenerationRequest]:
+        assert more is not None
+        first = len(items)
+        items.extend(more(going))
+        return [request(k) for k in range(first, len(items))]
+
+    requests = [request(k) for k in range(len(items))]
     with warnings.catch_warnings(record=True) as recorded:  # "input N: ..." -> request N's
         warnings.simplefilter("always")
         caught = recorded  # (what the prompts raised, before any request is done)
-        generations = run.predictor.generate_batch(requests)
+        generations = run.predictor.generate_batch(requests, more=join if more else None)
     for w in caught:  # warnings about no one prompt: the caller's (the server then answers
-        if _prompt_note(w, len(reqs)) is None:  # each request alone)
+        if _prompt_note(w, len(items)) is None:  # each request alone)
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return [answer(k, g) for k, g in enumerate(generations)]
+    answered = iter(generations)  # (one per request not refused, in order)
+    return [
+        {"error": str(refused[k])} if k in refused else answer(k, next(answered))
+        for k in range(len(items))
+    ]
 
 
 _NUMBERED = re.compile(r"input (\d+): (.*)", re.DOTALL)  # generate_batch's prompt warnings
@@ -354,12 +377,12 @@ def _prompt_note(w: warnings.WarningMessage, n: int) -> tuple[int, str] | None:
     of it; None for a warning about no one prompt (not a UserWarning, or not numbered)."""
     if not issubclass(w.category, UserWarning):
         return None
-    if n == 1:  # (generate_batch numbers them for two prompts or more)
-        return 0, str(w.message)
     found = _NUMBERED.fullmatch(str(w.message))
-    if found is None or not 0 < int(found[1]) <= n:
-        return None
-    return int(found[1]) - 1, found[2]
+    if found is not None and 0 < int(found[1]) <= n:
+        return int(found[1]) - 1, found[2]
+    if n == 1:  # (generate_batch numbers them for two prompts or more, or with ``more``)
+        return 0, str(w.message)
+    return None
 
 
 def _prompt_notes(caught: Sequence[warnings.WarningMessage], n: int) -> list[list[str]]:
