@@ -206,7 +206,7 @@ def test_a_stepper_extended_between_tokens_steps_each_row_as_alone(
     joining = [torch.randint(0, V, (1, n), generator=gen) for n in (1, 5)]
     with torch.no_grad():
         alone_run = _steps(model.stepper(running, use_cache=use_cache), running[:, -1], 9)
-        alone_new = [_steps(model.stepper(p, use_cache=use_cache), p[:, -1], 6) for p in joining]
+        alone_new = [_steps(model.stepper(p, use_cache=use_cache), p[:, -1], 9) for p in joining]
         batch = model.stepper(running, use_cache=use_cache)
         tokens = running[:, -1]
         for logits in _steps(batch, tokens, 3):  # 3 tokens made by the running rows
@@ -215,10 +215,17 @@ def test_a_stepper_extended_between_tokens_steps_each_row_as_alone(
             batch.extend(model.stepper(p, use_cache=use_cache))
         tokens = torch.cat([tokens, *(p[:, -1] for p in joining)])
         together = _steps(batch, tokens, 6)
+        # the running rows leave: the batch is then as wide as the joined rows' history
+        batch.reorder(torch.tensor([2, 3]))
+        assert batch.ids.shape == (2, 5 - 1 + 6) and bool(batch.mask[:, 0].any())
+        after = _steps(batch, together[-1][2:].argmax(-1), 3)
     for k, logits in enumerate(together):
         torch.testing.assert_close(logits[:2], alone_run[3 + k], atol=ATOL, rtol=0)
         torch.testing.assert_close(logits[2:3], alone_new[0][k], atol=ATOL, rtol=0)
         torch.testing.assert_close(logits[3:], alone_new[1][k], atol=ATOL, rtol=0)
+    for k, logits in enumerate(after):
+        torch.testing.assert_close(logits[:1], alone_new[0][6 + k], atol=ATOL, rtol=0)
+        torch.testing.assert_close(logits[1:], alone_new[1][6 + k], atol=ATOL, rtol=0)
 
 
 def test_extend_takes_a_stepper_of_the_same_model_only() -> None:

@@ -571,3 +571,15 @@ class GPTStepper:
         if self.cache is not None:
             for layer in self.cache:
                 layer.reorder(index)
+        # the left columns that are padding in every row left (the longest one's history
+        # may have gone, or a row that joined had a longer one): dropped, so that a batch
+        # that rows keep joining is as wide as its longest history, never wider (past
+        # max_len the window would slide and every step recompute it)
+        real = self.mask.any(0)  # (T,)
+        if real.numel() and not bool(real[0]):
+            first = int(real.int().argmax()) if bool(real.any()) else real.numel()
+            self.ids, self.mask = self.ids[:, first:], self.mask[:, first:]
+            if self.cache is not None:
+                for layer in self.cache:
+                    layer.drop_front(first)
+            self.all_real = bool(self.mask.all())

@@ -414,6 +414,12 @@ class KVCache:
             self.value = self.value.index_select(0, index)
             self._room = None
 
+    def drop_front(self, n: int) -> None:
+        """Forget the first ``n`` positions (padding no row needs any more)."""
+        if self.key is not None and self.value is not None and n > 0:
+            self.key, self.value = self.key[:, :, n:], self.value[:, :, n:]
+            self._room = None  # (the next append copies them into new storage)
+
 
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
