@@ -115,6 +115,30 @@ def test_gpt_scores_a_sequence_as_the_module_path_does(counted, bias) -> None:
             torch.testing.assert_close(fast, slow, atol=0, rtol=0)
 
 
+def test_a_prompt_read_into_an_empty_cache_is_the_module_paths(counted) -> None:
+    # the prefill of generation: the plan fills each layer's cache; a cache that already
+    # holds positions (a decoding step) is left to the modules
+    model = tiny_gpt()
+    ids = _ids(2, 9)
+    mask = torch.arange(9)[None, :] >= torch.tensor([[0], [4]])  # left padding
+    with torch.no_grad():
+        for m in (None, mask):
+            fast_cache, slow_cache = model.init_cache(), model.init_cache()
+            fast = model(ids, m, cache=fast_cache).logits
+            assert counted.plans == 1 and counted.layers == 0
+            slow = counted.modules(lambda m=m, c=slow_cache: model(ids, m, cache=c).logits)
+            torch.testing.assert_close(fast, slow, atol=0, rtol=0)
+            for a, b in zip(fast_cache, slow_cache, strict=True):
+                torch.testing.assert_close(a.key, b.key, atol=0, rtol=0)
+                torch.testing.assert_close(a.value, b.value, atol=0, rtol=0)
+            counted.plans = counted.layers = 0
+            nxt = ids[:, :1]
+            m2 = None if m is None else torch.cat([m, torch.ones(2, 1, dtype=torch.bool)], 1)
+            model(nxt, m2, cache=fast_cache)  # one more position: the modules' work
+            assert counted.plans == 0 and counted.layers == 2
+            counted.plans = counted.layers = 0
+
+
 def test_bf16_autocast_gives_the_module_paths_numbers(counted) -> None:
     model = _bert()
     ids = _ids(2, 12)

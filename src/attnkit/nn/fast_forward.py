@@ -41,7 +41,7 @@ from torch import Tensor, nn
 from torch.nn.modules import module as _module_hooks
 
 from attnkit.nn import capture as _capture
-from attnkit.nn.attention import scaled_dot_product_attention
+from attnkit.nn.attention import KVCache, scaled_dot_product_attention
 from attnkit.nn.fast_paths import Linear, linear, linear_activation, qkv_weight
 
 __all__ = ["LayerWeights", "encoder_forward", "layer_weights", "plain_inference"]
@@ -145,14 +145,19 @@ def encoder_forward(
     key_padding_mask: Tensor | None,
     is_causal: bool,
     hidden_states: list[Tensor] | None,
+    cache: list[KVCache] | None = None,
 ) -> Tensor | None:
     """x (B, T, d_model) -> the output of ``layers`` (B, T, d_model), before the stack's
     final LayerNorm; or None where the module path must run (nothing computed then).
     ``layers``: the stack's EncoderLayers (the caller checked their type);
     key_padding_mask (B, T) bool, True = real token, or None; ``is_causal``: the look-ahead
-    mask; ``hidden_states`` receives each layer's output."""
+    mask; ``hidden_states`` receives each layer's output. ``cache``: empty ``KVCache``s
+    (a prompt read before decoding, its "prefill"), one per layer, that receive each
+    layer's keys and values (B, H, T, d_head); a cache that holds positions already: None."""
     if not plain_inference(stack):
         return None
+    if cache is not None and any(len(kv) for kv in cache):
+        return None  # (the new positions would attend to cached ones: the modules do that)
     plan = []
     for layer in layers:
         w = layer_weights(layer)
@@ -162,11 +167,13 @@ def encoder_forward(
     b, t, d = x.shape
     mask = None if key_padding_mask is None else key_padding_mask[:, None, None, :]
     causal = is_causal and t > 1
-    for w in plan:
+    for n, w in enumerate(plan):
         own_qkv, own_out, own_1, own_2 = w.owners
         h = torch.layer_norm(x, (d,), *w.norm1) if w.norm_first else x  # sub-layer input
         qkv = linear(h, *w.qkv, owner=own_qkv)  # (B, T, 3 d_model): Q, K, V in one product
         q, k, v = qkv.view(b, t, 3, w.num_heads, d // w.num_heads).permute(2, 0, 3, 1, 4).unbind(0)
+        if cache is not None:
+            cache[n].append(k, v)  # (B, H, T, d_head) each, for the decoding steps
         a = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=causal)[0]
         a = linear(a.transpose(1, 2).reshape(b, t, d), *w.out, owner=own_out)  # concat W^O
         x = x + a if w.norm_first else torch.layer_norm(x + a, (d,), *w.norm1)

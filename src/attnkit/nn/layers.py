@@ -433,9 +433,12 @@ class Encoder(nn.Module):
             hidden_states.append(x)
         if not _capture.ACTIVE:  # (the explainer shows the mask as given)
             key_padding_mask = without_full_mask(key_padding_mask)  # no padding: no mask
-        if cache is None and attn_mask is None and all(map(standard_layer, self.layers)):
-            # inference: the same layers without module calls (attnkit.nn.fast_forward)
-            out = encoder_forward(self, self.layers, x, key_padding_mask, is_causal, hidden_states)
+        if attn_mask is None and all(map(standard_layer, self.layers)):
+            # inference: the same layers without module calls (attnkit.nn.fast_forward), a
+            # prompt's prefill into an empty cache too
+            out = encoder_forward(
+                self, self.layers, x, key_padding_mask, is_causal, hidden_states, cache
+            )
             if out is not None:
                 return self.norm(out)
         for i, layer in enumerate(self.layers):

@@ -619,6 +619,38 @@ def test_a_generation_given_up_stops_its_row_only(lm_runs) -> None:
     assert out[1] == handlers.generate(run, reqs[1], Limits())
 
 
+def test_requests_join_once_they_are_enough_or_have_waited() -> None:
+    from attnkit.app.serve.app import _Joiner
+
+    class Queue:  # what _Joiner asks of a Batcher
+        max_size = 16
+
+        def __init__(self) -> None:
+            self.waiting: list[Pending] = []
+
+        def queued_rows(self, key) -> int:
+            return sum(item.size for item in self.waiting)
+
+        def take_more(self, key, rows: int) -> list[Pending]:
+            taken, self.waiting = self.waiting[:rows], self.waiting[rows:]
+            return taken
+
+    queue = Queue()
+    batch = [Pending("running", 1, "prompts")]
+    join = _Joiner(queue, batch)  # type: ignore[arg-type]
+    assert join(1) == []  # nothing queued
+    queue.waiting = [Pending("a", 1, "prompts")]
+    assert [p.request for p in join(1)] == ["a"]  # beside one row: at once
+    queue.waiting = [Pending("b", 1, "prompts")]
+    assert [join(10) for _ in range(_Joiner.AFTER)] == [[]] * _Joiner.AFTER  # 1 < 0.3 x 10
+    assert [p.request for p in join(10)] == ["b"]  # ... until it has waited AFTER tokens
+    queue.waiting = [Pending(r, 1, "prompts") for r in "cde"]  # 3 >= 0.3 x 10: at once
+    assert [p.request for p in join(10)] == ["c", "d", "e"]
+    queue.waiting = [Pending(r, 1, "prompts") for r in "fghi"]
+    assert [p.request for p in join(13)] == ["f", "g", "h"]  # as many as fit in 16 rows
+    assert [p.request for p in batch] == ["running", *"abcdefgh"]
+
+
 def test_requests_that_join_get_their_own_answer_warning_or_error(lm_runs) -> None:
     from attnkit.app.serve import handlers
     from attnkit.app.serve.schemas import GenerateRequest

@@ -254,7 +254,7 @@ class _Server:
             early["on_answer"] = _settle
             batcher = self.batchers.get((run.name, endpoint))
             if batcher is not None:
-                early["more"] = functools.partial(_join, batcher, batch)
+                early["more"] = _Joiner(batcher, batch)
         if len(batch) > 1 or endpoint == "generate":  # (one too: its stream, its cancel)
             try:
                 with warnings.catch_warnings(record=True) as caught:
@@ -541,12 +541,35 @@ def _retrieve(future: asyncio.Future) -> None:
         future.exception()
 
 
-def _join(batcher: Batcher, batch: list[Pending], going: int) -> list[Pending]:
-    """Continuous batching: the requests of ``batch``'s key queued now that fit beside the
-    ``going`` rows (``Batcher.take_more``), added to ``batch`` (which run_batch settles)."""
-    taken = batcher.take_more(batch[0].key, batcher.max_size - going)
-    batch.extend(taken)
-    return taken
+class _Joiner:
+    """Continuous batching for one running generation (``generate_many``'s ``more``): between
+    two tokens, the requests of its key queued by then join it (``Batcher.take_more``: as
+    many as fit beside the ``going`` rows, while no other work waits for the model), added
+    to ``batch`` (which run_batch settles). Reading a prompt (its forward pass) pauses the
+    rows going, so requests join once they are at least ``RATIO`` of those rows, or once one
+    has waited ``AFTER`` tokens; a generation running alone lets one in at once. (Text
+    Generation Inference's rule and defaults: waiting_served_ratio, max_waiting_tokens.)"""
+
+    RATIO = 0.3
+    AFTER = 20
+
+    def __init__(self, batcher: Batcher, batch: list[Pending]) -> None:
+        self.batcher, self.batch, self.key = batcher, batch, batch[0].key
+        self.waited = 0  # tokens made since a request has been waiting
+
+    def __call__(self, going: int) -> list[Pending]:
+        queued = self.batcher.queued_rows(self.key)
+        if not queued:
+            self.waited = 0
+            return []
+        if queued < self.RATIO * going and self.waited < self.AFTER:
+            self.waited += 1
+            return []
+        taken = self.batcher.take_more(self.key, self.batcher.max_size - going)
+        if taken:
+            self.waited = 0
+        self.batch.extend(taken)
+        return taken
 
 
 def _settle(item: Pending, answer: dict[str, Any]) -> None:

@@ -187,6 +187,11 @@ class Batcher:
     def _full(self) -> bool:
         return sum(item.size for item in self._queue) >= self.max_size
 
+    def queued_rows(self, key: Hashable) -> int:
+        """The rows of the requests of ``key`` waiting now."""
+        with self._cond:
+            return sum(item.size for item in self._queue if item.key == key)
+
     def take_more(self, key: Hashable, rows: int) -> list[Pending]:
         """Requests of ``key`` queued now that fit in ``rows`` more rows, out of the queue,
         their futures running (a running batch takes them in: continuous batching); none
