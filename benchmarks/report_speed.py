@@ -35,13 +35,20 @@ def _tokens(r: dict) -> str:
     )
 
 
+def _clients(r: dict) -> str:
+    """Concurrent clients (closed loop), or the open loop's arrival rate."""
+    if "arrivals_per_s" in r:
+        return f"open loop, {r['arrivals_per_s']:g}/s"
+    return f"{r['concurrency']:,}"
+
+
 SERVE = [
     Col("name", "name"),
     Col("model", "model"),
     Col("endpoint", lambda r: r["endpoint"] + _tokens(r)),
     num("requests", "requests", ","),
     num("texts / request", "texts_per_request"),
-    num("concurrent", "concurrency"),
+    Col("concurrent", _clients, right=True),
     num("errors", "errors"),
     Col("req/s", _rate, right=True),
     num("p50 ms", "latency_ms_p50"),

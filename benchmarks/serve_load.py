@@ -31,6 +31,12 @@ tokens, where continuous batching lets waiting requests in.
         --client raw --vary-tokens --against-src /tmp/attnkit-before/src \
         --name serve-load-generate-varied   # and serve-load-generate-varied-before
 
+``--rate R`` (with ``--client raw``) is an open loop instead of N clients that each wait
+for their answer: requests arrive at R a second (Poisson arrivals, seeded), each sent on
+one of ``--concurrency`` connections, and its latency counts from its arrival. A closed
+loop measures capacity (requests/s); an open loop at a rate below it, the wait a request
+arriving at a random moment sees (behind a running batch, say).
+
 The served run: ``--run RUN``, else runs/bench-serve-nsmc-quick (for generate:
 runs/bench-serve-shakespeare, nanoGPT's CPU-sized character GPT), trained first from
 configs/nsmc-quick.yaml (configs/shakespeare-nanogpt-cpu.yaml) when missing (a few
@@ -216,25 +222,45 @@ async def _load(url: str, path: str, bodies: list[dict], concurrency: int) -> Lo
     return latencies, errors, tokens
 
 
-async def _load_raw(url: str, path: str, bodies: list[dict], concurrency: int) -> Load:
+def _arrivals(n: int, rate: float, seed: int = 0) -> list[float]:
+    """n arrival times (s from the start) of a Poisson process of ``rate`` requests/s."""
+    import random
+
+    draw = random.Random(seed)
+    times, t = [], 0.0
+    for _ in range(n):
+        times.append(t)
+        t += draw.expovariate(rate)
+    return times
+
+
+async def _load_raw(
+    url: str, path: str, bodies: list[dict], concurrency: int, rate: float | None = None
+) -> Load:
     """``_load`` with a client of a few lines: one kept-alive HTTP/1.1 connection per worker
     (asyncio streams), ~0.1 ms of CPU a request where httpx takes ~1.5 ms. On a machine of
-    few cores the client shares them with the server; this one leaves them to the server."""
+    few cores the client shares them with the server; this one leaves them to the server.
+    ``rate``: open loop, request i is due at a Poisson arrival time (``_arrivals``) and its
+    latency counts from then (waiting for a free connection included)."""
     host, port = url.removeprefix("http://").rsplit(":", 1)
     latencies: list[float] = []
     errors: list[str] = []
     tokens = 0
-    pending = iter(bodies)
+    due = _arrivals(len(bodies), rate) if rate else [0.0] * len(bodies)
+    pending = iter(zip(bodies, due, strict=True))
+    t0 = time.perf_counter()
 
     async def worker() -> None:
         nonlocal tokens
         reader, writer = await asyncio.open_connection(host, int(port))
         try:
-            for body in pending:
+            for body, at in pending:
                 data = json.dumps(body, ensure_ascii=False).encode()
                 head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: "
                         f"application/json\r\nContent-Length: {len(data)}\r\n\r\n")  # fmt: skip
-                start = time.perf_counter()
+                if rate:
+                    await asyncio.sleep(max(0.0, t0 + at - time.perf_counter()))
+                start = t0 + at if rate else time.perf_counter()
                 try:
                     writer.write(head.encode() + data)
                     lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
@@ -316,9 +342,12 @@ def _start(args: argparse.Namespace, run: Path, env: dict, batch_size: int | Non
 
 def _measure(args: argparse.Namespace, url: str, path: str, bodies: list[dict]) -> dict:
     """One load: every body sent at the chosen concurrency; its figures."""
-    load = _load if args.client == "httpx" else _load_raw
     start = time.perf_counter()
-    latencies, errors, tokens = asyncio.run(load(url, path, bodies, args.concurrency))
+    if args.rate:
+        run = _load_raw(url, path, bodies, args.concurrency, args.rate)
+    else:
+        run = (_load if args.client == "httpx" else _load_raw)(url, path, bodies, args.concurrency)
+    latencies, errors, tokens = asyncio.run(run)
     wall = time.perf_counter() - start
     ms = [x * 1000 for x in latencies]
     return {
@@ -379,8 +408,14 @@ def main() -> None:
         action="store_true",
         help="requests ask for 1/8 to 8/8 of --new-tokens, in a fixed order",
     )
+    parser.add_argument("--rate", type=float, metavar="R",
+                        help="open loop: requests arrive at R a second (Poisson, seeded), "
+                        "each latency counted from its arrival; --concurrency connections "
+                        "(raw client)")  # fmt: skip
     parser.add_argument("--name", default="serve-load")
     args = parser.parse_args()
+    if args.rate is not None and (args.rate <= 0 or args.client != "raw"):
+        parser.error("--rate takes a rate > 0 and --client raw")
     if args.against_src is not None and not args.pairs:
         parser.error("--against-src needs --pairs N")
     if args.against_src is not None and not (args.against_src / "attnkit").is_dir():
@@ -464,6 +499,7 @@ def main() -> None:
                 else {}
             ),  # fmt: skip
             "concurrency": args.concurrency,
+            **({"arrivals_per_s": args.rate, "arrivals": "Poisson, seed 0"} if args.rate else {}),
             "client": args.client,
             # as the server says (None: a server without micro-batching)
             "batch_size": limits.get("batch_size"),

@@ -108,3 +108,11 @@ def test_a_generation_load_reports_tokens_per_second(modules) -> None:
     assert load._new_tokens(argparse.Namespace(new_tokens=48, vary_tokens=False), 3) == 48
     record = {**record, "new_tokens": 48, "new_tokens_varied": "1/8 to 8/8 of it"}
     assert "| /v1/generate (6-48 tokens) |" in report.render([record])
+    # --rate: an open loop of Poisson arrivals (seeded), shown in the clients' column
+    times = load._arrivals(4000, rate=20.0)
+    assert times[0] == 0.0 and times == sorted(times) and times == load._arrivals(4000, 20.0)
+    assert 4000 / times[-1] == pytest.approx(20.0, rel=0.05)
+    record = {**record, "arrivals_per_s": 20.0}
+    assert "| /v1/generate (6-48 tokens) | 2,000 | 1 | open loop, 20/s | 0 |" in report.render(
+        [record]
+    )
