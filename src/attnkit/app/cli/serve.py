@@ -71,7 +71,8 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     sv.add_argument("--batch-size", type=_bounded("batch_size"), default=16, metavar="N",
                     help="texts (prompts) of concurrent /v1/classify, /v1/tag and /v1/generate "
                     "requests answered by one forward pass (whole requests; default 16; 1: "
-                    "each request alone)")  # fmt: skip
+                    "each request alone); a generation takes in prompts queued while it runs, "
+                    "between tokens, up to N")  # fmt: skip
     sv.add_argument("--batch-wait-ms", type=_batch_wait_ms, default=2.0, metavar="MS",
                     help="under load, how long a batch waits for more requests (default 2; a "
                     "lone client never waits)")  # fmt: skip

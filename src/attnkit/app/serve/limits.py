@@ -24,7 +24,9 @@ class Limits:
     /v1/generate requests to one run are answered together, by one forward pass of at most
     ``batch_size`` texts or prompts (whole requests; 1: each request alone, as before). Under load a
     batch waits up to ``batch_wait_ms`` for more requests; a lone client's requests never
-    wait. Their ranges are ``attnkit.core.params.PARAMS``' (the CLI's options too)."""
+    wait. A generation also takes in the prompts queued while it runs, between two tokens,
+    up to ``batch_size`` (continuous batching). Their ranges are
+    ``attnkit.core.params.PARAMS``' (the CLI's options too)."""
 
     max_chars: int = 2000  # characters per text (a review, a sentence, a prompt, a question)
     max_texts: int = 64  # texts per request (one batch)
