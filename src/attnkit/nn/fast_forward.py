@@ -154,10 +154,10 @@ def encoder_forward(
     mask; ``hidden_states`` receives each layer's output. ``cache``: empty ``KVCache``s
     (a prompt read before decoding, its "prefill"), one per layer, that receive each
     layer's keys and values (B, H, T, d_head); a cache that holds positions already: None."""
-    if not plain_inference(stack):
-        return None
     if cache is not None and any(len(kv) for kv in cache):
         return None  # (the new positions would attend to cached ones: the modules do that)
+    if not plain_inference(stack):
+        return None
     plan = []
     for layer in layers:
         w = layer_weights(layer)
