@@ -290,6 +290,13 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
+def _revision(src: Path) -> str:
+    """The git revision of the source tree ``src`` (a worktree's src/), or "unknown"."""
+    done = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True)  # fmt: skip
+    return done.stdout.strip() if done.returncode == 0 else "unknown"
+
+
 def _new_tokens(args: argparse.Namespace, i: int) -> int:
     """Request i's max_new_tokens: ``--new-tokens``, or a fixed spread of it (--vary-tokens)."""
     if not args.vary_tokens:
@@ -472,6 +479,7 @@ def main() -> None:
         args.threads or torch.get_num_threads(),
     )
     names = [args.name, f"{args.name}-before" if against else f"{args.name}-unbatched"]
+    revision = _revision(args.against_src) if against else None
     failed = 0
     for k in range(len(servers)):
         info, limits = served[k]["models"][0], served[k]["limits"]
@@ -483,7 +491,8 @@ def main() -> None:
             "run": str(run.resolve().relative_to(ROOT))
             if run.resolve().is_relative_to(ROOT)
             else str(run),
-            "model": _served(info, precision, cpu, threads, args.avx2),
+            "model": _served(info, precision, cpu, threads, args.avx2)
+            + (f"; attnkit {revision} (--against-src)" if against and k == 1 else ""),
             "kernels": "avx2" if args.avx2 else "default",
             "endpoint": path,
             "texts": source,
@@ -508,7 +517,11 @@ def main() -> None:
             "server_threads": threads,
             **figures,
             **({"rounds": rounds[k], "paired_with": names[1 - k]} if args.pairs else {}),
-            **({"attnkit_src": str(args.against_src)} if against and k == 1 else {}),
+            **(
+                {"attnkit_src": str(args.against_src), "attnkit_revision": revision}
+                if against and k == 1
+                else {}
+            ),
             "server_rss_mb_before": rss_before[k],
             "server_rss_mb_after": rss_after[k],
             "machine": machine(),
