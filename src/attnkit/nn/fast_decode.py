@@ -98,8 +98,9 @@ class DecodePlan:
             qkv = F.linear(h, *w.qkv) if few else linear(h, *w.qkv, owner=own_qkv)
             q, k, v = qkv.view(b, 1, 3, w.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
             keys, values = kv.append(k, v)  # (B, H, T_total, d_head)
-            if fused and mask is None:  # (the one new query sees every key)
-                a = F.scaled_dot_product_attention(q, keys, values)
+            if fused:  # the new query sees its own key: no row without one, so the
+                # kernel takes the padding mask as it is (no empty-row fix-up to run)
+                a = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
             else:
                 a = scaled_dot_product_attention(q, keys, values, mask=mask)[0]
             a = a.transpose(1, 2).reshape(b, 1, -1)  # concat heads (B, 1, d_model)
