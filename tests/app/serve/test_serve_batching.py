@@ -527,11 +527,17 @@ def test_a_request_joins_the_running_generation_between_tokens(lm_runs, monkeypa
     calls: list[int] = []
     stepping = threading.Event()
 
+    batcher = app.state.server.batchers[("verse", "generate")]
+
     def spy(requests, more=None):
         calls.append(len(requests))
 
         def joined(going: int):
-            stepping.set()
+            if not stepping.is_set():  # the first token waits for the second request
+                stepping.set()  # (however fast the machine, it arrives mid-generation)
+                deadline = time.monotonic() + 20
+                while not batcher.queued and time.monotonic() < deadline:
+                    time.sleep(0.002)
             got = more(going)
             calls[-1] += len(got)
             return got
