@@ -570,6 +570,54 @@ def test_a_request_joins_the_running_generation_between_tokens(lm_runs, monkeypa
         assert g.status_code == 200 and g.json() == w.json()
 
 
+def test_requests_arriving_at_random_moments_each_get_their_answer_alone(lm_runs) -> None:
+    # 14 requests sent at seeded random moments (so some start batches, some join running
+    # ones, some wait): streamed or not, sampled or greedy, of 1-40 tokens, with a stop
+    # string; each gets exactly the answer it gets alone
+    import random
+
+    draw = random.Random(7)
+    prompts = ["To be", "", "Shall I compare thee", "O", "the", "Now is the winter"]
+    bodies = []
+    for k in range(14):
+        body: dict[str, Any] = {"model": "verse", "prompt": draw.choice(prompts),
+                                "max_new_tokens": draw.randint(1, 40)}  # fmt: skip
+        if draw.random() < 0.5:
+            body["seed"] = k
+        else:
+            body["temperature"] = 0
+        if draw.random() < 0.3:
+            body["stop"] = ["e"]
+        if draw.random() < 0.4:
+            body["stream"] = True
+        bodies.append(body)
+    delays = [draw.uniform(0, 0.3) for _ in bodies]
+    alone = _one_by_one(create_app(lm_runs, Limits(batch_size=1)), "/v1/generate", bodies)
+    app = create_app(lm_runs, Limits(batch_size=4))  # (few rows: some requests must wait)
+
+    async def post_all() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+
+            async def post(body: dict, delay: float) -> httpx.Response:
+                await asyncio.sleep(delay)
+                return await client.post("/v1/generate", json=body)
+
+            sent = [post(b, d) for b, d in zip(bodies, delays, strict=True)]
+            return list(await asyncio.gather(*sent))
+
+    try:
+        got = asyncio.run(post_all())
+    finally:
+        app.state.server.close()
+    for body, g, a in zip(bodies, got, alone, strict=True):
+        assert g.status_code == a.status_code == 200, g.text
+        if body.get("stream"):
+            assert _streamed(g) == _streamed(a), body
+        else:
+            assert g.json() == a.json(), body
+
+
 def test_a_running_batch_takes_more_of_its_key_unless_others_wait_for_the_model() -> None:
     lock = ModelLock()
     queued, inside = threading.Event(), threading.Event()
