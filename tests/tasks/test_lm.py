@@ -407,6 +407,25 @@ def test_requests_that_join_a_running_batch_get_what_they_get_alone(lm: LMPredic
         lm.generate_batch(REQUESTS[:1], more=lambda going: [GenerationRequest("x", top_p=0.0)])
 
 
+def test_a_prompt_of_generate_joins_the_batch_when_a_row_finishes(lm, monkeypatch) -> None:
+    # generate(prompts, batch_size=2): a stop string ends the rows at different tokens, and
+    # each next prompt takes a finished row's place between two tokens: fewer batches than
+    # len(prompts) / 2, and every prompt gets what it gets alone
+    prompts = ["First Citizen:", "All:", "", "Speak", "You are", "the", "O"]
+    options = {"max_new_tokens": 24, "temperature": 0, "repetition_penalty": 3.0, "stop": ["o"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        alone = [lm.generate(p, **options)[0] for p in prompts]
+        batches: list[int] = []
+        real = lm._continue
+        monkeypatch.setattr(lm, "_continue", lambda rows, more=None: batches.append(len(rows))
+                            or real(rows, more))  # fmt: skip
+        together = lm.generate(prompts, batch_size=2, **options)
+    assert together == alone
+    assert len({g.tokens for g in alone}) > 2  # (the rows do end at different tokens)
+    assert len(batches) < 4 and batches[0] == 2, batches
+
+
 def test_a_batch_names_the_prompt_of_each_warning(lm: LMPredictor) -> None:
     requests = [GenerationRequest("All:", max_new_tokens=2),
                 GenerationRequest("Zebra ☃", max_new_tokens=2)]  # fmt: skip

@@ -576,7 +576,8 @@ class LMPredictor(Predictor):
         several prompts: one after the other; ``StopGeneration`` from it ends that one);
         the pieces add up to ``Generation.text``. ``batch_size``: how many prompts are
         continued together (left-padded, one forward pass a token for all of them: faster
-        for many prompts; greedy gives each what it gets alone, up to float rounding);
+        for many prompts; greedy gives each what it gets alone, up to float rounding; a
+        prompt that is done makes room for the next one, which joins between two tokens);
         1: one after the other. Each batch streams its prompts' pieces interleaved, so a
         stream needs ``batch_size=1``.
         """
@@ -601,9 +602,21 @@ class LMPredictor(Predictor):
             generator = torch.Generator(device=self.device).manual_seed(int(seed))
             for row in rows:  # one generator for the whole call
                 row.options = dataclasses.replace(row.options, generator=generator)
+        if batch_size == 1:
+            return [g for row in rows for g in self._continue([row])]
+        waiting = list(rows)  # in order: each batch starts with the next ones, and those
+        # after them join it as its rows finish
+
+        def more(going: int, first: int) -> list[_Row]:
+            taken = waiting[: batch_size - going]
+            del waiting[: len(taken)]
+            return taken
+
         out: list[Generation] = []
-        for i in range(0, len(rows), batch_size):
-            out.extend(self._continue(rows[i : i + batch_size]))
+        while waiting:
+            start = waiting[:batch_size]
+            del waiting[:batch_size]
+            out.extend(self._continue(start, more))
         return out
 
     def generate_batch(
@@ -628,7 +641,10 @@ class LMPredictor(Predictor):
         self._requests_only(requests)
         numbered = len(requests) > 1 or more is not None
         rows = self._seeded(self._rows(requests, stacklevel=4, numbered=numbered), requests)
-        return self._continue(rows, more)
+        if more is None:
+            return self._continue(rows)
+        fetch = more
+        return self._continue(rows, lambda going, first: self._joining(fetch(going), first))
 
     @staticmethod
     def _requests_only(requests: Sequence[Any]) -> None:
@@ -744,17 +760,19 @@ class LMPredictor(Predictor):
     def _continue(
         self,
         rows: Sequence[_Row],
-        more: Callable[[int], Sequence[GenerationRequest]] | None = None,
+        more: Callable[[int, int], list[_Row]] | None = None,
     ) -> list[Generation]:
         """Continue ``rows`` together (``sample_rows``): the prompts left-padded to the
         longest, each row's tokens fed to its ``_Continuation``, each row finished as it
-        leaves the batch; ``more``: as ``generate_batch``'s, the rows it brings appended."""
+        leaves the batch. ``more(going, first)``: rows that join before the next token
+        (``going`` rows go on; ``first``: the number the first of them gets, from 1),
+        appended to the result in that order."""
         every = list(rows)
         going = self._going(rows)  # sample_rows' row i is going[i]
 
         def join(live: int) -> Joining | None:
             assert more is not None
-            new = self._joining(more(live), first=len(every) + 1)
+            new = more(live, len(every) + 1)
             every.extend(new)
             new = self._going(new)
             going.extend(new)
