@@ -37,6 +37,7 @@ from attnkit.core.errors import check_finite
 
 __all__ = [
     "BeamResult",
+    "JoinRule",
     "Joining",
     "RowOptions",
     "Stepper",
@@ -271,6 +272,33 @@ class Joining:
     rows: Sequence[RowOptions]
     context: Tensor | None = None
     context_mask: Tensor | None = None
+
+
+@dataclass
+class JoinRule:
+    """When rows that wait to join a running ``sample_rows`` come in (continuous batching).
+    Reading their prompts (a forward pass of its own) pauses the rows going, so letting
+    them in one by one as room frees up would slow everyone down: they come in once at
+    least ``ratio`` of the rows going can (``min(waiting, room)``), or once they have
+    waited ``after`` tokens. Text Generation Inference's rule and defaults
+    (``waiting_served_ratio`` 0.3, ``max_waiting_tokens`` 20)."""
+
+    ratio: float = 0.3
+    after: int = 20
+    waited: int = 0  # tokens made since rows have been waiting with room for them
+
+    def ready(self, waiting: int, room: int, going: int) -> bool:
+        """Whether ``waiting`` rows come in now, beside ``going`` rows, with ``room`` free
+        rows in the batch (asked once a token)."""
+        if waiting <= 0 or room <= 0:
+            if waiting <= 0:
+                self.waited = 0
+            return False
+        if min(waiting, room) >= self.ratio * going or self.waited >= self.after:
+            self.waited = 0
+            return True
+        self.waited += 1
+        return False
 
 
 def _check_rows(rows: Sequence[RowOptions], start: Tensor) -> None:

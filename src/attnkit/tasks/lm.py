@@ -43,7 +43,7 @@ from attnkit.data.batching import pad_batch
 from attnkit.data.catalogue import describe, find_kind, has_split, read
 from attnkit.data.split import limit_examples, split_by_position, split_examples
 from attnkit.data.tokenization import Tokenizer, cut_text
-from attnkit.nn.generation import Joining, RowOptions, sample_rows
+from attnkit.nn.generation import Joining, JoinRule, RowOptions, sample_rows
 from attnkit.runtime.device import inference, model_device, to_device
 from attnkit.runtime.run import RunDir
 from attnkit.tasks.base import (
@@ -607,7 +607,11 @@ class LMPredictor(Predictor):
         waiting = list(rows)  # in order: each batch starts with the next ones, and those
         # after them join it as its rows finish
 
+        rule = JoinRule()
+
         def more(going: int, first: int) -> list[_Row]:
+            if not rule.ready(len(waiting), batch_size - going, going):
+                return []
             taken = waiting[: batch_size - going]
             del waiting[: len(taken)]
             return taken

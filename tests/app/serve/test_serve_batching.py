@@ -692,17 +692,20 @@ def test_requests_join_once_they_are_enough_or_have_waited() -> None:
     queue = Queue()
     batch = [Pending("running", 1, "prompts")]
     join = _Joiner(queue, batch)  # type: ignore[arg-type]
+    after = join.rule.after  # (20 tokens)
     assert join(1) == []  # nothing queued
     queue.waiting = [Pending("a", 1, "prompts")]
     assert [p.request for p in join(1)] == ["a"]  # beside one row: at once
     queue.waiting = [Pending("b", 1, "prompts")]
-    assert [join(10) for _ in range(_Joiner.AFTER)] == [[]] * _Joiner.AFTER  # 1 < 0.3 x 10
-    assert [p.request for p in join(10)] == ["b"]  # ... until it has waited AFTER tokens
+    assert [join(10) for _ in range(after)] == [[]] * after  # 1 < 0.3 x 10 rows going
+    assert [p.request for p in join(10)] == ["b"]  # ... until it has waited 20 tokens
     queue.waiting = [Pending(r, 1, "prompts") for r in "cde"]  # 3 >= 0.3 x 10: at once
     assert [p.request for p in join(10)] == ["c", "d", "e"]
-    queue.waiting = [Pending(r, 1, "prompts") for r in "fghi"]
-    assert [p.request for p in join(13)] == ["f", "g", "h"]  # as many as fit in 16 rows
-    assert [p.request for p in batch] == ["running", *"abcdefgh"]
+    queue.waiting = [Pending(r, 1, "prompts") for r in "fghij"]
+    assert join(13) == []  # room for 3 < 0.3 x 13: not yet
+    assert [p.request for p in join(12)] == ["f", "g", "h", "i"]  # as many as fit in 16
+    assert join(16) == [] and join.rule.waited == 0  # a full batch: nothing, no count
+    assert [p.request for p in batch] == ["running", *"abcdefghi"]
 
 
 def test_requests_that_join_get_their_own_answer_warning_or_error(lm_runs) -> None:

@@ -80,6 +80,7 @@ from attnkit.app.serve.schemas import (
 )
 from attnkit.core.errors import NON_FINITE, AttnkitError, InputError, NonFiniteError
 from attnkit.core.version import __version__
+from attnkit.nn.generation import JoinRule
 from attnkit.tasks.lm import StopGeneration
 
 STATIC = Path(__file__).parent / "static"
@@ -543,31 +544,19 @@ def _retrieve(future: asyncio.Future) -> None:
 
 class _Joiner:
     """Continuous batching for one running generation (``generate_many``'s ``more``): between
-    two tokens, the requests of its key queued by then join it (``Batcher.take_more``: as
-    many as fit beside the ``going`` rows, while no other work waits for the model), added
-    to ``batch`` (which run_batch settles). Reading a prompt (its forward pass) pauses the
-    rows going, so requests join once they are at least ``RATIO`` of those rows, or once one
-    has waited ``AFTER`` tokens; a generation running alone lets one in at once. (Text
-    Generation Inference's rule and defaults: waiting_served_ratio, max_waiting_tokens.)"""
-
-    RATIO = 0.3
-    AFTER = 20
+    two tokens, the requests of its key queued by then join it when ``JoinRule`` says so
+    (``Batcher.take_more``: as many as fit beside the ``going`` rows, while no other work
+    waits for the model), added to ``batch`` (which run_batch settles)."""
 
     def __init__(self, batcher: Batcher, batch: list[Pending]) -> None:
         self.batcher, self.batch, self.key = batcher, batch, batch[0].key
-        self.waited = 0  # tokens made since a request has been waiting
+        self.rule = JoinRule()
 
     def __call__(self, going: int) -> list[Pending]:
-        queued = self.batcher.queued_rows(self.key)
-        if not queued:
-            self.waited = 0
+        room = self.batcher.max_size - going
+        if not self.rule.ready(self.batcher.queued_rows(self.key), room, going):
             return []
-        if queued < self.RATIO * going and self.waited < self.AFTER:
-            self.waited += 1
-            return []
-        taken = self.batcher.take_more(self.key, self.batcher.max_size - going)
-        if taken:
-            self.waited = 0
+        taken = self.batcher.take_more(self.key, room)
         self.batch.extend(taken)
         return taken
 
