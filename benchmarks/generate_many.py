@@ -12,8 +12,8 @@ alternating processes to compare revisions (no record: an ad hoc figure in the n
 The served run (runs/bench-serve-shakespeare) is what serve_load.py trains for generate.
 """
 
+import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -23,11 +23,19 @@ from attnkit.data.paths import resolve_data_dir
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
-    label = sys.argv[1] if len(sys.argv) > 1 else attnkit.__file__
-    lm = attnkit.load(ROOT / "runs" / "bench-serve-shakespeare", precision="fp32")
-    text = (resolve_data_dir() / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")
-    lines = [x[:16] for x in text[int(len(text) * 0.9) :].splitlines() if x.strip()][:64]
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("label", nargs="?", default="attnkit", help="what the line is labelled")
+    ap.add_argument("--run", type=Path, default=ROOT / "runs" / "bench-serve-shakespeare")
+    args = ap.parse_args(argv)
+    label = args.label
+    lm = attnkit.load(args.run, precision="fp32")
+    try:
+        text = (resolve_data_dir() / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")
+    except Exception:  # noqa: BLE001 - no data here: a few fixed lines instead
+        text = "ROMEO:\nFirst Citizen:\nKING RICHARD III:\n" * 30
+    lines = [x[:16] for x in text[int(len(text) * 0.9) :].splitlines() if x.strip()]
+    lines = (lines * 64)[:64]
     options = {"max_new_tokens": 48, "temperature": 0.8, "seed": 0, "stop": ["\n"],
                "batch_size": 16}  # fmt: skip
     lm.generate(lines[:16], **options)  # warm-up
