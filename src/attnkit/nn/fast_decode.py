@@ -11,7 +11,7 @@ weights of an ``Encoder`` once and then runs, per layer, exactly what
     h = LayerNorm_1(x)
     q, k, v = h [W^Q W^K W^V] + [b^Q b^K b^V]        one product (the fused weight)
     K, V = cache.append(k, v)                          (B, H, T_total, d_head)
-    x = x + Attention(q, K, V) W^O + b^O               the new query sees every cached key
+    x = x + Attention(q, K, V) W^O + b^O               the new query sees every unmasked key
     x = x + act(LayerNorm_2(x) W_1 + b_1) W_2 + b_2
     ...
     LayerNorm_final(x)

@@ -32,7 +32,6 @@ from torch import Tensor, nn
 
 from attnkit.core.errors import (
     NON_FINITE,
-    AttnkitError,
     DataError,
     InputError,
     NonFiniteError,
@@ -673,7 +672,7 @@ class LMPredictor(Predictor):
         for k, r in enumerate(requests):
             try:
                 rows += self._seeded(self._rows([r], 5, numbered=True, first=first + k), [r])
-            except (AttnkitError, ValueError, TypeError) as exc:
+            except (ValueError, TypeError) as exc:  # (AttnkitError is a ValueError)
                 if r.on_error is None:
                     raise
                 r.on_error(exc)

@@ -78,9 +78,6 @@ class ModelLock:
     def release(self) -> None:
         self._lock.release()
 
-    def locked(self) -> bool:
-        return self._lock.locked()
-
     def __enter__(self) -> ModelLock:
         self.acquire()
         return self
