@@ -32,6 +32,10 @@ Sections (``--only``; all by default):
             ``torch.inference_mode``, the last hidden state. On the CPU two labelled extra
             rows per batch: attnkit with int8 Linear layers, and attnkit's encoder exported
             to ONNX and run by onnxruntime (when installed), each against the peer's fp32.
+  classify  sentence classifier inference at batch 1 (same shapes, ``--seq`` tokens): attnkit
+            ``BertForSequenceClassification`` (BERT's pooler, a 2-way head) vs
+            ``transformers.BertForSequenceClassification`` with the same weights, eval mode,
+            ``torch.inference_mode``, the logits; the largest logit difference is recorded.
   seq2seq   encoder-decoder training step, the multi30k-transformer recipe's model
             (configs/multi30k-transformer.yaml: 3+3 layers, d 256, 4 heads, d_ff 512, relu,
             joint vocabulary 10000 shared and tied), batch 64, source and target
@@ -58,7 +62,8 @@ forward and the loss, fp32 weights (as the Trainer's ``training.bf16``); generat
 fp32 only (torch.nn's inference fast path fails under CPU autocast, so with bf16 its
 encoder infers with the fast path off, noted on those rows). Padding, the same for every
 contender: every second row's last 10% of positions are padding (batch 1: none). Timed
-iterations (+ warm-up): train 5 (+1), infer 30 (+3) at batch 1 and 6 (+1) at 32, seq2seq
+iterations (+ warm-up): train 5 (+1), infer 30 (+3) at batch 1 and 6 (+1) at 32, classify
+30 (+3), seq2seq
 8 (+1), generate 3 (+1); ``--iters`` / ``--warmup`` set them all. Inference contenders
 alternate every call by default; ``--in-a-row 10`` lets each make 10 calls in a row per
 turn at batch 1: a BERT's weights (12.6 MB at L4 H256) stay in the CPU caches between its
@@ -111,7 +116,7 @@ from speed_peers import (  # noqa: E402
 )
 from speed_runners import ITERS, RUNNERS, _log, cpu_info, matmul_peak  # noqa: E402
 
-SECTIONS = ("peak", "train", "infer", "seq2seq", "generate")
+SECTIONS = ("peak", "train", "infer", "classify", "seq2seq", "generate")
 PLOT = ROOT / "docs" / "speed_ratios.png"
 
 
@@ -193,9 +198,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             rows += RUNNERS[section](args, peak)
             _log(f"   ({(time.perf_counter() - t0) / 60:.1f} min)")
     regime = ""  # how the inference rows' calls follow one another
-    if "infer" in args.sections and args.in_a_row == 1:
+    inference = {"infer", "classify"} & set(args.sections)
+    if inference and args.in_a_row == 1:
         regime = "; inference: the contenders alternate every call"
-    elif "infer" in args.sections:
+    elif inference:
         regime = (
             f"; inference at batch 1: each contender makes {args.in_a_row} calls in a row per "
             "turn, each timed (its weights stay in the CPU caches between them, as in a "

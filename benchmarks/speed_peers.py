@@ -5,6 +5,8 @@ the calls the runners (benchmarks/speed_runners.py) time.
 - encoders: attnkit ``BertModel`` vs ``transformers.BertModel`` (SDPA) and vs BERT's
   embeddings around ``torch.nn.TransformerEncoder`` (``TorchBert``); attnkit's int8 and
   ONNX variants (CPU only);
+- sentence classifiers: attnkit ``BertForSequenceClassification`` vs transformers' (same
+  weights);
 - encoder-decoder: attnkit ``Transformer`` vs the same embeddings around
   ``torch.nn.Transformer`` (``TorchSeq2Seq``);
 - generation: attnkit ``GPT.generate`` (KV cache) vs ``transformers.GPT2LMHeadModel``.
@@ -31,7 +33,7 @@ import yaml
 from torch import Tensor, nn
 
 from attnkit.interop.quantize import quantize_int8
-from attnkit.models.bert import BertConfig, BertModel
+from attnkit.models.bert import BertConfig, BertForSequenceClassification, BertModel
 from attnkit.models.gpt import GPT, GPTConfig
 from attnkit.models.hf_bert import bert_config_to_hf
 from attnkit.models.hf_bert import to_hf_state_dict as bert_to_hf
@@ -51,6 +53,7 @@ MLM_FRACTION = 0.15
 PAD_FRACTION = 0.1
 
 PEER_BERT = "transformers.BertModel"
+PEER_BERT_CLASSIFIER = "transformers.BertForSequenceClassification"
 PEER_ENCODER = "torch.nn.TransformerEncoder"
 PEER_S2S = "torch.nn.Transformer"
 PEER_GPT2 = "transformers.GPT2LMHeadModel.generate"
@@ -302,6 +305,40 @@ def build_encoders(shape: Shape, vocab: int, seq: int, with_ad0: bool) -> dict[s
         )
     for enc in found.values():
         enc.model.to(DEVICE)  # (in place: the lambdas above see the moved modules)
+    return found
+
+
+def build_classifiers(shape: Shape, vocab: int, seq: int) -> dict[str, Encoderish]:
+    """attnkit's BertForSequenceClassification (BERT's pooler, a 2-way head) and
+    transformers' with the same weights; ``hidden`` gives their logits (B, 2)."""
+    torch.manual_seed(0)
+    ours = BertForSequenceClassification(bert_config(shape, vocab, seq, DROPOUT))
+    transformers = _transformers()
+    config = transformers.BertConfig(**bert_config_to_hf(ours.config), attn_implementation="sdpa")
+    hf = transformers.BertForSequenceClassification(config)
+    hf.load_state_dict(bert_to_hf(ours), strict=True)
+    sizes = f"{shape}, d_ff {shape.d_ff}, vocab {vocab}, {ours.config.num_classes} classes"
+    found = {
+        "attnkit": Encoderish(
+            "attnkit",
+            f"attnkit.models.bert.BertForSequenceClassification({sizes}, pooling="
+            f"{ours.config.pooling_used})",
+            ours,
+            lambda b: ours(b.ids, b.mask).logits,
+            lambda: ours.bert.embeddings.word.weight,
+        ),
+        "transformers": Encoderish(
+            PEER_BERT_CLASSIFIER,
+            f"transformers {transformers.__version__}: BertForSequenceClassification(BertConfig("
+            f"{sizes}), attn_implementation='sdpa'), called with input_ids and attention_mask "
+            "(0/1 long)",
+            hf,
+            lambda b: hf(input_ids=b.ids, attention_mask=b.mask_long).logits,
+            lambda: hf.bert.embeddings.word_embeddings.weight,
+        ),
+    }
+    for enc in found.values():
+        enc.model.to(DEVICE)
     return found
 
 

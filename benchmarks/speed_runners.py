@@ -33,6 +33,7 @@ from speed_peers import (  # noqa: E402
     EncoderBatch,
     Encoderish,
     Shape,
+    build_classifiers,
     build_encoders,
     build_gpts,
     build_s2s,
@@ -50,7 +51,14 @@ from speed_peers import (  # noqa: E402
 
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 # (iterations, warm-up iterations) per section; --iters / --warmup override them all
-ITERS = {"train": (5, 1), "infer1": (30, 3), "infer": (6, 1), "seq2seq": (8, 1), "generate": (3, 1)}
+ITERS = {
+    "train": (5, 1),
+    "infer1": (30, 3),
+    "classify": (30, 3),
+    "infer": (6, 1),
+    "seq2seq": (8, 1),
+    "generate": (3, 1),
+}
 # targets of issue 17 (None: no target, the row is for information)
 TARGETS = {"train_fp32": 1.2, "train_bf16": 1.4, "train_torch": 1.2, "infer1": 2.0, "gen1": 3.0}
 
@@ -373,6 +381,41 @@ def run_infer(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
     return rows
 
 
+def run_classify(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]:
+    """Batch-1 sentence classification (issue 42 names the classifier beside the encoder):
+    attnkit's BertForSequenceClassification against transformers', the same weights,
+    each dtype; the largest logit difference between the two goes in the row."""
+    rows = []
+    iters, warmup = _iters(args, "classify")
+    for shape in args.shapes:
+        models = build_classifiers(shape, args.vocab, args.seq)
+        b = encoder_batch(1, args.seq, args.vocab)
+        flops = count_flops(encoder_infer(models["attnkit"], b, "fp32"))
+        for dtype in args.dtypes:
+            calls = {k: encoder_infer(m, b, dtype) for k, m in models.items()}
+            gap = (calls["attnkit"]().float() - calls["transformers"]().float()).abs().max()
+            times = interleave(calls, iters, warmup, args.in_a_row)
+            ours, peer = models["attnkit"], models["transformers"]
+            rows.append(
+                make_row(
+                    "classify",
+                    "sentence classifier inference (eval, inference_mode)",
+                    f"{shape}, seq {args.seq}",
+                    dtype,
+                    1,
+                    (ours.label, ours.settings, times["attnkit"]),
+                    (peer.label, peer.settings, times["transformers"]),
+                    TARGETS["infer1"],
+                    flops,
+                    peak,
+                    warmup,
+                    max_logit_difference=float(f"{gap.item():.2e}"),
+                )
+            )
+            _print_row(rows[-1])
+    return rows
+
+
 def onnx_row(
     shape: Shape,
     args: argparse.Namespace,
@@ -558,4 +601,10 @@ def run_generate(args: argparse.Namespace, peak: dict[str, float]) -> list[dict]
     return rows
 
 
-RUNNERS = {"train": run_train, "infer": run_infer, "seq2seq": run_seq2seq, "generate": run_generate}
+RUNNERS = {
+    "train": run_train,
+    "infer": run_infer,
+    "classify": run_classify,
+    "seq2seq": run_seq2seq,
+    "generate": run_generate,
+}

@@ -123,7 +123,8 @@ def test_every_section_times_both_contenders_at_a_tiny_shape(bench):
     _, speed = bench
     args = speed.parse_args(TINY)
     peak = {"fp32": 1e6, "bf16": 1e6}
-    rows = {name: speed.RUNNERS[name](args, peak) for name in ("train", "infer", "seq2seq")}
+    sections = ("train", "infer", "classify", "seq2seq")
+    rows = {name: speed.RUNNERS[name](args, peak) for name in sections}
     assert len(rows["train"]) == 6  # 2 dtypes x (transformers, torch, attention_dropout=0)
     # 2 dtypes x batches 1, 2 x 2 peers, + attnkit int8 and attnkit's ONNX export in
     # onnxruntime vs transformers fp32 at batches 1, 2
@@ -139,6 +140,12 @@ def test_every_section_times_both_contenders_at_a_tiny_shape(bench):
         assert r["target"] is None and "another runtime" in r["note"]
         assert "onnxruntime" in r["attnkit_settings"] and r["attnkit_pytorch_ms"] > 0
         assert speed.row_label(r).startswith("infer") and "(attnkit ONNX) vs" in speed.row_label(r)
+    assert [(r["dtype"], r["batch"], r["target"]) for r in rows["classify"]] == [
+        ("fp32", 1, 2.0),
+        ("bf16", 1, 2.0),
+    ]
+    assert rows["classify"][0]["max_logit_difference"] < 1e-5  # the same weights, fp32
+    assert rows["classify"][0]["peer"] == "transformers.BertForSequenceClassification"
     assert len(rows["seq2seq"]) == 2
     args.gen_batches = [1]
     rows["generate"] = speed.RUNNERS["generate"](args, peak)
@@ -164,6 +171,10 @@ def test_the_peers_get_attnkits_weights(bench):
     for key in ("transformers", "torch"):
         diff = (outs["attnkit"] - outs[key])[b.mask].abs().max()
         assert diff < 1e-5, (key, diff)
+    classifiers = peers.build_classifiers(peers.Shape(2, 32, 4), vocab=100, seq=12)
+    logits = {k: peers.encoder_infer(m, b, "fp32")() for k, m in classifiers.items()}
+    assert logits["attnkit"].shape == (3, 2)
+    assert (logits["attnkit"] - logits["transformers"]).abs().max() < 1e-5
 
     ours, peer = peers.build_s2s(peers.s2s_config())
     s = peers.s2s_batch(2, 6, ours.config.vocab_size)
