@@ -135,7 +135,8 @@ def _speed_ratios(rows: list[dict]) -> list[str]:
             + (f"GPU {run['gpu']} ({run['device']}); " if run.get("gpu") else "")
             + f"{run['cpu']}, {run['threads']} threads; "
             f"{flags}; native bf16: {yes_no(run['cpu_native_bf16'])}; matmul peak "
-            f"fp32 {peak['fp32']:,} GFLOP/s, bf16 {peak['bf16']:,} GFLOP/s ({run['matmul']}); "
+            + ", ".join(f"{k} {v:,} GFLOP/s" for k, v in peak.items())
+            + f" ({run['matmul']}); "
             f"{run['minutes']} min. Common settings: {run['common']}. Command: "
             f"`{run['command']}`",
             "",

@@ -142,10 +142,18 @@ def _sdpa_cpu_backward(grad, q, k, v, *args, out_shape=None, **kwargs) -> int:
     return flop_counter.sdpa_backward_flop_count(grad, q, k, v)
 
 
-# FlopCounterMode knows the CUDA attention kernels, not the CPU one: the same formulas
+def _onednn_linear(x_shape, weight_shape, *args, out_shape=None, **kwargs) -> int:
+    """oneDNN's product (attnkit.nn.fast_paths): 2 x rows x in x out; the weight may be
+    re-laid-out by oneDNN, so the sizes come from the input's and the output's shapes."""
+    return 2 * math.prod(out_shape[:-1]) * x_shape[-1] * out_shape[-1]
+
+
+# FlopCounterMode knows the CUDA attention kernels, not the CPU one (the same formulas),
+# nor oneDNN's products, which attnkit's inference fast paths call on the CPU
 _CPU_SDPA = {
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu,
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward,
+    torch.ops.mkldnn._linear_pointwise: _onednn_linear,
 }
 
 
