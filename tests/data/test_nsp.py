@@ -11,6 +11,7 @@ import torch
 from attnkit.core.errors import DataError
 from attnkit.data.masking import IGNORE_INDEX, mask_tokens, wordpiece_word_starts
 from attnkit.data.nsp import make_nsp_pairs, review_segments, split_documents
+from attnkit.data.sentence_split import has_segments
 
 CLS, SEP = 2, 3
 
@@ -44,6 +45,25 @@ def test_review_segments_splits_sentences_and_br() -> None:
     ]
     assert review_segments("3.5점 줍니다") == ["3.5점 줍니다"]  # no whitespace after '.'
     assert review_segments("  ") == []
+
+
+REVIEWS = ["Good. Very good!", "<br /><br />", "  <BR/> ", "x<br>", "<br>y. z", "...", "<b>", "<"]
+
+
+def test_review_documents_are_the_reviews_cut_and_cut_only_when_read(monkeypatch) -> None:
+    from attnkit.data import catalogue
+    from attnkit.data.split import limit_examples
+
+    eager = [segs for r in REVIEWS if (segs := review_segments(r))]
+    docs = catalogue.ReviewDocuments(REVIEWS)
+    assert [has_segments(r) for r in REVIEWS] == [bool(review_segments(r)) for r in REVIEWS]
+    assert len(docs) == len(eager) == 6 and list(docs) == eager and docs[1:3] == eager[1:3]
+    assert docs[-1] == eager[-1] and limit_examples(docs, None, 0) == eager
+    cut: list[str] = []
+    monkeypatch.setattr(catalogue, "review_segments", lambda r: cut.append(r) or [r])
+    kept = limit_examples(docs, 2, seed=3)  # the same subset as of the eager list
+    assert kept == [[r] for r in cut] and len(cut) == 2
+    assert [review_segments(r) for r in cut] == limit_examples(eager, 2, seed=3)
 
 
 def _tok(doc: int, seg: int) -> int:

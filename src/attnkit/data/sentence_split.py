@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["review_segments", "split_documents"]
+__all__ = ["has_segments", "review_segments", "split_documents"]
 
 _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
@@ -27,6 +27,14 @@ def split_documents(text: str) -> list[list[str]]:
     if current:
         docs.append(current)
     return docs
+
+
+def has_segments(review: str) -> bool:
+    """Whether ``review_segments(review)`` is not empty (some text outside ``<br>`` tags),
+    without cutting it."""
+    if "<" not in review:  # (nearly every review: no tag to look for)
+        return bool(review.strip())
+    return any(block.strip() for block in _BR.split(review))
 
 
 def review_segments(review: str) -> list[str]:
