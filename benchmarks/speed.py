@@ -14,8 +14,9 @@ milliseconds and ratio = peer ms / attnkit ms (> 1: attnkit is faster).
 
 Sections (``--only``; all by default):
 
-  peak      this machine's matmul peak: a ``--matmul-n`` cube (2048^3), fp32 and bf16, best
-            of 5 (always measured: the FLOP/s fractions below divide by it).
+  peak      this machine's matmul peak: a ``--matmul-n`` cube (2048^3), best of 5, in fp32
+            and, when bf16 rows are timed, bf16 (always measured: the FLOP/s fractions
+            below divide by it).
   train     encoder training step (``--shapes``, default L4 H256 A4 and L6 H512 A8; seq 128,
             batch 32, vocab 30522): attnkit ``BertModel`` vs ``transformers.BertModel``
             (``attn_implementation="sdpa"``, same weights through ``models.hf_bert``) and vs
